@@ -1,0 +1,34 @@
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo test bench lint typecheck clean
+
+# Idempotent: re-installs only when pyproject.toml changed.
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(PY) examples/quickstart.py
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+bench: $(STAMP)
+	$(PY) -m pytest -q -s tests/benchmarks -p no:cacheprovider -o addopts=""
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check ledger merge_policies views tests examples
+	$(VENV)/bin/ruff format --check ledger merge_policies views tests examples
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy
+
+clean:
+	rm -rf $(VENV) warehouse .pytest_cache .hypothesis

@@ -1,0 +1,61 @@
+"""ledger-tables: log-structured ledger tables on object storage.
+
+>>> import ledger
+>>> wh = ledger.connect("./warehouse")                                         # doctest: +SKIP
+>>> t = wh.create_table("metrics", {"device_id": "BIGINT", "temperature": "DOUBLE"},
+...                     primary_key=["device_id"])                             # doctest: +SKIP
+>>> t.upsert([{"device_id": 1, "temperature": 21.5}])                          # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from ledger.errors import (
+    ConflictError,
+    CorruptLogError,
+    DuplicateKeyError,
+    InvalidArgumentError,
+    InvalidPredicateError,
+    KeyNotFoundError,
+    LedgerError,
+    MissingKeyError,
+    SchemaError,
+    SnapshotNotFoundError,
+    StorageError,
+    TableDroppedError,
+    TableExistsError,
+    TableNotFoundError,
+    TransactionClosedError,
+    TypeMismatchError,
+    UnknownColumnError,
+)
+from ledger.snapshot import Snapshot
+from ledger.table import CommitRecord, Table
+from ledger.transaction import CommitInfo, Transaction
+from ledger.warehouse import Warehouse, connect
+
+__all__ = [
+    "CommitInfo",
+    "CommitRecord",
+    "ConflictError",
+    "CorruptLogError",
+    "DuplicateKeyError",
+    "InvalidArgumentError",
+    "InvalidPredicateError",
+    "KeyNotFoundError",
+    "LedgerError",
+    "MissingKeyError",
+    "SchemaError",
+    "Snapshot",
+    "SnapshotNotFoundError",
+    "StorageError",
+    "Table",
+    "TableDroppedError",
+    "TableExistsError",
+    "TableNotFoundError",
+    "Transaction",
+    "TransactionClosedError",
+    "TypeMismatchError",
+    "UnknownColumnError",
+    "Warehouse",
+    "connect",
+]

@@ -1,0 +1,1 @@
+"""Engines: the only modules that import an execution engine (duckdb; pyspark later)."""

@@ -1,0 +1,99 @@
+"""Every error ledger-tables raises: one root, one module.
+
+Subclasses also inherit the builtin that fits (``KeyError``, ``ValueError``, ``OSError``) so that
+callers who catch builtins keep working. Every message says what was wrong and what to do.
+"""
+
+from __future__ import annotations
+
+
+class LedgerError(Exception):
+    """Root of every error raised by ledger-tables."""
+
+
+# --- bad input: raised before anything is written -------------------------------------------
+
+
+class InvalidArgumentError(LedgerError, ValueError):
+    """An argument has a value the operation cannot accept."""
+
+
+class SchemaError(LedgerError, ValueError):
+    """A schema definition, or data that does not fit the table's schema."""
+
+
+class UnknownColumnError(SchemaError):
+    """Data names a column the table does not have (and schema evolution was not asked for)."""
+
+
+class TypeMismatchError(SchemaError):
+    """A value does not fit the type of its column."""
+
+
+class MissingKeyError(SchemaError):
+    """A primary-key column is missing from the data, or holds NULL."""
+
+
+class DuplicateKeyError(LedgerError, ValueError):
+    """One keyed operation names the same key twice."""
+
+
+class KeyNotFoundError(LedgerError, KeyError):
+    """An update names keys that have no visible row."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; keep it readable
+        return str(self.args[0]) if self.args else ""
+
+
+class InvalidPredicateError(LedgerError, ValueError):
+    """A SQL predicate that cannot be parsed or bound to the table's columns."""
+
+
+# --- catalog ----------------------------------------------------------------------------------
+
+
+class TableNotFoundError(LedgerError, KeyError):
+    """No table of that name exists in the warehouse (or it was dropped)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class TableExistsError(LedgerError, ValueError):
+    """``create_table`` was called for a name that is already taken."""
+
+
+class SnapshotNotFoundError(LedgerError, KeyError):
+    """The requested version or timestamp is not in the table's log (never was, or vacuumed)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+# --- commits ----------------------------------------------------------------------------------
+
+
+class ConflictError(LedgerError):
+    """Another commit touched what this transaction read or rewrote; nothing was committed.
+
+    Retrying the operation on the new state is safe.
+    """
+
+
+class TableDroppedError(ConflictError):
+    """The table was dropped by another writer after this handle read it."""
+
+
+class TransactionClosedError(LedgerError):
+    """The transaction was already committed or aborted."""
+
+
+# --- storage and log --------------------------------------------------------------------------
+
+
+class StorageError(LedgerError, OSError):
+    """The store failed or does not honour a guarantee the log relies on."""
+
+
+class CorruptLogError(LedgerError):
+    """A log file could not be parsed. The message names the file; no state is guessed."""

@@ -1,0 +1,44 @@
+"""Live entries: what the ledger holds for a key once opposite entries cancel out.
+
+Entries of a key that carry the same values cancel by sign: an insertion and a later delete mark
+with equal values sum to zero. The *live entries* of a key are its distinct value tuples whose
+signs sum above zero, each as many times as that sum. The *visible row* of a key is the live
+entry inserted last (by ``trx_id``, ``trx_seq``). Read-modify-write operations cancel every live
+entry of a key, so sums over the raw ledger stay exact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ledger.schema import DML_TYPE, TRX_ID, TRX_SEQ
+from ledger.sql import ident, idents
+
+NET = "__ledger_net"
+ORDER = "__ledger_order"
+
+
+def live_entries_sql(source: str, value_columns: Sequence[str]) -> str:
+    """Distinct live value tuples of ``source`` with their multiplicity and insertion order."""
+    cols = idents(list(value_columns))
+    return (
+        f"SELECT {cols}, CAST(sum({ident(DML_TYPE)}) AS BIGINT) AS {NET}, "
+        f"max(CAST({ident(TRX_ID)} AS HUGEINT) * 4294967296 + {ident(TRX_SEQ)}) "
+        f"FILTER (WHERE {ident(DML_TYPE)} = 1) AS {ORDER} "
+        f"FROM {source} GROUP BY ALL HAVING sum({ident(DML_TYPE)}) > 0"
+    )
+
+
+def visible_rows_sql(live: str, key_columns: Sequence[str], value_columns: Sequence[str]) -> str:
+    """The latest live row of each key, from a relation made by :func:`live_entries_sql`."""
+    return (
+        f"SELECT {idents(list(value_columns))} FROM {live} "
+        f"QUALIFY row_number() OVER (PARTITION BY {idents(list(key_columns))} "
+        f"ORDER BY {ORDER} DESC) = 1"
+    )
+
+
+def expand_sql(live: str, value_columns: Sequence[str]) -> str:
+    """One row per live entry: each tuple repeated by its multiplicity."""
+    cols = idents(list(value_columns))
+    return f"SELECT {cols} FROM (SELECT {cols}, unnest(range({NET})) AS __i FROM {live})"

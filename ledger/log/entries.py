@@ -1,0 +1,270 @@
+"""Log entries as frozen dataclasses with explicit JSON (de)serialisation.
+
+One log file is newline-delimited JSON, in the lineage of IceDB's log:
+
+    line 0   meta        {"v": 1, "t": ms, "sch": 1, "f": n, "tmb"?: n, "version": N, "op": ...}
+    line 1   schema      {"column": "SQL TYPE", ...}
+    lines    tombstones  {"p": "_log/...", "t": ms}           (superseded log files)
+    lines    files       {"p": "_data/...", "b": bytes, "t": ms, "tmb"?: ms, "rows": ..., ...}
+
+``sch``, ``tmb`` and ``f`` are the 0-based line numbers where each section starts. See
+docs/format.md for every field.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import decimal
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ledger.errors import CorruptLogError
+from ledger.schema import TableSchema
+
+FORMAT_VERSION = 1
+JsonValue = Any
+
+
+def json_value(value: Any) -> JsonValue:
+    """A key value as JSON: ISO text for dates and times, text for decimals, hex for bytes."""
+    if isinstance(value, dt.datetime | dt.date | dt.time):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    if isinstance(value, bytes):
+        return "base64:" + base64.b64encode(value).decode("ascii")
+    return value
+
+
+@dataclass(frozen=True)
+class TableConfig:
+    """Everything about a table that is not its schema; stored in the first commit and every
+    checkpoint (and in any commit that changes it)."""
+
+    table_uuid: str
+    primary_key: tuple[str, ...]
+    partition_by: tuple[str, ...] = ()
+    partition_by_key_only: bool = False
+    sort_by: tuple[str, ...] = ()
+    policy: Mapping[str, Any] = field(default_factory=lambda: {"name": "collapsing"})
+    checkpoint_interval: int = 50
+    generated_row_id: bool = False
+
+    @property
+    def key_columns(self) -> tuple[str, ...]:
+        """The columns that identify an entry's row: the primary key, or the generated row id."""
+        return ("_row_id",) if self.generated_row_id else self.primary_key
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "table_uuid": self.table_uuid,
+            "primary_key": list(self.primary_key),
+            "partition_by": list(self.partition_by),
+            "partition_by_key_only": self.partition_by_key_only,
+            "sort_by": list(self.sort_by),
+            "policy": dict(self.policy),
+            "checkpoint_interval": self.checkpoint_interval,
+            "generated_row_id": self.generated_row_id,
+        }
+
+    @staticmethod
+    def from_json(data: Mapping[str, Any]) -> TableConfig:
+        return TableConfig(
+            table_uuid=str(data["table_uuid"]),
+            primary_key=tuple(data["primary_key"]),
+            partition_by=tuple(data.get("partition_by", ())),
+            partition_by_key_only=bool(data.get("partition_by_key_only", False)),
+            sort_by=tuple(data.get("sort_by", ())),
+            policy=dict(data.get("policy", {"name": "collapsing"})),
+            checkpoint_interval=int(data.get("checkpoint_interval", 50)),
+            generated_row_id=bool(data.get("generated_row_id", False)),
+        )
+
+
+@dataclass(frozen=True)
+class FileMarker:
+    """One data file: IceDB's ``{"p", "b", "t", "tmb"?}`` plus ledger statistics."""
+
+    path: str  # relative to the table root: _data/<partition path>/<uuid>.parquet
+    size: int
+    created_ms: int
+    rows: int
+    dml_sum: int  # sum of dml_type: the file's contribution to the logical row count
+    trx_min: int
+    trx_max: int
+    partition: Mapping[str, str | None] = field(default_factory=dict)
+    key_min: tuple[JsonValue, ...] | None = None  # per key column
+    key_max: tuple[JsonValue, ...] | None = None
+    tombstoned_ms: int | None = None
+
+    @property
+    def alive(self) -> bool:
+        return self.tombstoned_ms is None
+
+    def tombstone(self, at_ms: int) -> FileMarker:
+        return replace(self, tombstoned_ms=at_ms)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"p": self.path, "b": self.size, "t": self.created_ms}
+        if self.tombstoned_ms is not None:
+            out["tmb"] = self.tombstoned_ms
+        out.update(
+            rows=self.rows,
+            dml_sum=self.dml_sum,
+            trx_min=self.trx_min,
+            trx_max=self.trx_max,
+            part=dict(self.partition),
+        )
+        if self.key_min is not None:
+            out["key_min"] = list(self.key_min)
+            out["key_max"] = list(self.key_max or ())
+        return out
+
+    @staticmethod
+    def from_json(data: Mapping[str, Any]) -> FileMarker:
+        key_min = data.get("key_min")
+        key_max = data.get("key_max")
+        return FileMarker(
+            path=str(data["p"]),
+            size=int(data["b"]),
+            created_ms=int(data["t"]),
+            tombstoned_ms=None if data.get("tmb") is None else int(data["tmb"]),
+            rows=int(data["rows"]),
+            dml_sum=int(data["dml_sum"]),
+            trx_min=int(data["trx_min"]),
+            trx_max=int(data["trx_max"]),
+            partition=dict(data.get("part", {})),
+            key_min=None if key_min is None else tuple(key_min),
+            key_max=None if key_max is None else tuple(key_max),
+        )
+
+
+@dataclass(frozen=True)
+class LogTombstone:
+    """A log file superseded by a checkpoint, deletable after the grace period."""
+
+    path: str
+    tombstoned_ms: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"p": self.path, "t": self.tombstoned_ms}
+
+    @staticmethod
+    def from_json(data: Mapping[str, Any]) -> LogTombstone:
+        return LogTombstone(str(data["p"]), int(data["t"]))
+
+
+@dataclass(frozen=True)
+class AppBatch:
+    """An idempotency token: committing the same (app_id, batch) twice is a no-op."""
+
+    app_id: str
+    batch: int
+
+
+@dataclass(frozen=True)
+class LogFile:
+    """One log file: a commit (changes since the previous version) or a checkpoint (the state)."""
+
+    version: int
+    timestamp_ms: int
+    operation: str
+    schema: TableSchema
+    files: tuple[FileMarker, ...] = ()
+    log_tombstones: tuple[LogTombstone, ...] = ()
+    trx_id: int | None = None
+    config: TableConfig | None = None
+    app: AppBatch | None = None
+    checkpoint: bool = False
+    # State carried by checkpoints only.
+    max_trx_id: int | None = None
+    apps: Mapping[str, int] | None = None
+    info: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_jsonl(self) -> bytes:
+        tombstones_at = 2
+        files_at = tombstones_at + len(self.log_tombstones)
+        meta: dict[str, Any] = {
+            "v": FORMAT_VERSION,
+            "t": self.timestamp_ms,
+            "sch": 1,
+            "f": files_at,
+        }
+        if self.log_tombstones:
+            meta["tmb"] = tombstones_at
+        meta["version"] = self.version
+        meta["op"] = self.operation
+        if self.trx_id is not None:
+            meta["trx_id"] = self.trx_id
+        if self.app is not None:
+            meta["app"] = {"id": self.app.app_id, "batch": self.app.batch}
+        if self.checkpoint:
+            meta["checkpoint"] = True
+            meta["max_trx_id"] = self.max_trx_id
+            meta["apps"] = dict(self.apps or {})
+        if self.config is not None:
+            meta["config"] = self.config.to_json()
+        if self.info:
+            meta["info"] = dict(self.info)
+        lines = [meta, self.schema.to_json()]
+        lines += [t.to_json() for t in self.log_tombstones]
+        lines += [f.to_json() for f in self.files]
+        return ("\n".join(json.dumps(line, separators=(",", ":")) for line in lines) + "\n").encode()
+
+    @staticmethod
+    def parse(data: bytes, source: str) -> LogFile:
+        """Parse a log file; any malformed line raises :class:`CorruptLogError` naming it."""
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise CorruptLogError(f"log file {source} is not UTF-8: {e}") from e
+        if not text.endswith("\n"):
+            raise CorruptLogError(
+                f"log file {source} is truncated (no final newline); it was not written by a "
+                "complete commit. Restore it from a backup; the table will not guess its state"
+            )
+        raw_lines = text.split("\n")[:-1]
+        parsed: list[dict[str, Any]] = []
+        for number, line in enumerate(raw_lines):
+            try:
+                value = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise CorruptLogError(f"log file {source} line {number}: not valid JSON ({e})") from e
+            if not isinstance(value, dict):
+                raise CorruptLogError(f"log file {source} line {number}: expected a JSON object")
+            parsed.append(value)
+        try:
+            meta = parsed[0]
+            schema = TableSchema.from_json(parsed[int(meta["sch"])])
+            files_at = int(meta["f"])
+            tombstones_at = int(meta.get("tmb", files_at))
+            tombstones = tuple(LogTombstone.from_json(x) for x in parsed[tombstones_at:files_at])
+            files = tuple(FileMarker.from_json(x) for x in parsed[files_at:])
+            app = meta.get("app")
+            return LogFile(
+                version=int(meta["version"]),
+                timestamp_ms=int(meta["t"]),
+                operation=str(meta["op"]),
+                schema=schema,
+                files=files,
+                log_tombstones=tombstones,
+                trx_id=None if meta.get("trx_id") is None else int(meta["trx_id"]),
+                config=None if "config" not in meta else TableConfig.from_json(meta["config"]),
+                app=None if app is None else AppBatch(str(app["id"]), int(app["batch"])),
+                checkpoint=bool(meta.get("checkpoint", False)),
+                max_trx_id=None if meta.get("max_trx_id") is None else int(meta["max_trx_id"]),
+                apps=None if meta.get("apps") is None else dict(meta["apps"]),
+                info=dict(meta.get("info", {})),
+            )
+        except (KeyError, IndexError, TypeError, ValueError) as e:
+            raise CorruptLogError(
+                f"log file {source}: missing or malformed field ({type(e).__name__}: {e})"
+            ) from e
+
+
+def sum_markers(markers: Sequence[FileMarker]) -> int:
+    """The logical row count of a set of files: the sum of their ``dml_sum``."""
+    return sum(m.dml_sum for m in markers)

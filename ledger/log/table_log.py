@@ -1,0 +1,168 @@
+"""Reading a table's log: listing versions, checkpoints, replay, incremental refresh.
+
+Keys under ``<table>/_log/``::
+
+    00000000000000000042.jsonl              the commit of version 42
+    00000000000000000050.checkpoint.jsonl   the whole state at version 50
+    _last_checkpoint                        a hint {"version": 50}; a lower bound, never trusted
+
+Opening a table reads the hint, lists the log after the hinted checkpoint, and reads the newest
+checkpoint plus the commits after it, in parallel.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from ledger.errors import CorruptLogError, SnapshotNotFoundError, TableNotFoundError
+from ledger.log.entries import LogFile
+from ledger.log.state import TableState
+from ledger.storage import Store
+
+log = logging.getLogger(__name__)
+
+VERSION_DIGITS = 20
+_LOG_NAME = re.compile(r"^(\d{20})(\.checkpoint)?\.jsonl$")
+HINT = "_last_checkpoint"
+_READ_THREADS = 16
+
+
+@dataclass(frozen=True)
+class LogListing:
+    """Versions found by one listing of the log."""
+
+    commits: dict[int, str]
+    checkpoints: dict[int, str]
+
+
+class TableLog:
+    """The log of the table stored under ``prefix`` (``"<name>/"``) in ``store``."""
+
+    def __init__(self, store: Store, prefix: str, name: str) -> None:
+        self.store = store
+        self.prefix = prefix
+        self.name = name
+        self.log_prefix = prefix + "_log/"
+
+    # --- keys ----------------------------------------------------------------------------------
+
+    def commit_key(self, version: int) -> str:
+        return f"{self.log_prefix}{version:0{VERSION_DIGITS}d}.jsonl"
+
+    def checkpoint_key(self, version: int) -> str:
+        return f"{self.log_prefix}{version:0{VERSION_DIGITS}d}.checkpoint.jsonl"
+
+    # --- listing and reading -------------------------------------------------------------------
+
+    def list(self, start_after: str | None = None) -> LogListing:
+        commits: dict[int, str] = {}
+        checkpoints: dict[int, str] = {}
+        for info in self.store.list(self.log_prefix, start_after=start_after):
+            match = _LOG_NAME.match(info.key[len(self.log_prefix) :])
+            if match is None:
+                continue
+            target = checkpoints if match.group(2) else commits
+            target[int(match.group(1))] = info.key
+        return LogListing(commits, checkpoints)
+
+    def read(self, key: str) -> LogFile:
+        try:
+            data = self.store.get(key)
+        except FileNotFoundError:
+            raise
+        return LogFile.parse(data, f"{self.store.uri}/{key}")
+
+    def read_many(self, keys: Sequence[str]) -> list[LogFile]:
+        """Read log files in parallel, in the order given."""
+        if len(keys) <= 1:
+            return [self.read(k) for k in keys]
+        with ThreadPoolExecutor(max_workers=min(_READ_THREADS, len(keys))) as pool:
+            return list(pool.map(self.read, keys))
+
+    def exists(self) -> bool:
+        return next(iter(self.store.list(self.commit_key(0))), None) is not None
+
+    def _hint(self) -> int | None:
+        try:
+            return int(json.loads(self.store.get(self.log_prefix + HINT))["version"])
+        except FileNotFoundError:
+            return None
+        except (ValueError, KeyError, TypeError) as e:
+            # The hint is only an optimisation: a broken one costs a full listing, nothing else.
+            log.warning("ignoring unreadable checkpoint hint of table %s: %s", self.name, e)
+            return None
+
+    # --- states --------------------------------------------------------------------------------
+
+    def load(self, version: int | None = None) -> TableState:
+        """The state at ``version`` (the latest if None)."""
+        if version is None:
+            hint = self._hint()
+            listing = self.list(start_after=None if hint is None else self.checkpoint_key(hint))
+            if hint is not None and not listing.checkpoints and hint not in listing.commits:
+                listing = self.list()  # the hinted checkpoint is gone; fall back to everything
+        else:
+            listing = self.list()
+        if not listing.commits and not listing.checkpoints:
+            raise TableNotFoundError(f"table {self.name!r} does not exist in {self.store.uri}")
+        latest = max([*listing.commits, *listing.checkpoints])
+        target = latest if version is None else version
+        if target > latest or target < 0:
+            raise SnapshotNotFoundError(
+                f"table {self.name!r} has no version {target}; its latest version is {latest}"
+            )
+        usable = [v for v in listing.checkpoints if v <= target]
+        if usable:
+            base_version = max(usable)
+            base_key = listing.checkpoints[base_version]
+        elif 0 in listing.commits:
+            base_version, base_key = 0, listing.commits[0]
+        else:
+            raise SnapshotNotFoundError(
+                f"version {target} of table {self.name!r} is older than every checkpoint left "
+                "after vacuum; read a newer version"
+            )
+        needed = list(range(base_version + 1, target + 1))
+        missing = [v for v in needed if v not in listing.commits]
+        if missing:
+            raise CorruptLogError(
+                f"table {self.name!r}: log versions {missing[:5]} are missing between checkpoint "
+                f"{base_version} and version {target}"
+            )
+        files = self.read_many([base_key] + [listing.commits[v] for v in needed])
+        base = TableState.start(files[0], f"{self.store.uri}/{base_key}")
+        return base.apply(files[1:])
+
+    def commits_after(self, version: int) -> list[LogFile]:
+        """Every commit after ``version``, in order (no checkpoint shortcut)."""
+        listing = self.list(start_after=self.commit_key(version))
+        return self._read_commits(listing, version)
+
+    def _read_commits(self, listing: LogListing, after: int) -> list[LogFile]:
+        versions = sorted(v for v in listing.commits if v > after)
+        expected = list(range(after + 1, after + 1 + len(versions)))
+        if versions != expected:
+            raise CorruptLogError(
+                f"table {self.name!r}: log versions after {after} are not consecutive: "
+                f"{versions[:10]}"
+            )
+        return self.read_many([listing.commits[v] for v in versions])
+
+    def refresh(self, state: TableState) -> TableState:
+        """The latest state, reading only what was committed after ``state``."""
+        listing = self.list(start_after=self.commit_key(state.version))
+        newer = [v for v in listing.checkpoints if v > state.version]
+        if newer and len(listing.commits) > 1:
+            base_version = max(newer)
+            base_key = listing.checkpoints[base_version]
+            files = self.read_many([base_key] + [
+                listing.commits[v] for v in sorted(listing.commits) if v > base_version
+            ])
+            base = TableState.start(files[0], f"{self.store.uri}/{base_key}")
+            return base.apply(files[1:])
+        return state.apply(self._read_commits(listing, state.version))

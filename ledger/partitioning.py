@@ -1,0 +1,229 @@
+"""Partition specs: column names or simple transforms, and safe partition paths.
+
+A spec is a list of strings::
+
+    ["region"]                      identity of a column
+    ["day(event_time)"]             year(...), month(...), day(...), hour(...) of a DATE/TIMESTAMP
+    ["bucket(16, user_id)"]         crc32 of the value's text, modulo 16
+
+Partition values are strings (or None). In paths they are percent-escaped so no value can
+leave the table's directory (``../``, ``/``, ``=``, NUL and unicode all turn into ``%XX``).
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ledger.errors import InvalidArgumentError
+from ledger.schema import TableSchema
+
+NULL_PARTITION = "__null__"
+_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-")
+_TIME_FORMATS = {"year": "%Y", "month": "%Y-%m", "day": "%Y-%m-%d", "hour": "%Y-%m-%d-%H"}
+_TRANSFORM = re.compile(r"^\s*(\w+)\s*\(\s*(.+?)\s*\)\s*$")
+
+
+@dataclass(frozen=True)
+class PartitionField:
+    """One partition column: ``transform(source)`` named ``name``."""
+
+    name: str
+    transform: str  # identity | year | month | day | hour | bucket
+    source: str
+    buckets: int | None = None
+
+    @property
+    def spec(self) -> str:
+        if self.transform == "identity":
+            return self.source
+        if self.transform == "bucket":
+            return f"bucket({self.buckets}, {self.source})"
+        return f"{self.transform}({self.source})"
+
+    def values(self, table: pa.Table) -> pa.Array:
+        """The partition value of every row, as strings (None for NULL)."""
+        column = table.column(self.source).combine_chunks()
+        if self.transform == "identity":
+            return canonical_text(column)
+        if self.transform in _TIME_FORMATS:
+            if pa.types.is_date(column.type):
+                column = column.cast(pa.timestamp("s"))
+            return pc.strftime(column, format=_TIME_FORMATS[self.transform])
+        assert self.transform == "bucket" and self.buckets
+        text = canonical_text(column)
+        uniques = pc.unique(text)
+        bucket_of = pa.array(
+            [
+                None if v is None else str(zlib.crc32(v.encode("utf-8")) % self.buckets)
+                for v in uniques.to_pylist()
+            ],
+            pa.string(),
+        )
+        return pc.take(bucket_of, pc.index_in(text, value_set=uniques))
+
+    def value_of(self, value: Any) -> str | None:
+        """The partition value of one source value (for pruning by source value)."""
+        return self.values(pa.table({self.source: [value]})).to_pylist()[0]  # type: ignore[no-any-return]
+
+
+def canonical_text(column: pa.Array) -> pa.Array:
+    """Values as text the same way in every engine: ISO dates, decimal integers, true/false."""
+    if pa.types.is_timestamp(column.type):
+        return pc.strftime(column, format="%Y-%m-%dT%H:%M:%S")
+    if pa.types.is_boolean(column.type):
+        return pc.if_else(column, "true", "false")
+    return column.cast(pa.string())
+
+
+@dataclass(frozen=True)
+class PartitionSpec:
+    """The table's partition fields, in path order."""
+
+    fields: tuple[PartitionField, ...] = ()
+
+    @staticmethod
+    def parse(specs: Sequence[str] | str | None, schema: TableSchema) -> PartitionSpec:
+        if specs is None:
+            return PartitionSpec()
+        if isinstance(specs, str):
+            specs = [specs]
+        fields = [_parse_field(s, schema) for s in specs]
+        names = [f.name for f in fields]
+        if len(set(names)) != len(names):
+            raise InvalidArgumentError(f"partition fields repeat a name: {names}")
+        return PartitionSpec(tuple(fields))
+
+    @property
+    def names(self) -> list[str]:
+        return [f.name for f in self.fields]
+
+    @property
+    def sources(self) -> set[str]:
+        return {f.source for f in self.fields}
+
+    def to_json(self) -> list[str]:
+        return [f.spec for f in self.fields]
+
+    def path(self, values: Mapping[str, str | None]) -> str:
+        """``name=value/...`` with each value escaped; empty for an unpartitioned table."""
+        return "/".join(f"{f.name}={escape(values[f.name])}" for f in self.fields)
+
+    def normalise_filter(
+        self, partitions: Mapping[str, Any] | Iterable[Mapping[str, Any]]
+    ) -> list[dict[str, set[str | None]]]:
+        """Turn user partition filters into sets of canonical values per field.
+
+        ``{"ts_day": "2026-11-21"}``, ``{"ts_day": ["2026-11-20", "2026-11-21"]}`` or a list of
+        such dicts (OR-ed). Values may also be dates or datetimes; they are formatted as the
+        partition formats them.
+        """
+        filters = [partitions] if isinstance(partitions, Mapping) else list(partitions)
+        known = {f.name: f for f in self.fields}
+        out = []
+        for flt in filters:
+            norm: dict[str, set[str | None]] = {}
+            for name, wanted in flt.items():
+                if name not in known:
+                    raise InvalidArgumentError(
+                        f"{name!r} is not a partition field; the table's fields are {self.names}"
+                    )
+                values = wanted if isinstance(wanted, list | tuple | set | frozenset) else [wanted]
+                norm[name] = {_format_filter_value(known[name], v) for v in values}
+            out.append(norm)
+        return out
+
+
+def _format_filter_value(field: PartitionField, value: Any) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    if field.transform == "identity":
+        return canonical_text(pa.array([value])).to_pylist()[0]  # type: ignore[no-any-return]
+    if field.transform == "bucket":
+        return str(value)
+    return field.value_of(value)
+
+
+def _parse_field(spec: str, schema: TableSchema) -> PartitionField:
+    if not isinstance(spec, str):
+        raise InvalidArgumentError(f"partition spec {spec!r} must be a string")
+    match = _TRANSFORM.match(spec)
+    if match is None:
+        field = PartitionField(spec.strip(), "identity", spec.strip())
+    else:
+        transform, args = match.group(1).lower(), [a.strip() for a in match.group(2).split(",")]
+        if transform == "identity" and len(args) == 1:
+            field = PartitionField(args[0], "identity", args[0])
+        elif transform in _TIME_FORMATS and len(args) == 1:
+            field = PartitionField(f"{args[0]}_{transform}", transform, args[0])
+        elif transform == "bucket" and len(args) == 2:
+            count, source = args
+            if not count.isdigit() or int(count) < 1:
+                raise InvalidArgumentError(f"bucket count in {spec!r} must be a positive integer")
+            field = PartitionField(f"{source}_bucket", "bucket", source, int(count))
+        else:
+            raise InvalidArgumentError(
+                f"cannot parse partition spec {spec!r}; use a column name, identity(col), "
+                "year(col), month(col), day(col), hour(col) or bucket(N, col)"
+            )
+    if field.source not in schema.names:
+        raise InvalidArgumentError(
+            f"partition spec {spec!r} names column {field.source!r}, which is not in the schema"
+        )
+    source_type = schema.type_of(field.source)
+    if field.transform in _TIME_FORMATS and not (
+        pa.types.is_timestamp(source_type) or pa.types.is_date(source_type)
+    ):
+        raise InvalidArgumentError(
+            f"{field.transform}() needs a DATE or TIMESTAMP column; {field.source!r} is "
+            f"{dict(schema.columns)[field.source]}"
+        )
+    if field.transform == "hour" and pa.types.is_date(source_type):
+        raise InvalidArgumentError(f"hour() needs a TIMESTAMP column; {field.source!r} is DATE")
+    if pa.types.is_floating(source_type):
+        raise InvalidArgumentError(
+            f"cannot partition by floating-point column {field.source!r}: equal values may print "
+            "differently; bucket or round it into another column first"
+        )
+    return field
+
+
+def escape(value: str | None) -> str:
+    """Percent-escape a partition value so it is one safe path segment.
+
+    >>> escape("../etc/passwd")
+    '%2E%2E%2Fetc%2Fpasswd'
+    """
+    if value is None:
+        return NULL_PARTITION
+    out = []
+    for char in value:
+        if char in _SAFE:
+            out.append(char)
+        else:
+            out.extend(f"%{b:02X}" for b in char.encode("utf-8"))
+    return "".join(out) if out else "%"  # the empty string gets a segment of its own
+
+
+def unescape(segment: str) -> str | None:
+    """Inverse of :func:`escape`."""
+    if segment == NULL_PARTITION:
+        return None
+    if segment == "%":
+        return ""
+    raw = bytearray()
+    i = 0
+    while i < len(segment):
+        if segment[i] == "%":
+            raw.append(int(segment[i + 1 : i + 3], 16))
+            i += 3
+        else:
+            raw.extend(segment[i].encode("ascii"))
+            i += 1
+    return raw.decode("utf-8")

@@ -1,0 +1,408 @@
+"""Table schemas: SQL type names <-> Arrow types, system columns, and input conversion.
+
+The log stores the schema as ``{"column": "SQL TYPE"}`` in column order. Every data file holds
+the user columns followed by the system columns ``trx_id``, ``trx_seq`` and ``dml_type`` (and
+``_row_id`` for tables without a primary key).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ledger.errors import (
+    InvalidArgumentError,
+    MissingKeyError,
+    SchemaError,
+    TypeMismatchError,
+    UnknownColumnError,
+)
+
+TRX_ID = "trx_id"
+TRX_SEQ = "trx_seq"
+DML_TYPE = "dml_type"
+ROW_ID = "_row_id"
+SYSTEM_TYPES: dict[str, pa.DataType] = {
+    TRX_ID: pa.int64(),
+    TRX_SEQ: pa.int32(),
+    DML_TYPE: pa.int8(),
+}
+RESERVED = frozenset({TRX_ID, TRX_SEQ, DML_TYPE, ROW_ID})
+
+_SIMPLE_TYPES: dict[str, pa.DataType] = {
+    "BOOLEAN": pa.bool_(),
+    "TINYINT": pa.int8(),
+    "SMALLINT": pa.int16(),
+    "INTEGER": pa.int32(),
+    "BIGINT": pa.int64(),
+    "FLOAT": pa.float32(),
+    "DOUBLE": pa.float64(),
+    "VARCHAR": pa.string(),
+    "BLOB": pa.binary(),
+    "DATE": pa.date32(),
+    "TIMESTAMP": pa.timestamp("us"),
+    "TIMESTAMPTZ": pa.timestamp("us", tz="UTC"),
+}
+_ALIASES = {
+    "BOOL": "BOOLEAN",
+    "INT1": "TINYINT",
+    "INT2": "SMALLINT",
+    "SHORT": "SMALLINT",
+    "INT": "INTEGER",
+    "INT4": "INTEGER",
+    "INT8": "BIGINT",
+    "LONG": "BIGINT",
+    "REAL": "FLOAT",
+    "FLOAT4": "FLOAT",
+    "FLOAT8": "DOUBLE",
+    "STRING": "VARCHAR",
+    "TEXT": "VARCHAR",
+    "BYTEA": "BLOB",
+    "BINARY": "BLOB",
+    "TIMESTAMP WITH TIME ZONE": "TIMESTAMPTZ",
+    "DATETIME": "TIMESTAMP",
+}
+_DECIMAL = re.compile(r"^(?:DECIMAL|NUMERIC)\s*\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
+# Widening that schema evolution allows: old type -> the types it may become.
+_WIDENINGS: dict[pa.DataType, tuple[pa.DataType, ...]] = {
+    pa.int8(): (pa.int16(), pa.int32(), pa.int64()),
+    pa.int16(): (pa.int32(), pa.int64()),
+    pa.int32(): (pa.int64(),),
+    pa.float32(): (pa.float64(),),
+}
+
+
+def sql_to_arrow(type_name: str) -> pa.DataType:
+    """Parse a SQL type name (DuckDB spelling, common aliases) into an Arrow type.
+
+    >>> sql_to_arrow("bigint")
+    DataType(int64)
+    """
+    name = " ".join(type_name.strip().upper().split())
+    name = _ALIASES.get(name, name)
+    if name in _SIMPLE_TYPES:
+        return _SIMPLE_TYPES[name]
+    match = _DECIMAL.match(name)
+    if match:
+        precision, scale = int(match.group(1)), int(match.group(2))
+        if not 1 <= precision <= 38 or scale > precision:
+            raise SchemaError(f"invalid {type_name!r}: need 1 <= precision <= 38, scale <= precision")
+        return pa.decimal128(precision, scale)
+    raise SchemaError(
+        f"unknown column type {type_name!r}; use one of {sorted(_SIMPLE_TYPES)} or DECIMAL(p,s)"
+    )
+
+
+def arrow_to_sql(data_type: pa.DataType) -> str:
+    """The canonical SQL name of an Arrow type the table format supports."""
+    if pa.types.is_decimal(data_type):
+        return f"DECIMAL({data_type.precision},{data_type.scale})"
+    if pa.types.is_large_string(data_type) or pa.types.is_string_view(data_type):
+        return "VARCHAR"
+    if pa.types.is_large_binary(data_type):
+        return "BLOB"
+    if pa.types.is_timestamp(data_type):
+        return "TIMESTAMP" if data_type.tz is None else "TIMESTAMPTZ"
+    if pa.types.is_date(data_type):
+        return "DATE"
+    for name, candidate in _SIMPLE_TYPES.items():
+        if candidate == data_type:
+            return name
+    raise SchemaError(
+        f"Arrow type {data_type} is not supported as a column type; supported: "
+        f"{sorted(_SIMPLE_TYPES)} and DECIMAL(p,s)"
+    )
+
+
+def _normalise_arrow(data_type: pa.DataType) -> pa.DataType:
+    """The storage type for an Arrow type given by a user (string views -> string, ts -> us)."""
+    if pa.types.is_timestamp(data_type):
+        return pa.timestamp("us", tz=None if data_type.tz is None else "UTC")
+    if pa.types.is_date(data_type):
+        return pa.date32()
+    return sql_to_arrow(arrow_to_sql(data_type))
+
+
+@dataclass(frozen=True)
+class TableSchema:
+    """The user columns of a table, in order, as ``(name, SQL type)`` pairs."""
+
+    columns: tuple[tuple[str, str], ...]
+
+    @staticmethod
+    def parse(schema: Mapping[str, str] | pa.Schema | Iterable[tuple[str, str]]) -> TableSchema:
+        """Accept ``{"col": "SQL TYPE"}``, a pyarrow schema, or ``[(col, type), ...]``."""
+        if isinstance(schema, pa.Schema):
+            pairs = [(f.name, arrow_to_sql(_normalise_arrow(f.type))) for f in schema]
+        else:
+            items = schema.items() if isinstance(schema, Mapping) else schema
+            pairs = [(str(n), arrow_to_sql(sql_to_arrow(str(t)))) for n, t in items]
+        if not pairs:
+            raise SchemaError("a table needs at least one column")
+        names = [n for n, _ in pairs]
+        for name in names:
+            if not name or "\x00" in name:
+                raise SchemaError(f"invalid column name {name!r}: names must be non-empty, no NUL")
+            if name in RESERVED:
+                raise SchemaError(
+                    f"column name {name!r} is reserved for the ledger's system columns "
+                    f"{sorted(RESERVED)}; rename the column"
+                )
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise SchemaError(f"duplicate column name(s) {duplicates}")
+        return TableSchema(tuple(pairs))
+
+    @property
+    def names(self) -> list[str]:
+        return [n for n, _ in self.columns]
+
+    def type_of(self, name: str) -> pa.DataType:
+        return sql_to_arrow(dict(self.columns)[name])
+
+    def arrow(self) -> pa.Schema:
+        return pa.schema([pa.field(n, sql_to_arrow(t)) for n, t in self.columns])
+
+    def evolve(self, incoming: pa.Schema) -> TableSchema:
+        """The schema after accepting ``incoming``'s new columns and widenings.
+
+        New columns are appended (nullable). A column may widen (int32 -> int64, float ->
+        double); any other type change is refused.
+        """
+        current = dict(self.columns)
+        pairs = list(self.columns)
+        for field in incoming:
+            if field.name in RESERVED:
+                continue
+            new_type = _normalise_arrow(field.type) if not pa.types.is_null(field.type) else None
+            if field.name not in current:
+                if new_type is None:
+                    raise SchemaError(
+                        f"new column {field.name!r} holds only NULLs, so its type is unknown; "
+                        "add it with a typed value or cast the column first"
+                    )
+                pairs.append((field.name, arrow_to_sql(new_type)))
+                continue
+            old_type = sql_to_arrow(current[field.name])
+            if new_type is None or new_type == old_type or _fits(new_type, old_type):
+                continue
+            if new_type in _WIDENINGS.get(old_type, ()):
+                pairs = [(n, arrow_to_sql(new_type) if n == field.name else t) for n, t in pairs]
+                continue
+            raise SchemaError(
+                f"column {field.name!r} cannot change from {current[field.name]} to "
+                f"{arrow_to_sql(new_type)}: schema evolution allows only new nullable columns "
+                "and widening (INTEGER->BIGINT, FLOAT->DOUBLE)"
+            )
+        return TableSchema(tuple(pairs))
+
+    def to_json(self) -> dict[str, str]:
+        return dict(self.columns)
+
+    @staticmethod
+    def from_json(data: Mapping[str, str]) -> TableSchema:
+        return TableSchema(tuple((str(n), str(t)) for n, t in data.items()))
+
+
+def _fits(source: pa.DataType, target: pa.DataType) -> bool:
+    """Whether values of ``source`` convert to ``target`` without changing kind.
+
+    Integers go into wider integers, floats and decimals (range-checked later); floats into
+    doubles; strings, binaries, dates and timestamps into their own kind. Strings never turn into
+    numbers: a quoted number is a data error, not a conversion.
+    """
+    if source == target or pa.types.is_null(source):
+        return True
+    if pa.types.is_integer(source):
+        return (
+            pa.types.is_integer(target)
+            or pa.types.is_floating(target)
+            or pa.types.is_decimal(target)
+        )
+    if pa.types.is_floating(source):
+        return pa.types.is_floating(target) or pa.types.is_decimal(target)
+    if pa.types.is_decimal(source):
+        return pa.types.is_decimal(target) or pa.types.is_floating(target)
+    kinds = (
+        pa.types.is_string,
+        pa.types.is_large_string,
+        pa.types.is_string_view,
+    )
+    if any(k(source) for k in kinds):
+        return any(k(target) for k in kinds)
+    if pa.types.is_binary(source) or pa.types.is_large_binary(source):
+        return pa.types.is_binary(target) or pa.types.is_large_binary(target)
+    if pa.types.is_timestamp(source):
+        if not pa.types.is_timestamp(target):
+            return False
+        return (source.tz is None) == (target.tz is None)
+    if pa.types.is_date(source):
+        return pa.types.is_date(target)
+    if pa.types.is_boolean(source):
+        return pa.types.is_boolean(target)
+    return False
+
+
+def to_arrow(data: Any, schema: TableSchema, *, for_columns: Iterable[str] | None = None) -> pa.Table:
+    """Turn user data into an Arrow table (no conversion to the table's types yet).
+
+    Accepts a pyarrow Table or RecordBatch, a list of dicts, a pandas DataFrame, or a mapping of
+    column -> list. Lists of dicts are converted column by column with the table's types, so a
+    value that does not fit names its column.
+    """
+    if isinstance(data, pa.Table):
+        return data
+    if isinstance(data, pa.RecordBatch):
+        return pa.Table.from_batches([data])
+    if isinstance(data, pa.RecordBatchReader):
+        return data.read_all()
+    if isinstance(data, list):
+        return _from_pylist(data, schema)
+    if isinstance(data, Mapping):
+        lengths = {len(v) for v in data.values()}
+        if len(lengths) > 1:
+            raise InvalidArgumentError("all columns of a dict of lists must have the same length")
+        rows = [dict(zip(data.keys(), values, strict=True)) for values in zip(*data.values(), strict=True)]
+        return _from_pylist(rows, schema) if rows else pa.table({})
+    module = type(data).__module__
+    if module.startswith("pandas"):
+        try:
+            return pa.Table.from_pandas(data, preserve_index=False)
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
+            raise TypeMismatchError(f"the DataFrame does not convert to Arrow: {e}") from e
+    raise InvalidArgumentError(
+        f"cannot write data of type {type(data).__name__}; pass a pyarrow Table or "
+        "RecordBatchReader, a list of dicts, or a pandas DataFrame"
+    )
+
+
+def _from_pylist(rows: list[Any], schema: TableSchema) -> pa.Table:
+    if not all(isinstance(r, Mapping) for r in rows):
+        raise InvalidArgumentError("a list given as data must hold one dict per row")
+    names: list[str] = []
+    seen: set[str] = set()
+    for row in rows:
+        for name in row:
+            if name not in seen:
+                seen.add(name)
+                names.append(name)
+    known = dict(schema.columns)
+    columns = {}
+    for name in names:
+        values = [row.get(name) for row in rows]
+        target = sql_to_arrow(known[name]) if name in known else None
+        try:
+            columns[name] = pa.array(values, type=target)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError, ValueError) as e:
+            bad = _first_bad_value(values, target)
+            raise TypeMismatchError(
+                f"column {name!r} ({known.get(name, 'new column')}): value {bad!r} does not fit "
+                f"({e})"
+            ) from e
+    return pa.table(columns) if columns else pa.table({})
+
+
+def _first_bad_value(values: list[Any], target: pa.DataType | None) -> Any:
+    for value in values:
+        try:
+            pa.array([value], type=target)
+        except Exception:
+            return value
+    return None
+
+
+def conform(
+    table: pa.Table,
+    schema: TableSchema,
+    *,
+    key_columns: Iterable[str] = (),
+    allow_new_columns: bool = False,
+    require_all_keys: bool = True,
+) -> tuple[pa.Table, TableSchema]:
+    """Check user data against the schema and cast it to the table's types.
+
+    Returns the data with the (possibly evolved) schema's user columns present in the input,
+    in schema order, and the schema to commit. Raises before anything is written.
+    """
+    present = [n for n in table.column_names if n not in RESERVED]
+    for reserved in RESERVED & set(table.column_names):
+        if reserved != DML_TYPE:
+            raise SchemaError(
+                f"column {reserved!r} is a system column the ledger assigns; drop it from the data"
+            )
+    known = set(schema.names)
+    unknown = [n for n in present if n not in known]
+    target_schema = schema
+    if unknown:
+        if not allow_new_columns:
+            raise UnknownColumnError(
+                f"unknown column(s) {unknown}; the table has {schema.names}. Pass "
+                "evolve_schema=True to add them as new nullable columns"
+            )
+    if allow_new_columns:
+        target_schema = schema.evolve(table.select(present).schema)
+    key_list = list(key_columns)
+    if require_all_keys:
+        missing = [k for k in key_list if k not in table.column_names]
+        if missing:
+            raise MissingKeyError(f"primary-key column(s) {missing} missing from the data")
+    columns = []
+    names = []
+    for name in target_schema.names:
+        if name not in table.column_names:
+            continue
+        target = target_schema.type_of(name)
+        column = table.column(name)
+        columns.append(_cast_column(name, column, target))
+        names.append(name)
+    out = pa.table(columns, names=names) if names else pa.table({"__n": pa.nulls(table.num_rows)}).drop(["__n"])
+    for key in key_list:
+        if key in out.column_names and out.column(key).null_count:
+            raise MissingKeyError(
+                f"primary-key column {key!r} holds NULL in {out.column(key).null_count} row(s); "
+                "every row needs a complete key"
+            )
+    return out, target_schema
+
+
+def _cast_column(name: str, column: pa.ChunkedArray, target: pa.DataType) -> pa.ChunkedArray:
+    source = column.type
+    if source == target:
+        return column
+    if pa.types.is_dictionary(source):
+        column = column.cast(source.value_type)
+        source = column.type
+    if not _fits(source, target):
+        raise TypeMismatchError(
+            f"column {name!r} is {arrow_to_sql_or_str(target)} but the data holds {source}; "
+            "convert the column before writing"
+        )
+    try:
+        return column.cast(target, safe=True)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+        bad = _first_unfit(column, target)
+        raise TypeMismatchError(
+            f"column {name!r} ({arrow_to_sql_or_str(target)}): value {bad!r} does not fit ({e})"
+        ) from e
+
+
+def _first_unfit(column: pa.ChunkedArray, target: pa.DataType) -> Any:
+    for chunk in column.chunks:
+        for i in range(len(chunk)):
+            try:
+                pc.cast(chunk.slice(i, 1), target, safe=True)
+            except Exception:
+                return chunk[i].as_py()
+    return None
+
+
+def arrow_to_sql_or_str(data_type: pa.DataType) -> str:
+    try:
+        return arrow_to_sql(data_type)
+    except SchemaError:
+        return str(data_type)

@@ -1,0 +1,71 @@
+"""A table at one version: its files, raw ledger and logical row count."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import duckdb
+
+from ledger.engines import duckdb as engine
+from ledger.log.entries import FileMarker, sum_markers
+from ledger.log.state import TableState
+from ledger.partitioning import PartitionSpec
+from ledger.pruning import prune_by_partitions
+from ledger.storage import Store
+from ledger.writer import file_schema
+
+PartitionFilter = Mapping[str, Any] | Iterable[Mapping[str, Any]] | None
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """An immutable view of a table at ``version``; the same version always reads the same."""
+
+    name: str
+    store: Store
+    prefix: str
+    state: TableState
+
+    @property
+    def version(self) -> int:
+        return self.state.version
+
+    @property
+    def timestamp_ms(self) -> int:
+        return self.state.timestamp_ms
+
+    def markers(self, partitions: PartitionFilter = None) -> list[FileMarker]:
+        """File markers of the alive files, pruned by partition values from the log alone.
+
+        ``partitions`` is ``{"field": value or [values]}`` or a list of such dicts (OR-ed).
+        """
+        alive = sorted(self.state.alive_files, key=lambda m: m.path)
+        if partitions is None:
+            return alive
+        spec = PartitionSpec.parse(list(self.state.config.partition_by), self.state.schema)
+        return prune_by_partitions(alive, spec.normalise_filter(partitions))
+
+    def files(self, partitions: PartitionFilter = None) -> list[str]:
+        """Paths (local) or URIs (``s3://...``) of the alive data files, for any Parquet reader."""
+        out = []
+        for marker in self.markers(partitions):
+            key = self.prefix + marker.path
+            local = self.store.local_path(key)
+            out.append(local if local is not None else f"{self.store.uri}/{key}")
+        return out
+
+    def scan(
+        self,
+        partitions: PartitionFilter = None,
+        con: duckdb.DuckDBPyConnection | None = None,
+    ) -> duckdb.DuckDBPyRelation:
+        """The raw ledger (every entry, system columns included) as a DuckDB relation."""
+        connection = con if con is not None else engine.connect()
+        schema = file_schema(self.state.schema, self.state.config)
+        return engine.scan_files(connection, self.store, self.prefix, self.markers(partitions), schema)
+
+    def count(self, partitions: PartitionFilter = None) -> int:
+        """The logical row count, from the log alone (sum of every file's ``dml_sum``)."""
+        return sum_markers(self.markers(partitions))

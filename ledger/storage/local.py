@@ -1,0 +1,124 @@
+"""A directory on local disk as a store."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from collections.abc import Iterator
+
+import pyarrow.fs as pafs
+
+from ledger.storage.base import ObjectInfo, Store
+
+_TEMP_PREFIX = ".tmp-"
+
+
+class LocalStore(Store):
+    """Keys are files below ``root``.
+
+    ``put_if_absent`` writes a temporary file, fsyncs it and hard-links it to the final name:
+    ``link`` fails if the name exists, so two writers can never both win, and a reader never sees
+    a half-written file.
+    """
+
+    def __init__(self, root: str) -> None:
+        self.root = os.path.abspath(root)
+        self.uri = "file://" + self.root
+        os.makedirs(self.root, exist_ok=True)
+        self._fs = pafs.LocalFileSystem()
+
+    def _path(self, key: str) -> str:
+        return os.path.join(self.root, *key.split("/"))
+
+    def get(self, key: str) -> bytes:
+        with open(self._path(key), "rb") as f:
+            return f.read()
+
+    def _write_temp(self, path: str, data: bytes) -> str:
+        directory = os.path.dirname(path)
+        os.makedirs(directory, exist_ok=True)
+        temp = os.path.join(directory, f"{_TEMP_PREFIX}{uuid.uuid4().hex}")
+        with open(temp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        return temp
+
+    def put(self, key: str, data: bytes) -> None:
+        path = self._path(key)
+        temp = self._write_temp(path, data)
+        os.replace(temp, path)
+
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        path = self._path(key)
+        temp = self._write_temp(path, data)
+        try:
+            os.link(temp, path)
+        except FileExistsError:
+            return False
+        finally:
+            os.unlink(temp)
+        _fsync_dir(os.path.dirname(path))
+        return True
+
+    def list(self, prefix: str, start_after: str | None = None) -> Iterator[ObjectInfo]:
+        slash = prefix.rfind("/")
+        base_key = prefix[: slash + 1]
+        base_dir = self._path(base_key) if base_key else self.root
+        found: list[ObjectInfo] = []
+        for dirpath, dirnames, filenames in os.walk(base_dir):
+            rel = os.path.relpath(dirpath, self.root)
+            rel_key = "" if rel == "." else rel.replace(os.sep, "/") + "/"
+            # Prune directories that cannot hold a matching key.
+            dirnames[:] = [
+                d
+                for d in dirnames
+                if (rel_key + d + "/").startswith(prefix) or prefix.startswith(rel_key + d + "/")
+            ]
+            for name in filenames:
+                if name.startswith(_TEMP_PREFIX):
+                    continue
+                key = rel_key + name
+                if key.startswith(prefix) and (start_after is None or key > start_after):
+                    try:
+                        size = os.stat(os.path.join(dirpath, name)).st_size
+                    except FileNotFoundError:  # deleted while listing
+                        continue
+                    found.append(ObjectInfo(key, size))
+        found.sort(key=lambda info: info.key)
+        yield from found
+
+    def list_dirs(self, prefix: str) -> list[str]:
+        path = self._path(prefix) if prefix else self.root
+        try:
+            entries = os.scandir(path)
+        except FileNotFoundError:
+            return []
+        with entries:
+            return sorted(e.name for e in entries if e.is_dir())
+
+    def delete(self, key: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self._path(key))
+
+    def size(self, key: str) -> int:
+        return os.stat(self._path(key)).st_size
+
+    @property
+    def filesystem(self) -> pafs.FileSystem:
+        return self._fs
+
+    def fs_path(self, key: str) -> str:
+        return self._path(key)
+
+    def local_path(self, key: str) -> str | None:
+        return self._path(key)
+
+
+def _fsync_dir(directory: str) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,192 @@
+"""An S3 (or S3-compatible) bucket prefix as a store.
+
+Commits use a conditional PutObject with ``If-None-Match: *``; data files stream through
+``pyarrow.fs.S3FileSystem``. Credentials come from explicit options or the standard AWS chain.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import urlparse
+
+import pyarrow.fs as pafs
+
+from ledger.errors import InvalidArgumentError, StorageError
+from ledger.storage.base import ObjectInfo, Store
+
+S3_OPTIONS = frozenset(
+    {
+        "endpoint_url",
+        "region",
+        "access_key_id",
+        "secret_access_key",
+        "session_token",
+        "check_conditional_writes",
+    }
+)
+
+
+class S3Store(Store):
+    """Keys are objects under ``s3://bucket/prefix``."""
+
+    def __init__(self, uri: str, **options: Any) -> None:
+        unknown = set(options) - S3_OPTIONS
+        if unknown:
+            raise InvalidArgumentError(
+                f"unknown S3 option(s) {sorted(unknown)}; known options are {sorted(S3_OPTIONS)}"
+            )
+        parsed = urlparse(uri)
+        if not parsed.netloc:
+            raise InvalidArgumentError(f"S3 URI {uri!r} has no bucket; use s3://bucket/prefix")
+        self.uri = uri.rstrip("/")
+        self.bucket = parsed.netloc
+        self.prefix = parsed.path.strip("/")
+        self._options = options
+        self._client_lock = threading.Lock()
+        self._client: Any = None
+        self._fs: pafs.S3FileSystem | None = None
+        self._conditional_writes_checked = not options.get("check_conditional_writes", True)
+
+    # --- clients -------------------------------------------------------------------------------
+
+    @property
+    def client(self) -> Any:
+        with self._client_lock:
+            if self._client is None:
+                import boto3
+                from botocore.config import Config
+
+                session = boto3.session.Session(
+                    aws_access_key_id=self._options.get("access_key_id"),
+                    aws_secret_access_key=self._options.get("secret_access_key"),
+                    aws_session_token=self._options.get("session_token"),
+                    region_name=self._options.get("region"),
+                )
+                self._client = session.client(
+                    "s3",
+                    endpoint_url=self._options.get("endpoint_url"),
+                    config=Config(retries={"max_attempts": 5, "mode": "standard"}),
+                )
+            return self._client
+
+    @property
+    def filesystem(self) -> pafs.FileSystem:
+        if self._fs is None:
+            kwargs: dict[str, Any] = {}
+            endpoint = self._options.get("endpoint_url")
+            if endpoint:
+                parsed = urlparse(endpoint)
+                kwargs["endpoint_override"] = parsed.netloc or parsed.path
+                kwargs["scheme"] = parsed.scheme or "https"
+            if self._options.get("access_key_id"):
+                kwargs["access_key"] = self._options["access_key_id"]
+                kwargs["secret_key"] = self._options.get("secret_access_key")
+                if self._options.get("session_token"):
+                    kwargs["session_token"] = self._options["session_token"]
+            region = self._options.get("region") or self.client.meta.region_name
+            if region:
+                kwargs["region"] = region
+            self._fs = pafs.S3FileSystem(**kwargs)
+        return self._fs
+
+    def _key(self, key: str) -> str:
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    def fs_path(self, key: str) -> str:
+        return f"{self.bucket}/{self._key(key)}"
+
+    # --- the interface -------------------------------------------------------------------------
+
+    def get(self, key: str) -> bytes:
+        try:
+            response = self.client.get_object(Bucket=self.bucket, Key=self._key(key))
+        except self.client.exceptions.NoSuchKey as e:
+            raise FileNotFoundError(f"{self.uri}/{key}") from e
+        return bytes(response["Body"].read())
+
+    def put(self, key: str, data: bytes) -> None:
+        self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data)
+
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        from botocore.exceptions import ClientError
+
+        self._check_conditional_writes()
+        try:
+            self.client.put_object(
+                Bucket=self.bucket, Key=self._key(key), Body=data, IfNoneMatch="*"
+            )
+        except ClientError as e:
+            code = e.response.get("Error", {}).get("Code", "")
+            # 412: the key exists. 409: a concurrent conditional write to the key is in flight;
+            # either way this writer did not create it, and the caller re-reads the log.
+            if code in ("PreconditionFailed", "ConditionalRequestConflict", "412", "409"):
+                return False
+            raise
+        return True
+
+    def list(self, prefix: str, start_after: str | None = None) -> Iterator[ObjectInfo]:
+        paginator = self.client.get_paginator("list_objects_v2")
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": self._key(prefix)}
+        if start_after is not None:
+            kwargs["StartAfter"] = self._key(start_after)
+        strip = len(self.prefix) + 1 if self.prefix else 0
+        for page in paginator.paginate(**kwargs):
+            for item in page.get("Contents", []):
+                yield ObjectInfo(item["Key"][strip:], int(item["Size"]))
+
+    def list_dirs(self, prefix: str) -> list[str]:
+        paginator = self.client.get_paginator("list_objects_v2")
+        full = self._key(prefix)
+        names: list[str] = []
+        for page in paginator.paginate(Bucket=self.bucket, Prefix=full, Delimiter="/"):
+            for common in page.get("CommonPrefixes", []):
+                names.append(common["Prefix"][len(full) :].rstrip("/"))
+        return sorted(names)
+
+    def delete(self, key: str) -> None:
+        self.client.delete_object(Bucket=self.bucket, Key=self._key(key))
+
+    def size(self, key: str) -> int:
+        from botocore.exceptions import ClientError
+
+        try:
+            response = self.client.head_object(Bucket=self.bucket, Key=self._key(key))
+        except ClientError as e:
+            if e.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                raise FileNotFoundError(f"{self.uri}/{key}") from e
+            raise
+        return int(response["ContentLength"])
+
+    # --- safety ----------------------------------------------------------------------------------
+
+    def _check_conditional_writes(self) -> None:
+        """Refuse to commit to a store that silently ignores ``If-None-Match``.
+
+        Such a store would let two writers both win a log version and corrupt the table, so the
+        first conditional write of a store instance probes it once.
+        """
+        if self._conditional_writes_checked:
+            return
+        probe = self._key(f"_probe/conditional-write-{uuid.uuid4().hex}")
+        try:
+            self.client.put_object(Bucket=self.bucket, Key=probe, Body=b"1", IfNoneMatch="*")
+            from botocore.exceptions import ClientError
+
+            try:
+                self.client.put_object(Bucket=self.bucket, Key=probe, Body=b"2", IfNoneMatch="*")
+            except ClientError as e:
+                if e.response.get("Error", {}).get("Code") in ("PreconditionFailed", "412"):
+                    self._conditional_writes_checked = True
+                    return
+                raise
+            raise StorageError(
+                f"{self.uri} accepted a second conditional write to the same key: the store "
+                "ignores If-None-Match, so concurrent commits could overwrite each other. Use a "
+                "store with conditional writes (AWS S3, MinIO, R2, ...) or pass "
+                "check_conditional_writes=False only if a single writer ever commits."
+            )
+        finally:
+            self.client.delete_object(Bucket=self.bucket, Key=probe)

@@ -1,0 +1,286 @@
+"""A ledger table: writes (each its own transaction unless grouped) and snapshot reads.
+
+>>> t = wh.table("accounts")                                     # doctest: +SKIP
+>>> t.upsert([{"account": "A-1", "amount": 100}])                # doctest: +SKIP
+>>> t.scan().aggregate("sum(dml_type * amount)").fetchone()      # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from ledger.errors import ConflictError, InvalidArgumentError, SnapshotNotFoundError, TableDroppedError
+from ledger.log.entries import LogFile
+from ledger.log.state import TableState
+from ledger.log.table_log import TableLog
+from ledger.snapshot import PartitionFilter, Snapshot
+from ledger.storage import Store
+from ledger.transaction import CommitInfo, Transaction
+
+AUTO_RETRIES = 5
+
+
+@dataclass(frozen=True)
+class CommitRecord:
+    """One entry of :meth:`Table.history`."""
+
+    version: int
+    timestamp: dt.datetime
+    operation: str
+    trx_id: int | None
+    files_added: int
+    files_removed: int
+    inserted: int
+    deleted: int
+    app_id: str | None
+    batch: int | None
+
+
+class Table:
+    """A handle on one table. Cheap to keep; reads refresh it incrementally from the log."""
+
+    def __init__(self, store: Store, name: str, state: TableState) -> None:
+        self.store = store
+        self.name = name
+        self.prefix = f"{name}/"
+        self._log = TableLog(store, self.prefix, name)
+        self._state = state
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"Table({self.name!r}, version={self._state.version})"
+
+    # --- description ---------------------------------------------------------------------------
+
+    @property
+    def version(self) -> int:
+        """The latest version this handle has seen (call :meth:`refresh` to look for newer)."""
+        return self._state.version
+
+    @property
+    def schema(self) -> dict[str, str]:
+        """User columns and their SQL types."""
+        return self._state.schema.to_json()
+
+    @property
+    def arrow_schema(self) -> pa.Schema:
+        return self._state.schema.arrow()
+
+    @property
+    def primary_key(self) -> tuple[str, ...]:
+        return self._state.config.primary_key
+
+    @property
+    def partition_by(self) -> tuple[str, ...]:
+        return self._state.config.partition_by
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return self._state.config.to_json()
+
+    # --- state ---------------------------------------------------------------------------------
+
+    def refresh(self) -> Table:
+        """Read commits made since this handle's version (a listing with start-after)."""
+        self._latest_state()
+        return self
+
+    def _latest_state(self) -> TableState:
+        with self._lock:
+            current = self._state
+        fresh = self._log.refresh(current)
+        self._adopt_state(fresh)
+        return fresh
+
+    def _adopt_state(self, state: TableState) -> None:
+        with self._lock:
+            if state.version > self._state.version:
+                self._state = state
+
+    # --- reads ---------------------------------------------------------------------------------
+
+    def snapshot(
+        self, version: int | None = None, timestamp: dt.datetime | int | None = None
+    ) -> Snapshot:
+        """The table at ``version``, at the last commit at or before ``timestamp`` (a datetime
+        or epoch milliseconds), or at the latest version."""
+        if version is not None and timestamp is not None:
+            raise InvalidArgumentError("pass version or timestamp, not both")
+        if timestamp is not None:
+            version = self._version_at(_to_ms(timestamp))
+        if version is None:
+            state = self._latest_state()
+        elif version == self._state.version:
+            state = self._state
+        else:
+            state = self._log.load(version)
+        return Snapshot(self.name, self.store, self.prefix, state)
+
+    def files(
+        self,
+        partitions: PartitionFilter = None,
+        *,
+        version: int | None = None,
+        timestamp: dt.datetime | int | None = None,
+    ) -> list[str]:
+        """Paths or URIs of the alive data files (for any Parquet reader)."""
+        return self.snapshot(version, timestamp).files(partitions)
+
+    def scan(
+        self,
+        partitions: PartitionFilter = None,
+        *,
+        version: int | None = None,
+        timestamp: dt.datetime | int | None = None,
+        con: duckdb.DuckDBPyConnection | None = None,
+    ) -> duckdb.DuckDBPyRelation:
+        """The raw ledger as a DuckDB relation; partitions are pruned from the log first."""
+        return self.snapshot(version, timestamp).scan(partitions, con=con)
+
+    def count(
+        self,
+        partitions: PartitionFilter = None,
+        *,
+        version: int | None = None,
+        timestamp: dt.datetime | int | None = None,
+    ) -> int:
+        """The logical row count from the log alone; no data file is read."""
+        return self.snapshot(version, timestamp).count(partitions)
+
+    def history(self) -> list[CommitRecord]:
+        """Every commit still in the log, oldest first."""
+        listing = self._log.list()
+        entries = self._log.read_many([listing.commits[v] for v in sorted(listing.commits)])
+        return [_record(e) for e in entries]
+
+    def _version_at(self, timestamp_ms: int) -> int:
+        listing = self._log.list()
+        versions = sorted(listing.commits)
+        if not versions:
+            raise SnapshotNotFoundError(f"table {self.name!r} has no commits to travel to")
+        # Commit times strictly increase along the log, so binary search the commit files.
+        low, high, found = 0, len(versions) - 1, None
+        while low <= high:
+            middle = (low + high) // 2
+            entry = self._log.read(listing.commits[versions[middle]])
+            if entry.timestamp_ms <= timestamp_ms:
+                found, low = versions[middle], middle + 1
+            else:
+                high = middle - 1
+        if found is None:
+            raise SnapshotNotFoundError(
+                f"table {self.name!r} has no commit at or before {timestamp_ms} ms "
+                f"(its oldest readable commit is version {versions[0]})"
+            )
+        return found
+
+    # --- writes --------------------------------------------------------------------------------
+
+    def transaction(
+        self,
+        *,
+        app_id: str | None = None,
+        batch: int | None = None,
+        evolve_schema: bool = False,
+    ) -> Transaction:
+        """Group writes under one ``trx_id``; commits on leaving the ``with`` block, aborts on an
+        exception. With ``app_id`` and ``batch``, committing a batch already committed for that
+        app (or an older one) is a no-op."""
+        return Transaction(self, app_id=app_id, batch=batch, evolve_schema=evolve_schema)
+
+    def insert(
+        self,
+        data: Any,
+        *,
+        app_id: str | None = None,
+        batch: int | None = None,
+        evolve_schema: bool = False,
+    ) -> CommitInfo:
+        """Append new rows (the fast path for events): no read, never conflicts."""
+        tx = self.transaction(app_id=app_id, batch=batch, evolve_schema=evolve_schema)
+        with tx:
+            tx.insert(data)
+        return tx.commit_info
+
+    def append_entries(
+        self, data: Any, *, app_id: str | None = None, batch: int | None = None
+    ) -> CommitInfo:
+        """Append entries with their own ``dml_type`` (+1 insertion, -1 delete mark)."""
+        tx = self.transaction(app_id=app_id, batch=batch)
+        with tx:
+            tx.append_entries(data)
+        return tx.commit_info
+
+    def upsert(self, data: Any, *, evolve_schema: bool = False, **kw: Any) -> CommitInfo:
+        """Insert new keys, replace existing ones; retried on conflicts."""
+        return self._read_modify_write(lambda tx, d: tx.upsert(d), data, evolve_schema, **kw)
+
+    def update(self, data: Any, *, evolve_schema: bool = False, **kw: Any) -> CommitInfo:
+        """Replace existing keys (all must exist); retried on conflicts."""
+        return self._read_modify_write(lambda tx, d: tx.update(d), data, evolve_schema, **kw)
+
+    def delete(self, keys: Any, **kw: Any) -> CommitInfo:
+        """Delete rows by key with delete marks; retried on conflicts."""
+        return self._read_modify_write(lambda tx, d: tx.delete(d), keys, False, **kw)
+
+    def delete_where(self, predicate: str, **kw: Any) -> CommitInfo:
+        """Delete rows matching a SQL predicate with delete marks; retried on conflicts."""
+        return self._read_modify_write(lambda tx, d: tx.delete_where(d), predicate, False, **kw)
+
+    def _read_modify_write(
+        self,
+        operation: Callable[[Transaction, Any], int],
+        data: Any,
+        evolve_schema: bool,
+        *,
+        retries: int = AUTO_RETRIES,
+        app_id: str | None = None,
+        batch: int | None = None,
+    ) -> CommitInfo:
+        if isinstance(data, pa.RecordBatchReader):
+            data = data.read_all()  # a retry must be able to read the data again
+        for attempt in range(retries + 1):
+            tx = self.transaction(app_id=app_id, batch=batch, evolve_schema=evolve_schema)
+            try:
+                operation(tx, data)
+                return tx.commit()
+            except TableDroppedError:
+                raise
+            except ConflictError:
+                tx.abort()
+                if attempt == retries:
+                    raise
+            except BaseException:
+                tx.abort()
+                raise
+        raise AssertionError("unreachable")
+
+
+def _to_ms(timestamp: dt.datetime | int) -> int:
+    if isinstance(timestamp, dt.datetime):
+        if timestamp.tzinfo is None:
+            timestamp = timestamp.replace(tzinfo=dt.UTC)
+        return int(timestamp.timestamp() * 1000)
+    return int(timestamp)
+
+
+def _record(entry: LogFile) -> CommitRecord:
+    return CommitRecord(
+        version=entry.version,
+        timestamp=dt.datetime.fromtimestamp(entry.timestamp_ms / 1000, tz=dt.UTC),
+        operation=entry.operation,
+        trx_id=entry.trx_id,
+        files_added=sum(1 for m in entry.files if m.alive),
+        files_removed=sum(1 for m in entry.files if not m.alive),
+        inserted=int(entry.info.get("inserted", 0)),
+        deleted=int(entry.info.get("deleted", 0)),
+        app_id=None if entry.app is None else entry.app.app_id,
+        batch=None if entry.app is None else entry.app.batch,
+    )

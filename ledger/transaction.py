@@ -1,0 +1,651 @@
+"""Transactions: one ``trx_id``, any mix of writes, committed atomically as one log entry.
+
+>>> with table.transaction() as tx:                      # doctest: +SKIP
+...     tx.update([{"account": "A-1", "amount": 90}])
+...     tx.insert([{"account": "B-7", "amount": 15}])
+
+Every operation writes its entries straight to data files (invisible until commit). An update
+reads the key's live entries at the transaction's snapshot (plus the transaction's own writes),
+writes a delete mark carrying each old value, then an insertion of the new one. At commit the
+transaction checks that no commit since its snapshot wrote entries for the keys it read (or rows
+matching the predicates it deleted by); if one did, nothing is committed and
+:class:`~ledger.errors.ConflictError` is raised. Blind inserts never conflict.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import sqlglot
+from sqlglot import exp
+
+from ledger.engines import duckdb as engine
+from ledger.errors import (
+    ConflictError,
+    DuplicateKeyError,
+    InvalidArgumentError,
+    InvalidPredicateError,
+    KeyNotFoundError,
+    LedgerError,
+    MissingKeyError,
+    SchemaError,
+    TransactionClosedError,
+    TypeMismatchError,
+)
+from ledger.live import NET, expand_sql, live_entries_sql, visible_rows_sql
+from ledger.log.commit import commit_entry, next_timestamp
+from ledger.log.entries import AppBatch, FileMarker, LogFile
+from ledger.log.state import TableState
+from ledger.partitioning import PartitionSpec
+from ledger.pruning import prune_by_keys
+from ledger.schema import (
+    DML_TYPE,
+    ROW_ID,
+    TRX_ID,
+    TRX_SEQ,
+    TableSchema,
+    conform,
+    to_arrow,
+)
+from ledger.sql import ident, idents
+from ledger.trx_ids import reserve_trx_id
+from ledger.writer import DataWriter, file_schema
+
+if TYPE_CHECKING:
+    from ledger.table import Table
+
+log = logging.getLogger(__name__)
+
+# Operations that rewrite entries without changing what they mean; they never conflict with a
+# read-modify-write.
+MEANING_PRESERVING = frozenset({"merge", "checkpoint"})
+STREAM_CHUNK_ROWS = 1 << 20
+_MAX_ROWS_PER_TRX = 1 << 32
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    """What a commit did. ``version`` is None when nothing was committed (an empty
+    transaction, or an (app_id, batch) that was already committed)."""
+
+    version: int | None
+    trx_id: int | None
+    inserted: int
+    deleted: int
+
+
+class Transaction:
+    """A group of writes under one ``trx_id``; use ``table.transaction()`` to make one."""
+
+    def __init__(
+        self,
+        table: Table,
+        *,
+        app_id: str | None = None,
+        batch: int | None = None,
+        evolve_schema: bool = False,
+    ) -> None:
+        if (app_id is None) != (batch is None):
+            raise InvalidArgumentError("pass app_id and batch together (or neither)")
+        if batch is not None and (not isinstance(batch, int) or batch < 0):
+            raise InvalidArgumentError(f"batch must be a non-negative integer, got {batch!r}")
+        self._table = table
+        self._base: TableState = table._latest_state()
+        if self._base.dropped:
+            from ledger.errors import TableNotFoundError
+
+            raise TableNotFoundError(f"table {table.name!r} was dropped")
+        self._schema = self._base.schema
+        self._config = self._base.config
+        self._evolve = evolve_schema
+        self._app = None if app_id is None else AppBatch(str(app_id), int(batch or 0))
+        self._replay = self._app is not None and self._base.apps.get(self._app.app_id, -1) >= (
+            self._app.batch
+        )
+        self._trx_id: int | None = None
+        self._next_seq = 0
+        self._next_row = 0
+        self._added: list[FileMarker] = []
+        self._touched: list[pa.Table] = []
+        self._predicates: list[str] = []
+        self._operations: list[str] = []
+        self._inserted = 0
+        self._deleted = 0
+        self._closed = False
+        self.commit_info: CommitInfo | None = None
+
+    # --- context manager -----------------------------------------------------------------------
+
+    def __enter__(self) -> Transaction:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if self._closed:
+            return
+        if exc_type is None:
+            self.commit()
+        else:
+            self.abort()
+
+    # --- properties ----------------------------------------------------------------------------
+
+    @property
+    def snapshot_version(self) -> int:
+        """The version this transaction reads."""
+        return self._base.version
+
+    @property
+    def trx_id(self) -> int:
+        """The transaction's ``trx_id`` (reserved on first use)."""
+        if self._trx_id is None:
+            self._trx_id = reserve_trx_id(
+                self._table.store, self._table.prefix, self._base.max_trx_id
+            )
+        return self._trx_id
+
+    @property
+    def key_columns(self) -> tuple[str, ...]:
+        return self._config.key_columns
+
+    @property
+    def _value_columns(self) -> list[str]:
+        extra = [ROW_ID] if self._config.generated_row_id else []
+        return [*self._schema.names, *extra]
+
+    # --- writes --------------------------------------------------------------------------------
+
+    def insert(self, data: Any) -> int:
+        """Append new rows blindly (no read, never conflicts); return the number of rows.
+
+        ``data`` may be a pyarrow Table or RecordBatchReader (streamed in bounded chunks), a
+        list of dicts, or a pandas DataFrame.
+        """
+        self._begin("insert")
+        total = 0
+        for chunk in self._chunks(data):
+            rows = self._conform(chunk, require_keys=True)
+            total += self._write(self._entries(rows, 1, self._take_seq(1)))
+        self._inserted += total
+        return total
+
+    def append_entries(self, data: Any) -> int:
+        """Append entries that carry their own ``dml_type`` (+1 or -1): the caller writes its own
+        opposite entries (a delete mark must carry the values of the entry it cancels)."""
+        self._begin("append_entries")
+        total = 0
+        for chunk in self._chunks(data):
+            if DML_TYPE not in chunk.column_names:
+                raise SchemaError("append_entries needs a dml_type column (+1 insert, -1 mark)")
+            signs = chunk.column(DML_TYPE)
+            if signs.null_count or not pc.all(pc.is_in(signs, pa.array([1, -1], signs.type))).as_py():
+                raise TypeMismatchError("dml_type must be +1 or -1 in every row, never NULL")
+            signs = signs.cast(pa.int8())
+            rows = self._conform(chunk.drop_columns([DML_TYPE]), require_keys=True)
+            if self._config.generated_row_id and (
+                ROW_ID not in rows.column_names
+                or rows.column(ROW_ID).null_count
+                and pc.any(pc.equal(signs, -1)).as_py()
+            ):
+                missing = pc.and_(pc.equal(signs, -1), pc.is_null(rows.column(ROW_ID)))  \
+                    if ROW_ID in rows.column_names else pc.equal(signs, -1)
+                if pc.any(missing).as_py():
+                    raise MissingKeyError(
+                        "delete marks on a table without a primary key must carry the _row_id "
+                        "of the entry they cancel"
+                    )
+            entries = self._entries(rows, 1, self._take_seq(1))
+            entries = entries.set_column(
+                entries.schema.get_field_index(DML_TYPE), DML_TYPE, signs
+            )
+            total += self._write(entries)
+            self._touched.append(entries.select(list(self.key_columns)))
+        return total
+
+    def upsert(self, data: Any) -> int:
+        """Insert rows whose key is new; replace the visible row of keys that exist.
+
+        Columns missing from ``data`` keep their current value (NULL for new keys). Returns the
+        number of rows written.
+        """
+        self._begin("upsert")
+        self._require_primary_key("upsert")
+        rows = self._keyed_rows(data)
+        latest, marks = self._read_live(keys=rows.select(list(self.key_columns)))
+        return self._replace(rows, latest, marks)
+
+    def update(self, data: Any) -> int:
+        """Replace the visible row of existing keys; columns missing from ``data`` keep their
+        values. Every key must exist (else :class:`KeyNotFoundError`, nothing written)."""
+        self._begin("update")
+        rows = self._keyed_rows(data)
+        latest, marks = self._read_live(keys=rows.select(list(self.key_columns)))
+        missing = _anti_join(rows.select(list(self.key_columns)), latest, self.key_columns)
+        if missing.num_rows:
+            raise KeyNotFoundError(
+                f"update of {missing.num_rows} key(s) with no visible row, e.g. "
+                f"{missing.slice(0, 3).to_pylist()}; use upsert to insert new keys"
+            )
+        return self._replace(rows, latest, marks)
+
+    def delete(self, keys: Any) -> int:
+        """Delete the rows of the given keys by writing delete marks; return how many rows
+        were deleted (keys without a visible row are ignored).
+
+        ``keys`` may be rows with the key columns (any accepted data form), or for a
+        single-column key a list of values.
+        """
+        self._begin("delete")
+        key_table = self._key_table(keys)
+        if key_table.num_rows == 0:
+            return 0
+        _, marks = self._read_live(keys=key_table)
+        return self._mark(marks, key_table)
+
+    def delete_where(self, predicate: str) -> int:
+        """Delete every row matching a SQL predicate over the table's columns (DuckDB syntax),
+        e.g. ``"amount < 0 AND region = 'EU'"``; return how many rows were deleted."""
+        self._begin("delete_where")
+        predicate = _check_predicate(predicate)
+        _, marks = self._read_live(keys=None, predicate=predicate)
+        self._predicates.append(predicate)
+        return self._mark(marks, marks.select(list(self.key_columns)))
+
+    # --- commit / abort ------------------------------------------------------------------------
+
+    def commit(self) -> CommitInfo:
+        """Commit every write atomically; raise :class:`ConflictError` if another commit since
+        the snapshot invalidated a read, leaving nothing committed."""
+        self.commit_info = self._commit()
+        return self.commit_info
+
+    def _commit(self) -> CommitInfo:
+        self._ensure_open()
+        self._closed = True
+        schema_changed = self._schema != self._base.schema
+        if self._replay or (not self._added and not schema_changed):
+            self._discard_files()
+            return CommitInfo(None, self._trx_id, 0, 0)
+        operation = self._operations[0] if len(set(self._operations)) == 1 else "transaction"
+
+        def build(latest: TableState) -> LogFile | None:
+            if self._app is not None and latest.apps.get(self._app.app_id, -1) >= self._app.batch:
+                return None
+            schema = latest.schema
+            if schema_changed or schema != self._base.schema:
+                try:
+                    schema = latest.schema.evolve(self._schema.arrow())
+                except SchemaError as e:
+                    raise ConflictError(
+                        f"table {self._table.name!r}: a concurrent schema change conflicts with "
+                        f"this transaction's: {e}"
+                    ) from e
+            return LogFile(
+                version=latest.version + 1,
+                timestamp_ms=next_timestamp(latest),
+                operation=operation,
+                schema=schema,
+                files=tuple(self._added),
+                trx_id=self.trx_id,
+                app=self._app,
+                info={"inserted": self._inserted, "deleted": self._deleted},
+            )
+
+        try:
+            state, entry = commit_entry(self._table._log, self._base, build, self._check_conflicts)
+        except ConflictError:
+            self._discard_files()  # certainly not committed: no one will ever reference them
+            raise
+        self._table._adopt_state(state)
+        if entry is None:
+            self._discard_files()
+            return CommitInfo(None, self._trx_id, 0, 0)
+        return CommitInfo(entry.version, entry.trx_id, self._inserted, self._deleted)
+
+    def abort(self) -> None:
+        """Discard the transaction. Its data files are never referenced by the log; they are
+        deleted now if possible (otherwise vacuum collects them as orphans)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._discard_files()
+
+    # --- internals: input ----------------------------------------------------------------------
+
+    def _begin(self, operation: str) -> None:
+        self._ensure_open()
+        self._operations.append(operation)
+
+    def _ensure_open(self) -> None:
+        if self._closed:
+            raise TransactionClosedError(
+                "this transaction was already committed or aborted; start a new one"
+            )
+
+    def _require_primary_key(self, operation: str) -> None:
+        if self._config.generated_row_id:
+            raise InvalidArgumentError(
+                f"{operation} needs a primary key and table {self._table.name!r} has none; use "
+                "insert for new rows, or update/delete by _row_id"
+            )
+
+    def _chunks(self, data: Any) -> Iterator[pa.Table]:
+        """User data as Arrow tables of bounded size (streams stay streams)."""
+        if isinstance(data, pa.RecordBatchReader):
+            pending: list[pa.RecordBatch] = []
+            rows = 0
+            for batch in data:
+                pending.append(batch)
+                rows += batch.num_rows
+                if rows >= STREAM_CHUNK_ROWS:
+                    yield pa.Table.from_batches(pending)
+                    pending, rows = [], 0
+            if pending:
+                yield pa.Table.from_batches(pending)
+            return
+        table = to_arrow(data, self._schema)
+        for start in range(0, max(table.num_rows, 1), STREAM_CHUNK_ROWS * 4):
+            yield table.slice(start, STREAM_CHUNK_ROWS * 4)
+
+    def _conform(self, table: pa.Table, *, require_keys: bool) -> pa.Table:
+        row_ids = None
+        if ROW_ID in table.column_names:
+            if not self._config.generated_row_id:
+                raise SchemaError("_row_id is a system column; this table has a primary key")
+            row_ids = _cast_row_ids(table.column(ROW_ID))
+            table = table.drop_columns([ROW_ID])
+        keys = () if self._config.generated_row_id else self.key_columns
+        rows, schema = conform(
+            table,
+            self._schema,
+            key_columns=keys,
+            allow_new_columns=self._evolve,
+            require_all_keys=require_keys,
+        )
+        if schema != self._schema:
+            self._schema = schema
+        if row_ids is not None:
+            rows = rows.append_column(ROW_ID, row_ids)
+        return rows
+
+    def _keyed_rows(self, data: Any) -> pa.Table:
+        rows = pa.concat_tables(list(self._chunks(data)))
+        rows = self._conform(rows, require_keys=True)
+        if self._config.generated_row_id and (
+            ROW_ID not in rows.column_names or rows.column(ROW_ID).null_count
+        ):
+            raise MissingKeyError("rows of a table without a primary key are addressed by _row_id")
+        _check_unique(rows, self.key_columns)
+        return rows
+
+    def _key_table(self, keys: Any) -> pa.Table:
+        key_columns = list(self.key_columns)
+        if isinstance(keys, list) and keys and not isinstance(keys[0], dict):
+            if len(key_columns) == 1 and not isinstance(keys[0], tuple | list):
+                keys = [{key_columns[0]: k} for k in keys]
+            else:
+                keys = [dict(zip(key_columns, k, strict=True)) for k in keys]
+        table = pa.concat_tables(list(self._chunks(keys))) if keys is not None else None
+        if table is None or table.num_rows == 0:
+            return pa.table({k: pa.array([], self._key_type(k)) for k in key_columns})
+        missing = [k for k in key_columns if k not in table.column_names]
+        if missing:
+            raise MissingKeyError(f"keys must give every key column; missing {missing}")
+        table = table.select(key_columns)
+        if self._config.generated_row_id:
+            return pa.table({ROW_ID: _cast_row_ids(table.column(ROW_ID))})
+        rows, _ = conform(table, self._schema, key_columns=key_columns)
+        return rows
+
+    def _key_type(self, column: str) -> pa.DataType:
+        return pa.int64() if column == ROW_ID else self._schema.type_of(column)
+
+    # --- internals: entries and files ----------------------------------------------------------
+
+    def _take_seq(self, count: int) -> int:
+        seq = self._next_seq
+        self._next_seq += count
+        return seq
+
+    def _entries(self, rows: pa.Table, dml_type: int, seq: int) -> pa.Table:
+        """Rows -> entries in the file schema: missing columns NULL, system columns filled."""
+        n = rows.num_rows
+        target = file_schema(self._schema, self._config)
+        columns = []
+        for field in target:
+            if field.name in rows.column_names:
+                columns.append(rows.column(field.name).cast(field.type))
+            elif field.name == ROW_ID:
+                columns.append(self._new_row_ids(n))
+            elif field.name == TRX_ID:
+                columns.append(pa.repeat(pa.scalar(self.trx_id, pa.int64()), n))
+            elif field.name == TRX_SEQ:
+                columns.append(pa.repeat(pa.scalar(seq, pa.int32()), n))
+            elif field.name == DML_TYPE:
+                columns.append(pa.repeat(pa.scalar(dml_type, pa.int8()), n))
+            else:
+                columns.append(pa.nulls(n, field.type))
+        return pa.Table.from_arrays(columns, schema=target)
+
+    def _new_row_ids(self, n: int) -> pa.Array:
+        start = self._next_row
+        self._next_row += n
+        if self._next_row >= _MAX_ROWS_PER_TRX:
+            raise InvalidArgumentError("a transaction can insert at most 2^32 rows")
+        return pa.array(np.arange(start, start + n, dtype=np.int64) + (self.trx_id << 32))
+
+    def _write(self, entries: pa.Table) -> int:
+        writer = DataWriter(
+            self._table.store,
+            self._table.prefix,
+            self._schema,
+            self._config,
+            PartitionSpec.parse(list(self._config.partition_by), self._schema),
+        )
+        self._added.extend(writer.write(entries))
+        return entries.num_rows
+
+    def _replace(self, rows: pa.Table, latest: pa.Table, marks: pa.Table) -> int:
+        rows = _fill_missing(rows, latest, self.key_columns, self._value_columns)
+        seq = self._take_seq(2)
+        entries = pa.concat_tables(
+            [self._entries(marks, -1, seq), self._entries(rows, 1, seq + 1)]
+        )
+        self._write(entries)
+        self._touched.append(rows.select(list(self.key_columns)))
+        self._deleted += marks.num_rows
+        self._inserted += rows.num_rows
+        return rows.num_rows
+
+    def _mark(self, marks: pa.Table, keys: pa.Table) -> int:
+        if marks.num_rows:
+            self._write(self._entries(marks, -1, self._take_seq(1)))
+        self._touched.append(keys)
+        self._deleted += marks.num_rows
+        return marks.num_rows
+
+    def _discard_files(self) -> None:
+        for marker in self._added:
+            try:
+                self._table.store.delete(self._table.prefix + marker.path)
+            except Exception as e:  # best effort: vacuum collects orphans later
+                log.warning("could not delete uncommitted file %s: %s", marker.path, e)
+
+    # --- internals: reads ----------------------------------------------------------------------
+
+    def _visible_markers(self, keys: pa.Table | None) -> list[FileMarker]:
+        markers = [*self._base.alive_files, *self._added]
+        return markers if keys is None else prune_by_keys(markers, keys, self.key_columns)
+
+    def _read_live(
+        self, keys: pa.Table | None, predicate: str | None = None
+    ) -> tuple[pa.Table, pa.Table]:
+        """The visible row per key and every live entry (the delete marks to write), for the
+        given keys or predicate, at the snapshot plus this transaction's writes."""
+        con = engine.connect()
+        try:
+            schema = file_schema(self._schema, self._config)
+            relation = engine.scan_files(
+                con, self._table.store, self._table.prefix, self._visible_markers(keys), schema
+            )
+            relation.create_view("ledger_entries")
+            source = "ledger_entries"
+            if keys is not None:
+                con.register("ledger_keys", keys)
+                source = (
+                    f"(SELECT * FROM ledger_entries SEMI JOIN ledger_keys "
+                    f"USING ({idents(list(self.key_columns))}))"
+                )
+            value_columns = self._value_columns
+            live = live_entries_sql(source, value_columns)
+            if predicate is not None:
+                live = f"SELECT * FROM ({live}) WHERE ({predicate})"
+            try:
+                con.execute(f"CREATE TEMP TABLE ledger_live AS {live}")
+            except Exception as e:
+                if predicate is not None:
+                    raise InvalidPredicateError(
+                        f"predicate {predicate!r} does not apply to table "
+                        f"{self._table.name!r} (columns {self._schema.names}): {e}"
+                    ) from e
+                raise
+            latest = con.sql(
+                visible_rows_sql("ledger_live", self.key_columns, value_columns)
+            ).to_arrow_table()
+            marks = con.sql(expand_sql("ledger_live", value_columns)).to_arrow_table()
+            return latest, marks
+        finally:
+            con.close()
+
+    def _check_conflicts(self, latest: TableState, intervening: Sequence[LogFile]) -> None:
+        """Raise if a commit since the snapshot wrote entries for a key this transaction read,
+        or a row matching a predicate it deleted by."""
+        if not self._touched and not self._predicates:
+            return
+        for entry in intervening:
+            if entry.operation in MEANING_PRESERVING:
+                continue
+            written = [m for m in entry.files if m.alive]
+            if not written:
+                continue
+            if self._conflicts_with(latest, written):
+                raise ConflictError(
+                    f"table {self._table.name!r}: version {entry.version} ({entry.operation}) "
+                    f"wrote rows this transaction read after its snapshot (version "
+                    f"{self._base.version}); nothing was committed. Retry the transaction"
+                )
+
+    def _conflicts_with(self, latest: TableState, written: list[FileMarker]) -> bool:
+        keys = pa.concat_tables(self._touched) if self._touched else None
+        con = engine.connect()
+        try:
+            schema = file_schema(latest.schema, latest.config)
+            if keys is not None and keys.num_rows:
+                candidates = prune_by_keys(written, keys, self.key_columns)
+                if candidates:
+                    engine.scan_files(
+                        con, self._table.store, self._table.prefix, candidates, schema
+                    ).create_view("written")
+                    con.register("touched", keys)
+                    hit = con.sql(
+                        f"SELECT 1 FROM written SEMI JOIN touched "
+                        f"USING ({idents(list(self.key_columns))}) LIMIT 1"
+                    ).fetchone()
+                    if hit:
+                        return True
+            if self._predicates:
+                engine.scan_files(
+                    con, self._table.store, self._table.prefix, written, schema
+                ).create_view("written_all")
+                for predicate in self._predicates:
+                    hit = con.sql(
+                        f"SELECT 1 FROM written_all WHERE {ident(DML_TYPE)} = 1 "
+                        f"AND ({predicate}) LIMIT 1"
+                    ).fetchone()
+                    if hit:
+                        return True
+            return False
+        finally:
+            con.close()
+
+
+def _check_unique(rows: pa.Table, key_columns: Iterable[str]) -> None:
+    keys = rows.select(list(key_columns))
+    counts = keys.group_by(list(key_columns)).aggregate([([], "count_all")])
+    duplicated = counts.filter(pc.greater(counts.column("count_all"), 1))
+    if duplicated.num_rows:
+        raise DuplicateKeyError(
+            f"{duplicated.num_rows} key(s) appear more than once in one operation, e.g. "
+            f"{duplicated.drop_columns(['count_all']).slice(0, 3).to_pylist()}; give each key "
+            "once (or split the changes into separate operations)"
+        )
+
+
+def _anti_join(keys: pa.Table, latest: pa.Table, key_columns: Sequence[str]) -> pa.Table:
+    con = engine.connect()
+    try:
+        con.register("wanted", keys)
+        con.register("found", latest.select(list(key_columns)))
+        return con.sql(
+            f"SELECT * FROM wanted ANTI JOIN found USING ({idents(list(key_columns))})"
+        ).to_arrow_table()
+    finally:
+        con.close()
+
+
+def _fill_missing(
+    rows: pa.Table, latest: pa.Table, key_columns: Sequence[str], value_columns: Sequence[str]
+) -> pa.Table:
+    """Give columns missing from ``rows`` the values of the key's visible row (NULL if new)."""
+    missing = [c for c in value_columns if c not in rows.column_names]
+    if not missing:
+        return rows
+    con = engine.connect()
+    try:
+        con.register("given", rows)
+        con.register("current", latest.select([*key_columns, *missing]))
+        filled = con.sql(
+            f"SELECT given.*, {', '.join('current.' + ident(c) for c in missing)} "
+            f"FROM given LEFT JOIN current USING ({idents(list(key_columns))})"
+        ).to_arrow_table()
+    finally:
+        con.close()
+    return filled.select([c for c in value_columns if c in filled.column_names])
+
+
+def _cast_row_ids(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    if column.null_count:
+        raise MissingKeyError("_row_id holds NULL; every row is addressed by its _row_id")
+    try:
+        return column.cast(pa.int64(), safe=True)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+        raise TypeMismatchError(f"_row_id must be a BIGINT: {e}") from e
+
+
+_FORBIDDEN_IN_PREDICATE = (exp.Query, exp.Command, exp.Create, exp.Drop, exp.Insert, exp.Delete)
+
+
+def _check_predicate(predicate: Any) -> str:
+    if not isinstance(predicate, str) or not predicate.strip():
+        raise InvalidPredicateError("delete_where needs a non-empty SQL predicate string")
+    try:
+        statements = sqlglot.parse(predicate, dialect="duckdb")
+    except sqlglot.errors.ParseError as e:
+        raise InvalidPredicateError(f"cannot parse predicate {predicate!r}: {e}") from e
+    if len(statements) != 1 or statements[0] is None:
+        raise InvalidPredicateError(f"predicate {predicate!r} must be one SQL expression")
+    tree = statements[0]
+    if any(isinstance(node, _FORBIDDEN_IN_PREDICATE) for node in tree.walk()):
+        raise InvalidPredicateError(
+            f"predicate {predicate!r} must be an expression over the table's columns, not a "
+            "statement or subquery"
+        )
+    return tree.sql(dialect="duckdb")  # type: ignore[no-any-return]
+
+
+__all__ = ["CommitInfo", "LedgerError", "Transaction"]

@@ -1,0 +1,120 @@
+"""Arrow entries -> partitioned, sorted Parquet files and their file markers.
+
+Every engine writes through this module, so files look the same whoever wrote them: the user
+columns in schema order, then ``_row_id`` (tables without a primary key), ``trx_id``,
+``trx_seq`` and ``dml_type``; rows sorted by the table's sort order within each file; row groups
+of bounded size; no partition columns in the file (the partition lives in the path and marker).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from ledger.log.entries import FileMarker, TableConfig, json_value
+from ledger.partitioning import PartitionSpec
+from ledger.schema import DML_TYPE, ROW_ID, SYSTEM_TYPES, TRX_ID, TRX_SEQ, TableSchema
+from ledger.storage import Store
+
+ROW_GROUP_ROWS = 128 * 1024
+_PART = "__ledger_partition"
+_PART_SEPARATOR = "\x1f"
+
+
+def file_schema(schema: TableSchema, config: TableConfig) -> pa.Schema:
+    """The Arrow schema of the table's data files."""
+    fields = [pa.field(n, t) for n, t in zip(schema.names, schema.arrow().types, strict=True)]
+    if config.generated_row_id:
+        fields.append(pa.field(ROW_ID, pa.int64()))
+    fields += [pa.field(n, t) for n, t in SYSTEM_TYPES.items()]
+    return pa.schema(fields)
+
+
+def sort_columns(config: TableConfig) -> list[str]:
+    """Sort order inside files: the configured order (default: the key), then trx_id, trx_seq."""
+    leading = list(config.sort_by) or list(config.key_columns)
+    return [*leading, *(c for c in (TRX_ID, TRX_SEQ) if c not in leading)]
+
+
+@dataclass(frozen=True)
+class DataWriter:
+    """Writes entry tables of one table's current schema into its ``_data/`` folder."""
+
+    store: Store
+    table_prefix: str
+    schema: TableSchema
+    config: TableConfig
+    partition_spec: PartitionSpec
+
+    def write(self, entries: pa.Table) -> list[FileMarker]:
+        """Write ``entries`` (full file schema) as one sorted file per partition."""
+        if entries.num_rows == 0:
+            return []
+        target = file_schema(self.schema, self.config)
+        entries = entries.select(target.names).cast(target)
+        return [self._write_file(part, values) for part, values in self._split(entries)]
+
+    def _split(self, entries: pa.Table) -> Iterator[tuple[pa.Table, dict[str, str | None]]]:
+        keys = [(c, "ascending") for c in sort_columns(self.config)]
+        if not self.partition_spec.fields:
+            yield _sorted(entries, keys), {}
+            return
+        values = [f.values(entries) for f in self.partition_spec.fields]
+        joined = pc.binary_join_element_wise(
+            *[pc.fill_null(pc.binary_join_element_wise("v", v, ""), "n") for v in values],
+            _PART_SEPARATOR,
+        )
+        order = pc.sort_indices(
+            entries.append_column(_PART, joined), sort_keys=[(_PART, "ascending"), *keys]
+        )
+        entries = entries.take(order)
+        joined = joined.take(order)
+        value_columns = [v.take(order) for v in values]
+        changes = pc.not_equal(joined[1:], joined[:-1])
+        starts = [0, *(i + 1 for i in pc.indices_nonzero(changes).to_pylist()), len(joined)]
+        for begin, end in zip(starts[:-1], starts[1:], strict=True):
+            partition = {
+                f.name: column[begin].as_py()
+                for f, column in zip(self.partition_spec.fields, value_columns, strict=True)
+            }
+            yield entries.slice(begin, end - begin), partition
+
+    def _write_file(self, part: pa.Table, partition: dict[str, str | None]) -> FileMarker:
+        folder = self.partition_spec.path(partition)
+        relative = f"_data/{folder + '/' if folder else ''}{uuid.uuid4().hex}.parquet"
+        key = self.table_prefix + relative
+        local = self.store.local_path(key)
+        fs = self.store.filesystem
+        if local is not None:
+            fs.create_dir(local.rsplit("/", 1)[0], recursive=True)
+        with fs.open_output_stream(self.store.fs_path(key)) as out:
+            pq.write_table(part, out, row_group_size=ROW_GROUP_ROWS, compression="snappy")
+            size = out.tell()
+        trx = pc.min_max(part.column(TRX_ID))
+        key_min, key_max = [], []
+        for column in self.config.key_columns:
+            bounds = pc.min_max(part.column(column))
+            key_min.append(json_value(bounds["min"].as_py()))
+            key_max.append(json_value(bounds["max"].as_py()))
+        return FileMarker(
+            path=relative,
+            size=size,
+            created_ms=int(time.time() * 1000),
+            rows=part.num_rows,
+            dml_sum=int(pc.sum(part.column(DML_TYPE)).as_py() or 0),
+            trx_min=int(trx["min"].as_py()),
+            trx_max=int(trx["max"].as_py()),
+            partition=partition,
+            key_min=tuple(key_min),
+            key_max=tuple(key_max),
+        )
+
+
+def _sorted(table: pa.Table, keys: list[tuple[str, str]]) -> pa.Table:
+    return table.take(pc.sort_indices(table, sort_keys=keys))
