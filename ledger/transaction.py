@@ -67,6 +67,7 @@ log = logging.getLogger(__name__)
 MEANING_PRESERVING = frozenset({"merge", "checkpoint"})
 STREAM_CHUNK_ROWS = 1 << 20
 _MAX_ROWS_PER_TRX = 1 << 32
+_MAX_ENTRIES_PER_TRX = (1 << 31) - 1  # trx_seq is an INTEGER
 
 
 @dataclass(frozen=True)
@@ -170,7 +171,7 @@ class Transaction:
         total = 0
         for chunk in self._chunks(data):
             rows = self._conform(chunk, require_keys=True)
-            total += self._write(self._entries(rows, 1, self._take_seq(1)))
+            total += self._write(self._entries(rows, 1))
         self._inserted += total
         return total
 
@@ -199,7 +200,7 @@ class Transaction:
                         "delete marks on a table without a primary key must carry the _row_id "
                         "of the entry they cancel"
                     )
-            entries = self._entries(rows, 1, self._take_seq(1))
+            entries = self._entries(rows, 1)
             entries = entries.set_column(
                 entries.schema.get_field_index(DML_TYPE), DML_TYPE, signs
             )
@@ -255,6 +256,17 @@ class Transaction:
         _, marks = self._read_live(keys=None, predicate=predicate)
         self._predicates.append(predicate)
         return self._mark(marks, marks.select(list(self.key_columns)))
+
+    def lookup(self, keys: Any) -> pa.Table:
+        """The visible rows of ``keys`` as this transaction sees them (its snapshot plus its own
+        writes). The keys count as read: if another commit writes them before this transaction
+        commits, the commit raises :class:`ConflictError` (so read-then-update never loses an
+        update)."""
+        self._ensure_open()
+        key_table = self._key_table(keys)
+        latest, _ = self._read_live(keys=key_table)
+        self._touched.append(key_table)
+        return latest
 
     # --- commit / abort ------------------------------------------------------------------------
 
@@ -407,14 +419,20 @@ class Transaction:
 
     # --- internals: entries and files ----------------------------------------------------------
 
-    def _take_seq(self, count: int) -> int:
-        seq = self._next_seq
-        self._next_seq += count
-        return seq
+    def _entries(self, rows: pa.Table, dml_type: int) -> pa.Table:
+        """Rows -> entries in the file schema: missing columns NULL, system columns filled.
 
-    def _entries(self, rows: pa.Table, dml_type: int, seq: int) -> pa.Table:
-        """Rows -> entries in the file schema: missing columns NULL, system columns filled."""
+        ``trx_seq`` numbers entries in the order they were made: operation after operation, and
+        rows of one operation in input order, so two rows of one batch for the same key still
+        have a defined latest one.
+        """
         n = rows.num_rows
+        seq = self._next_seq
+        self._next_seq += n
+        if self._next_seq >= _MAX_ENTRIES_PER_TRX:
+            raise InvalidArgumentError(
+                f"a transaction can write at most {_MAX_ENTRIES_PER_TRX} entries; split it"
+            )
         target = file_schema(self._schema, self._config)
         columns = []
         for field in target:
@@ -425,7 +443,7 @@ class Transaction:
             elif field.name == TRX_ID:
                 columns.append(pa.repeat(pa.scalar(self.trx_id, pa.int64()), n))
             elif field.name == TRX_SEQ:
-                columns.append(pa.repeat(pa.scalar(seq, pa.int32()), n))
+                columns.append(pa.array(np.arange(seq, seq + n, dtype=np.int32)))
             elif field.name == DML_TYPE:
                 columns.append(pa.repeat(pa.scalar(dml_type, pa.int8()), n))
             else:
@@ -452,10 +470,7 @@ class Transaction:
 
     def _replace(self, rows: pa.Table, latest: pa.Table, marks: pa.Table) -> int:
         rows = _fill_missing(rows, latest, self.key_columns, self._value_columns)
-        seq = self._take_seq(2)
-        entries = pa.concat_tables(
-            [self._entries(marks, -1, seq), self._entries(rows, 1, seq + 1)]
-        )
+        entries = pa.concat_tables([self._entries(marks, -1), self._entries(rows, 1)])
         self._write(entries)
         self._touched.append(rows.select(list(self.key_columns)))
         self._deleted += marks.num_rows
@@ -464,7 +479,7 @@ class Transaction:
 
     def _mark(self, marks: pa.Table, keys: pa.Table) -> int:
         if marks.num_rows:
-            self._write(self._entries(marks, -1, self._take_seq(1)))
+            self._write(self._entries(marks, -1))
         self._touched.append(keys)
         self._deleted += marks.num_rows
         return marks.num_rows

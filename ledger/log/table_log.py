@@ -103,8 +103,9 @@ class TableLog:
         """The state at ``version`` (the latest if None)."""
         if version is None:
             hint = self._hint()
-            listing = self.list(start_after=None if hint is None else self.checkpoint_key(hint))
-            if hint is not None and not listing.checkpoints and hint not in listing.commits:
+            # Listing starts just before the hinted checkpoint's key, so it is listed too.
+            listing = self.list(start_after=None if not hint else self.commit_key(hint - 1))
+            if hint and hint not in listing.checkpoints:
                 listing = self.list()  # the hinted checkpoint is gone; fall back to everything
         else:
             listing = self.list()

@@ -1,0 +1,27 @@
+"""Benchmark plumbing: every test records its figures here; the session prints one JSON document.
+
+Benchmarks never assert on speed (the machine is shared); they assert that what they measured is
+correct (row counts, versions), so a fast wrong answer cannot pass for a fast right one.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+_RESULTS: dict[str, Any] = {}
+
+
+@pytest.fixture(scope="session")
+def bench_results() -> dict[str, Any]:
+    """The figures of the whole run, keyed by benchmark name; printed as JSON at the end."""
+    return _RESULTS
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if not _RESULTS:
+        return
+    terminalreporter.write_sep("=", "ledger-tables benchmark figures (JSON)")
+    terminalreporter.write_line(json.dumps(_RESULTS, indent=2, sort_keys=False))

@@ -1,0 +1,143 @@
+"""Append throughput: ``table.insert(pyarrow_table)`` of 1M rows x 6 columns into a local
+warehouse, against plain ``pyarrow.parquet.write_table`` of the same data (snappy) in the same run.
+
+ratio_throughput = raw_time / ledger_time (1.0 means the ledger writes as fast as bare pyarrow;
+target >= 0.8). Raw, primary-key and no-primary-key writes are interleaved within each repetition
+so that noise from the shared machine hits all of them alike.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import ledger
+from ledger.writer import ROW_GROUP_ROWS
+from tests.benchmarks.timing import REPEATS, env_int, summary, timed
+
+ROWS = env_int("LEDGER_BENCH_ROWS", 1_000_000)
+SCHEMA = {
+    "id": "BIGINT",
+    "account": "BIGINT",
+    "quantity": "INTEGER",
+    "price": "DOUBLE",
+    "note": "VARCHAR",
+    "booked_at": "TIMESTAMP",
+}
+TARGET = ">= 0.8"
+
+pytestmark = pytest.mark.timeout(1200)
+
+
+def make_rows(n: int) -> pa.Table:
+    """n rows in the table's exact Arrow types (so no cast is measured): an increasing BIGINT key,
+    a BIGINT and an INTEGER of moderate cardinality, a DOUBLE, a VARCHAR of 5,000 distinct values
+    and a TIMESTAMP spread over a month."""
+    rng = np.random.default_rng(20240101)
+    notes = pa.array([f"note-{i:05d}-{'x' * (i % 17)}" for i in range(5_000)], pa.string())
+    start = np.datetime64("2024-01-01T00:00:00", "us")
+    month_us = 30 * 86_400 * 1_000_000
+    return pa.table(
+        {
+            "id": pa.array(np.arange(n, dtype=np.int64)),
+            "account": pa.array(rng.integers(0, 10_000, n, dtype=np.int64)),
+            "quantity": pa.array(rng.integers(-1_000, 1_000, n, dtype=np.int32)),
+            "price": pa.array(rng.random(n) * 100.0),
+            "note": notes.take(pa.array(rng.integers(0, len(notes), n))),
+            "booked_at": pa.array(
+                start + rng.integers(0, month_us, n).astype("timedelta64[us]"), pa.timestamp("us")
+            ),
+        }
+    )
+
+
+def _check_ledger_write(table: ledger.Table, info: ledger.CommitInfo, rows: pa.Table) -> None:
+    assert info.version == 1
+    assert info.inserted == rows.num_rows
+    assert table.count() == rows.num_rows  # from the log alone
+    [(count, id_sum)] = table.scan().aggregate("count(*), sum(id)").fetchall()  # the data
+    assert count == rows.num_rows
+    assert id_sum == rows.num_rows * (rows.num_rows - 1) // 2
+
+
+def _ratio(raw: dict[str, Any], ledger_figures: dict[str, Any]) -> float:
+    return round(raw["median_s"] / ledger_figures["median_s"], 3)
+
+
+def test_append_1m_rows(tmp_path: Path, bench_results: dict[str, Any]) -> None:
+    rows = make_rows(ROWS)
+    assert rows.num_rows == ROWS and rows.num_columns == 6
+    root = tmp_path / "append"
+    warehouse = ledger.connect(str(root / "warehouse"))
+    raw_dir = root / "raw"
+    raw_dir.mkdir(parents=True)
+
+    samples: dict[str, list[float]] = {
+        "raw": [],
+        "raw_same_row_groups": [],
+        "keyed": [],
+        "unkeyed": [],
+    }
+
+    def write_raw(path: Path, **options: Any) -> float:
+        elapsed, _ = timed(lambda: pq.write_table(rows, path, compression="snappy", **options))
+        assert pq.read_metadata(path).num_rows == ROWS
+        path.unlink()
+        return elapsed
+
+    def write_ledger(name: str, primary_key: list[str] | None) -> float:
+        table = warehouse.create_table(name, SCHEMA, primary_key=primary_key)
+        elapsed, info = timed(lambda: table.insert(rows))
+        _check_ledger_write(table, info, rows)
+        shutil.rmtree(root / "warehouse" / name)  # keep the disk (and page cache) small
+        return elapsed
+
+    # Repetition 0 warms caches and imports (DuckDB, the writer) and is not counted.
+    for repetition in range(REPEATS + 1):
+        measured = {
+            "raw": write_raw(raw_dir / f"raw-{repetition}.parquet"),
+            "keyed": write_ledger(f"keyed_{repetition}", ["id"]),
+            "raw_same_row_groups": write_raw(
+                raw_dir / f"raw-rg-{repetition}.parquet", row_group_size=ROW_GROUP_ROWS
+            ),
+            "unkeyed": write_ledger(f"unkeyed_{repetition}", None),
+        }
+        if repetition:
+            for name, seconds in measured.items():
+                samples[name].append(seconds)
+
+    raw = summary(samples["raw"])
+    for result_name, sample_name in (
+        ("append_1m_rows_x6", "keyed"),
+        ("append_1m_rows_x6_no_primary_key", "unkeyed"),
+    ):
+        figures = summary(samples[sample_name])
+        bench_results[result_name] = {
+            "rows": ROWS,
+            "columns": 6,
+            "repeats": REPEATS,
+            "ledger_s": figures["median_s"],
+            "raw_pyarrow_s": raw["median_s"],
+            "ratio_throughput": _ratio(raw, figures),
+            "target": TARGET,
+            "ledger_rows_per_s": round(ROWS / figures["median_s"]),
+            "raw_rows_per_s": round(ROWS / raw["median_s"]),
+            "ledger_samples_s": figures["samples_s"],
+            "raw_samples_s": raw["samples_s"],
+        }
+    same_groups = summary(samples["raw_same_row_groups"])
+    bench_results["append_diagnostics"] = {
+        "note": (
+            "raw pyarrow.parquet.write_table with the writer's row_group_size "
+            f"(ledger.writer.ROW_GROUP_ROWS = {ROW_GROUP_ROWS}) instead of pyarrow's default"
+        ),
+        "raw_pyarrow_same_row_groups_s": same_groups["median_s"],
+        "ratio_raw_default_vs_same_row_groups": _ratio(raw, same_groups),
+        "samples_s": same_groups["samples_s"],
+    }

@@ -1,0 +1,71 @@
+"""Fixtures shared by every suite: a warehouse on each backend (local disk and S3 over HTTP)."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+import ledger
+from tests.support.s3server import BUCKET, MotoServer, S3Endpoint
+
+settings.register_profile(
+    "ci",
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+    print_blob=True,
+)
+settings.load_profile("ci")
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[S3Endpoint]:
+    server = MotoServer()
+    endpoint = server.start()
+    yield endpoint
+    server.stop()
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where a test's warehouse lives: enough to open it again from another process."""
+
+    backend: str
+    uri: str
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def connect(self) -> ledger.Warehouse:
+        return ledger.connect(self.uri, **self.options)
+
+
+@pytest.fixture(params=["local", "s3"])
+def location(request: pytest.FixtureRequest, tmp_path: Any) -> Location:
+    """A fresh, empty warehouse location on each backend."""
+    if request.param == "local":
+        return Location("local", str(tmp_path / "warehouse"))
+    endpoint: S3Endpoint = request.getfixturevalue("s3_endpoint")
+    return Location("s3", f"s3://{BUCKET}/{uuid.uuid4().hex}", endpoint.options())
+
+
+@pytest.fixture
+def local_location(tmp_path: Any) -> Location:
+    return Location("local", str(tmp_path / "warehouse"))
+
+
+@pytest.fixture
+def warehouse(location: Location) -> ledger.Warehouse:
+    return location.connect()
+
+
+@pytest.fixture(autouse=True)
+def _no_aws_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Tests never talk to real AWS: credentials come from the fixture, never the environment.
+    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")

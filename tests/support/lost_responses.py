@@ -1,0 +1,55 @@
+"""Faults after the fact: the store did what it was asked, but the caller never heard so.
+
+On object storage a request can succeed while its response is lost (a timeout, a dropped
+connection). The caller then sees an error, or, when the client retries a conditional PUT that
+already landed, a 412 "the key exists" for its own object. :class:`FailingStore` fails a call
+before it reaches the store; these wrappers fail it after.
+"""
+
+from __future__ import annotations
+
+from ledger.storage import Store
+from tests.support.failing import FailingStore
+
+MUTATING = ("put ", "put_if_absent ", "delete ")
+
+
+class LateFailingStore(FailingStore):
+    """The ``fail_at``-th call takes effect, then raises :class:`InjectedFault`.
+
+    Counts calls exactly as :class:`FailingStore` does, so the same N names the same call. Only
+    writes and deletes differ from :class:`FailingStore` (a read that fails late has no effect);
+    data files are written through the filesystem and still fail before the write.
+    """
+
+    def put(self, key: str, data: bytes) -> None:
+        self.inner.put(key, data)
+        self.counter.tick(f"put {key}")
+
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        created = self.inner.put_if_absent(key, data)
+        self.counter.tick(f"put_if_absent {key}")
+        return created
+
+    def delete(self, key: str) -> None:
+        self.inner.delete(key)
+        self.counter.tick(f"delete {key}")
+
+
+class LostCommitResponseStore(FailingStore):
+    """The first log commit lands, but put-if-absent reports that the key already existed.
+
+    That is what a client sees when its conditional PUT succeeded, the response was lost, and
+    the retry (botocore retries PUTs on timeouts) found the object the first attempt created.
+    """
+
+    def __init__(self, inner: Store) -> None:
+        super().__init__(inner, fail_at=None)
+        self.lost: str | None = None
+
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        created = super().put_if_absent(key, data)
+        if created and self.lost is None and "/_log/" in key and ".checkpoint." not in key:
+            self.lost = key
+            return False
+        return created

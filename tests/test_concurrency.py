@@ -1,0 +1,295 @@
+"""Concurrent writers: threads and spawned processes appending, upserting and updating one table.
+
+Every test runs on local disk and on S3 (moto over HTTP). After the writers finish, the ledger is
+checked against what each writer says it committed:
+
+- the log's versions are 0..N without a gap, one per committed operation, with strictly
+  increasing timestamps, and each version holds the ``trx_id`` its writer was told;
+- ``trx_id`` is unique, and greater than every ``trx_id`` committed before its operation began;
+- every committed row is in the ledger exactly once, under its commit's ``trx_id``; rows of
+  operations that gave up are not there at all;
+- every delete mark carries the row written by the previous commit (in log order) to the same key,
+  so no update overwrote a row it never saw: the visible row of each hot key is the last commit's,
+  and a counter incremented by read-modify-write transactions equals the number of increments.
+"""
+
+from __future__ import annotations
+
+import itertools
+import multiprocessing
+import threading
+import time
+import types
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+import ledger
+import ledger.log.commit
+import ledger.writer
+from tests.conftest import Location
+from tests.support.ledger_reads import visible_rows
+from tests.support.workers import (
+    BARRIER_TIMEOUT_S,
+    COUNTER_KEY,
+    INCREMENT,
+    INSERT,
+    KINDS,
+    SHARED_KEYS,
+    Outcome,
+    Plan,
+    init_process,
+    make_plan,
+    run_plan,
+    run_plan_in_process,
+)
+
+SCHEMA = {"k": "BIGINT", "v": "BIGINT", "who": "VARCHAR"}
+SEED_WHO = "seed"
+RESULT_TIMEOUT_S = 300
+
+
+# --- running writers --------------------------------------------------------------------------
+
+
+def _seeded_table(location: Location, name: str, **options: Any) -> tuple[ledger.Table, int]:
+    """A table whose shared keys and counter start at 0; returns it and the seed's trx_id."""
+    table = location.connect().create_table(name, SCHEMA, primary_key=["k"], **options)
+    seed = table.insert([{"k": k, "v": 0, "who": SEED_WHO} for k in (*SHARED_KEYS, COUNTER_KEY)])
+    assert (seed.version, seed.inserted) == (1, len(SHARED_KEYS) + 1)
+    assert seed.trx_id is not None
+    return table, seed.trx_id
+
+
+def _plans(
+    location: Location, name: str, writers: Sequence[int], n_steps: int, kinds: Any = KINDS
+) -> list[Plan]:
+    return [make_plan(location.uri, location.options, name, w, n_steps, kinds) for w in writers]
+
+
+def _run_in_threads(plans: Sequence[Any], barrier: Any) -> list[Outcome]:
+    with ThreadPoolExecutor(max_workers=len(plans)) as pool:
+        futures = [pool.submit(run_plan, plan, barrier) for plan in plans]
+        return [o for f in futures for o in f.result(timeout=RESULT_TIMEOUT_S)]
+
+
+def _run_with_barrier(count: int, work: Callable[[int], Any]) -> list[Any]:
+    barrier = threading.Barrier(count)
+
+    def start(i: int) -> Any:
+        barrier.wait(timeout=BARRIER_TIMEOUT_S)
+        return work(i)
+
+    with ThreadPoolExecutor(max_workers=count) as pool:
+        return list(pool.map(start, range(count)))
+
+
+# --- checking the ledger against the outcomes ------------------------------------------------
+
+
+def _check_ledger(table: ledger.Table, seed_trx_id: int, outcomes: Sequence[Outcome]) -> None:
+    table.refresh()
+    committed = [o for o in outcomes if o.version is not None]
+    _check_log(table, seed_trx_id, committed)
+    _check_trx_order(table, seed_trx_id, committed)
+    _check_entries(table, seed_trx_id, committed)
+
+
+def _check_log(table: ledger.Table, seed_trx_id: int, committed: Sequence[Outcome]) -> None:
+    history = table.history()
+    versions = [r.version for r in history]
+    assert versions == list(range(2 + len(committed))), "versions: create, seed, one per commit"
+    assert history[1].trx_id == seed_trx_id
+    timestamps = [r.timestamp for r in history]
+    assert all(a < b for a, b in itertools.pairwise(timestamps)), timestamps
+
+    claimed = [o.version for o in committed]
+    assert len(set(claimed)) == len(claimed), f"two writers were told the same version: {claimed}"
+    by_version = {r.version: r for r in history}
+    for o in committed:
+        record = by_version[o.version]
+        assert record.trx_id == o.trx_id, (o, record)
+        expected_operation = "update" if o.step.kind == INCREMENT else o.step.kind
+        assert record.operation == expected_operation, (o, record)
+        assert (record.inserted, record.deleted) == ((1, 0) if o.step.kind == INSERT else (1, 1))
+
+    trx_ids = [r.trx_id for r in history[1:]]
+    assert None not in trx_ids
+    assert len(set(trx_ids)) == len(trx_ids), f"duplicate trx_ids in the log: {sorted(trx_ids)}"
+    assert sorted(trx_ids) == sorted([seed_trx_id, *(o.trx_id for o in committed)])
+
+
+def _check_trx_order(table: ledger.Table, seed_trx_id: int, committed: Sequence[Outcome]) -> None:
+    """trx_id exceeds every trx_id committed before the operation began: both every commit the
+    writer had already seen, and every commit another writer finished before it started."""
+    history = table.history()
+    for o in committed:
+        assert o.trx_id is not None
+        seen = [r.trx_id for r in history[1 : o.seen_version + 1] if r.trx_id is not None]
+        assert o.trx_id > max(seen, default=seed_trx_id), (o, seen)
+        earlier = [p for p in committed if p.finished < o.started]
+        for p in earlier:
+            assert p.trx_id is not None
+            assert o.trx_id > p.trx_id, f"{o.step.who} began after {p.step.who} committed: {o}, {p}"
+
+
+def _check_entries(table: ledger.Table, seed_trx_id: int, committed: Sequence[Outcome]) -> None:
+    entries = table.scan().project("k, v, who, trx_id, dml_type").fetchall()
+    insertions = Counter(e[:4] for e in entries if e[4] == 1)
+    marks = Counter(e[:4] for e in entries if e[4] == -1)
+    assert {e[4] for e in entries} <= {1, -1}
+
+    seed_rows = [(k, 0, SEED_WHO) for k in (*SHARED_KEYS, COUNTER_KEY)]
+    expected_insertions = Counter((*row, seed_trx_id) for row in seed_rows)
+    expected_insertions.update((o.step.key, o.written, o.step.who, o.trx_id) for o in committed)
+    assert insertions == expected_insertions, "committed rows must be in the ledger exactly once"
+
+    # Per hot key, the commits in log order form a chain: each one's delete mark carries the row
+    # the previous one wrote. A lost update shows up as two marks of one row (or a missing mark).
+    expected_marks: Counter[tuple[Any, ...]] = Counter()
+    visible = {}
+    for key in (*SHARED_KEYS, COUNTER_KEY):
+        chain = _in_log_order(o for o in committed if o.step.key == key)
+        previous = (key, 0, SEED_WHO)
+        for o in chain:
+            expected_marks[(*previous, o.trx_id)] += 1
+            previous = (key, o.written, o.step.who)
+        visible[key] = previous
+    assert marks == expected_marks, "each update must cancel exactly the row committed before it"
+
+    for o in committed:
+        if o.step.kind == INSERT:
+            visible[o.step.key] = (o.step.key, o.written, o.step.who)
+    assert visible_rows(table) == sorted(visible.values(), key=repr)
+    assert table.count() == len(visible)
+
+    increments = sorted(
+        (o for o in committed if o.step.kind == INCREMENT), key=lambda o: o.version or 0
+    )
+    assert [o.read for o in increments] == list(range(len(increments))), (
+        "increments in log order must each read the value the previous one wrote"
+    )
+    assert visible[COUNTER_KEY][1] == len(increments)
+
+
+def _in_log_order(outcomes: Iterable[Outcome]) -> list[Outcome]:
+    return sorted(outcomes, key=lambda o: o.version if o.version is not None else -1)
+
+
+# --- tests ---------------------------------------------------------------------------------------
+
+
+def test_threads_append_upsert_update_and_increment_at_once(location: Location) -> None:
+    table, seed_trx_id = _seeded_table(location, "threads")
+    plans = _plans(location, "threads", writers=range(4), n_steps=8)
+    outcomes = _run_in_threads(plans, threading.Barrier(len(plans)))
+
+    assert len(outcomes) == 32
+    # Blind appends never conflict; with 30 retries the hot keys must get through as well.
+    assert all(o.version is not None for o in outcomes), [o for o in outcomes if o.version is None]
+    _check_ledger(table, seed_trx_id, outcomes)
+
+
+def test_processes_and_threads_write_the_same_table_at_once(location: Location) -> None:
+    # A small checkpoint interval makes writers checkpoint (and read checkpoints) mid-race.
+    table, seed_trx_id = _seeded_table(location, "processes", checkpoint_interval=7)
+    process_plans = _plans(location, "processes", writers=range(3), n_steps=5)
+    thread_plans = _plans(location, "processes", writers=range(3, 5), n_steps=5)
+    context = multiprocessing.get_context("spawn")
+    barrier = context.Barrier(len(process_plans) + len(thread_plans))
+
+    with context.Pool(len(process_plans), initializer=init_process, initargs=(barrier,)) as pool:
+        in_processes = pool.map_async(run_plan_in_process, process_plans, chunksize=1)
+        in_threads = _run_in_threads(thread_plans, barrier)
+        from_processes = [o for result in in_processes.get(RESULT_TIMEOUT_S) for o in result]
+
+    outcomes = from_processes + in_threads
+    assert len(outcomes) == 25
+    assert all(o.version is not None for o in outcomes), [o for o in outcomes if o.version is None]
+    _check_ledger(table, seed_trx_id, outcomes)
+    assert table.version == 1 + len(outcomes)
+    fresh = ledger.connect(location.uri, **location.options).table("processes")
+    appended = sum(1 for o in outcomes if o.step.kind == INSERT)
+    assert appended == 7
+    assert fresh.count() == len(SHARED_KEYS) + 1 + appended
+
+
+def test_counter_increments_by_read_modify_write_are_never_lost(location: Location) -> None:
+    table, seed_trx_id = _seeded_table(location, "counter")
+    writers, increments = 3, 4
+    plans = _plans(location, "counter", range(writers), increments, kinds=(INCREMENT,))
+    assert all(len(p.steps) == increments for p in plans)
+    outcomes = _run_in_threads(plans, threading.Barrier(writers))
+
+    assert all(o.version is not None for o in outcomes), [o for o in outcomes if o.version is None]
+    _check_ledger(table, seed_trx_id, outcomes)
+    counter = [row for row in visible_rows(table) if row[0] == COUNTER_KEY]
+    assert counter[0][1] == writers * increments
+    assert sorted(o.read for o in outcomes) == list(range(writers * increments))
+
+
+def _frozen_clock(at_s: float) -> types.SimpleNamespace:
+    return types.SimpleNamespace(time=lambda: at_s, sleep=time.sleep)
+
+
+def test_two_appends_at_the_same_instant_both_survive(
+    location: Location, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table = location.connect().create_table("instant", SCHEMA, primary_key=["k"])
+    # Every commit and data file gets the same wall-clock time: nothing may be named by it.
+    frozen = _frozen_clock(time.time())
+    monkeypatch.setattr(ledger.log.commit, "time", frozen)
+    monkeypatch.setattr(ledger.writer, "time", frozen)
+    handles = [location.connect().table("instant") for _ in range(2)]
+    rounds = 4
+
+    infos: list[tuple[int, ledger.CommitInfo]] = []
+    for r in range(rounds):
+        keys = [r * 2, r * 2 + 1]
+        rows = [{"k": k, "v": 0, "who": f"k{k}"} for k in keys]
+        results = _run_with_barrier(2, lambda i, rows=rows: handles[i].insert([rows[i]]))
+        infos += zip(keys, results, strict=True)
+
+    assert sorted(info.version for _, info in infos) == list(range(1, 2 * rounds + 1))
+    trx_ids = [info.trx_id for _, info in infos]
+    assert len(set(trx_ids)) == len(trx_ids)
+    table.refresh()
+    entries = sorted(table.scan().project("k, who, trx_id, dml_type").fetchall())
+    assert entries == sorted((k, f"k{k}", info.trx_id, 1) for k, info in infos)
+    history = table.history()
+    assert [r.version for r in history] == list(range(2 * rounds + 1))
+    stamps = [r.timestamp for r in history]
+    assert all(a < b for a, b in itertools.pairwise(stamps)), stamps
+    assert table.count() == 2 * rounds
+
+
+def test_trx_id_exceeds_every_trx_id_committed_before_the_transaction_began(
+    location: Location,
+) -> None:
+    """A transaction that reserved its trx_id early but commits late must not let a later
+    transaction take a smaller or equal id."""
+    table = location.connect().create_table("order", SCHEMA, primary_key=["k"])
+    open_handle = location.connect().table("order")
+    other = location.connect().table("order")
+
+    slow = open_handle.transaction()
+    slow.insert([{"k": 1, "v": 1, "who": "slow"}])  # reserves its trx_id now
+    fast = [other.insert([{"k": 10 + i, "v": i, "who": "fast"}]) for i in range(3)]
+    slow_info = slow.commit()
+    assert slow_info.version == 4
+    committed_before = [slow_info.trx_id, *(f.trx_id for f in fast)]
+    assert len(set(committed_before)) == 4
+
+    for n, handle in enumerate((open_handle, other, table)):  # stale or fresh handles alike
+        tx = handle.transaction()
+        tx.upsert([{"k": 1, "v": 2 + n, "who": f"later-{n}"}])
+        assert tx.trx_id > max(committed_before)
+        info = tx.commit()
+        assert (info.version, info.trx_id) == (5 + n, tx.trx_id)
+        committed_before.append(info.trx_id)
+
+    by_version = [r.trx_id for r in table.history()]
+    assert by_version == [None, *(f.trx_id for f in fast), slow_info.trx_id, *committed_before[4:]]

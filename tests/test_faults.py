@@ -1,0 +1,339 @@
+"""Storage faults: whichever storage call fails, the table reads as before or after, never between.
+
+For an insert, an update and a transaction, on a plain and a partitioned table, on every backend:
+fail the 1st storage call, then the 2nd, and so on until the operation runs through without
+reaching the fault. After each failure the table (opened again through the real store) must read
+exactly as before the operation or exactly as after it, with consistent sign sums and a gapless
+log, and the next write must succeed. Then: faults that strike after the store did its work (a
+lost response), and log files that are corrupt or truncated.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+import ledger
+from ledger.storage import Store
+from tests.conftest import Location
+from tests.support.failing import FailingStore, InjectedFault
+from tests.support.ledger_reads import sign_sums, visible_rows
+from tests.support.lost_responses import MUTATING, LateFailingStore, LostCommitResponseStore
+
+Rows = dict[int, str]
+
+SCHEMA = {"k": "BIGINT", "v": "VARCHAR"}
+BASE: Rows = {k: f"v{k}" for k in range(12)}
+LAYOUTS: dict[str, list[str] | None] = {"plain": None, "partitioned": ["bucket(4, k)"]}
+NEXT_WRITE: Rows = {0: "next", 1000: "next"}  # overwrites a key every operation touches
+
+
+@dataclass(frozen=True)
+class Operation:
+    run: Callable[[ledger.Table], Any]
+    expected: Callable[[Rows], Rows]
+
+
+def _insert(table: ledger.Table) -> Any:
+    return table.insert([{"k": k, "v": "new"} for k in range(100, 108)])
+
+
+def _update(table: ledger.Table) -> Any:
+    return table.update([{"k": k, "v": f"u{k}"} for k in range(6)])
+
+
+def _transaction(table: ledger.Table) -> Any:
+    with table.transaction() as tx:
+        tx.update([{"k": 0, "v": "tx"}, {"k": 5, "v": "tx"}])
+        tx.insert([{"k": 200, "v": "tx"}, {"k": 201, "v": "tx"}])
+        tx.delete([2, 3])
+    return tx.commit_info
+
+
+OPERATIONS = {
+    "insert": Operation(_insert, lambda rows: {**rows, **{k: "new" for k in range(100, 108)}}),
+    "update": Operation(_update, lambda rows: {**rows, **{k: f"u{k}" for k in range(6)}}),
+    "transaction": Operation(
+        _transaction,
+        lambda rows: {
+            **{k: v for k, v in rows.items() if k not in (2, 3)},
+            0: "tx",
+            5: "tx",
+            200: "tx",
+            201: "tx",
+        },
+    ),
+}
+
+
+# --- reading and checking a table -----------------------------------------------------------
+
+
+def read_rows(table: ledger.Table) -> Rows:
+    rows = visible_rows(table)
+    as_dict = {k: v for k, v in rows}
+    assert len(as_dict) == len(rows), f"a key is visible twice: {rows}"
+    return as_dict
+
+
+def assert_table_reads(table: ledger.Table, rows: Rows) -> None:
+    """The table shows exactly ``rows``, every one with sign sum 1, and its log is whole."""
+    assert read_rows(table) == rows
+    assert sign_sums(table) == {(k,): 1 for k in rows}
+    assert table.count() == len(rows)
+    history = table.history()
+    assert [r.version for r in history] == list(range(table.version + 1)), "the log has a gap"
+    trx_ids = [r.trx_id for r in history if r.trx_id is not None]
+    assert len(set(trx_ids)) == len(trx_ids), f"a trx_id was committed twice: {trx_ids}"
+
+
+def create_base(
+    warehouse: ledger.Warehouse, name: str, layout: str, checkpoint_interval: int = 50
+) -> ledger.Table:
+    table = warehouse.create_table(
+        name,
+        SCHEMA,
+        primary_key=["k"],
+        partition_by=LAYOUTS[layout],
+        checkpoint_interval=checkpoint_interval,
+    )
+    table.insert([{"k": k, "v": v} for k, v in BASE.items()])
+    return table
+
+
+def attempt(store: Store, name: str, operation: Operation) -> BaseException | None:
+    """Open the table through ``store`` and run the operation; return what it raised."""
+    try:
+        operation.run(ledger.Warehouse(store).table(name))
+    except Exception as e:
+        return e
+    return None
+
+
+def caused_by_fault(error: BaseException) -> bool:
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, InjectedFault) or "injected failure" in str(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def check_after_fault(
+    warehouse: ledger.Warehouse,
+    name: str,
+    operation: Operation,
+    failing: FailingStore,
+    error: BaseException | None,
+    *,
+    ambiguous: bool,
+) -> None:
+    """The table reads before or after; a reported success is after; the next write works.
+
+    ``ambiguous``: the failed call may have taken effect (a lost response), so a failure report
+    may come with a committed operation. Otherwise a reported failure means nothing committed:
+    a caller who retries it must not apply it twice.
+    """
+    where = f"fault at storage call {failing.counter.fail_at} ({failing.counter.log[-1]})"
+    if error is not None:
+        assert caused_by_fault(error), f"{where}: unrelated error {error!r}"
+    before, after = BASE, operation.expected(BASE)
+    table = warehouse.table(name)
+    rows = read_rows(table)
+    assert rows in (before, after), f"{where}: the table reads neither before nor after: {rows}"
+    if error is None:
+        assert rows == after, f"{where}: the operation reported success but did not commit"
+    elif not ambiguous:
+        assert rows == before, f"{where}: the operation raised {error!r} but committed"
+    assert_table_reads(table, rows)
+    max_trx = max((r.trx_id or 0) for r in table.history())
+    info = table.upsert([{"k": k, "v": v} for k, v in NEXT_WRITE.items()])
+    assert info.version == table.version and info.trx_id is not None and info.trx_id > max_trx
+    assert_table_reads(warehouse.table(name), {**rows, **NEXT_WRITE})
+
+
+def sweep(
+    location: Location, layout: str, operation: Operation, checkpoint_interval: int = 50
+) -> list[str]:
+    """Fail call 1, 2, ... of the operation until it completes; return the calls it made."""
+    warehouse = location.connect()
+    for n in itertools.count(1):
+        name = f"t{n}"
+        create_base(warehouse, name, layout, checkpoint_interval)
+        failing = FailingStore(warehouse.store, fail_at=n)
+        error = attempt(failing, name, operation)
+        if not failing.counter.failed:
+            assert error is None, f"failed without a fault: {error!r}"
+            assert failing.counter.calls == n - 1, "the call count changed between runs"
+            assert_table_reads(warehouse.table(name), operation.expected(BASE))
+            return failing.counter.log
+        check_after_fault(warehouse, name, operation, failing, error, ambiguous=False)
+    raise AssertionError("unreachable")
+
+
+@pytest.mark.parametrize("operation", sorted(OPERATIONS))
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_a_fault_at_any_storage_call_leaves_before_or_after(
+    location: Location, layout: str, operation: str
+) -> None:
+    calls = sweep(location, layout, OPERATIONS[operation])
+    # The sweep reached the calls that matter: opening, the data files and the commit.
+    assert len(calls) >= 6, calls
+    assert any(c.startswith("fs write ") for c in calls), calls
+    assert any(c.startswith("put_if_absent ") and "/_log/" in c for c in calls), calls
+    if layout == "partitioned":
+        assert sum(c.startswith("fs write ") for c in calls) >= 2, calls
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_a_fault_in_a_commit_that_writes_a_checkpoint(location: Location, layout: str) -> None:
+    # checkpoint_interval=2: the base insert is version 1, the update commits version 2 and then
+    # writes the checkpoint and the hint; a fault there must not undo the committed update.
+    calls = sweep(location, layout, OPERATIONS["update"], checkpoint_interval=2)
+    assert any(".checkpoint.jsonl" in c for c in calls), calls
+    assert any(c.endswith("_log/_last_checkpoint") and c.startswith("put ") for c in calls)
+
+
+@pytest.mark.parametrize("operation", sorted(OPERATIONS))
+def test_a_write_that_lands_but_reports_failure_leaves_before_or_after(
+    location: Location, operation: str
+) -> None:
+    """Every write and delete of the operation in turn takes effect and then raises."""
+    warehouse = location.connect()
+    probe = FailingStore(warehouse.store, fail_at=None)
+    create_base(warehouse, "clean", "partitioned")
+    assert attempt(probe, "clean", OPERATIONS[operation]) is None
+    writes = [n for n, call in enumerate(probe.counter.log, 1) if call.startswith(MUTATING)]
+    assert len(writes) >= 2, probe.counter.log  # at least the trx_id reservation and the commit
+    for n in writes:
+        name = f"late{n}"
+        create_base(warehouse, name, "partitioned")
+        failing = LateFailingStore(warehouse.store, fail_at=n)
+        error = attempt(failing, name, OPERATIONS[operation])
+        assert failing.counter.failed, f"call {n} was not reached: {failing.counter.log}"
+        check_after_fault(warehouse, name, OPERATIONS[operation], failing, error, ambiguous=True)
+
+
+@pytest.mark.parametrize("operation", sorted(OPERATIONS))
+def test_a_commit_whose_success_response_was_lost(location: Location, operation: str) -> None:
+    """The commit lands, but a retried conditional PUT reports the key as taken: the writer
+    must notice the winning commit is its own, neither committing it twice nor undoing it."""
+    warehouse = location.connect()
+    create_base(warehouse, "t", "plain")
+    store = LostCommitResponseStore(warehouse.store)
+    error = attempt(store, "t", OPERATIONS[operation])
+    assert store.lost is not None, "the operation made no commit"
+    expected = OPERATIONS[operation].expected(BASE)
+    table = warehouse.table("t")
+    if error is not None:
+        assert isinstance(error, ledger.LedgerError | OSError), f"unexpected error {error!r}"
+    assert_table_reads(table, expected)  # the commit landed: it must stay, once
+    table.upsert([{"k": k, "v": v} for k, v in NEXT_WRITE.items()])
+    assert_table_reads(warehouse.table("t"), {**expected, **NEXT_WRITE})
+
+
+# --- corrupt log files ----------------------------------------------------------------------
+
+FIRST_COMMIT = "t/_log/00000000000000000001.jsonl"
+
+
+def _cut_at_last_line(data: bytes) -> bytes:
+    lines = data.split(b"\n")[:-1]
+    return b"\n".join(lines[:-1]) + b"\n"
+
+
+CORRUPTIONS: dict[str, Callable[[bytes, Store], bytes]] = {
+    "garbage": lambda data, store: b"this is not a log file\n",
+    "empty": lambda data, store: b"",
+    "cut mid-line": lambda data, store: data[: len(data) // 2],
+    "cut mid-line, newline added": lambda data, store: data[: len(data) // 2] + b"\n",
+    "cut after a whole line": lambda data, store: _cut_at_last_line(data),
+    "only the first line": lambda data, store: data.split(b"\n")[0] + b"\n",
+    "not utf-8": lambda data, store: b"\xff\xfe\x00garbage\n",
+    "not objects": lambda data, store: b"[1, 2]\n[3]\n",
+    "objects without fields": lambda data, store: b"{}\n{}\n",
+    "a bad file marker": lambda data, store: data.replace(b'"rows":', b'"rowz":', 1),
+    "another version's commit": lambda data, store: store.get(
+        "t/_log/00000000000000000002.jsonl"
+    ),
+}
+
+
+@pytest.mark.parametrize("corruption", list(CORRUPTIONS))
+def test_a_corrupt_log_file_is_an_error_naming_it(location: Location, corruption: str) -> None:
+    warehouse = location.connect()
+    table = create_base(warehouse, "t", "partitioned")  # version 1 holds several file markers
+    table.insert([{"k": 500, "v": "x"}])
+    original = warehouse.store.get(FIRST_COMMIT)
+    assert original.count(b"\n") >= 4  # meta, schema and at least two files
+    assert read_rows(location.connect().table("t")) == {**BASE, 500: "x"}
+
+    warehouse.store.put(FIRST_COMMIT, CORRUPTIONS[corruption](original, warehouse.store))
+    with pytest.raises(ledger.CorruptLogError) as excinfo:
+        location.connect().table("t")
+    assert FIRST_COMMIT in str(excinfo.value)
+
+    warehouse.store.put(FIRST_COMMIT, original)  # the error was about that file alone
+    assert read_rows(location.connect().table("t")) == {**BASE, 500: "x"}
+
+
+# --- the checkpoint hint --------------------------------------------------------------------
+
+HINT = "t/_log/_last_checkpoint"
+
+
+def table_with_checkpoint(location: Location) -> tuple[ledger.Warehouse, Rows]:
+    """A table at version 4 with a checkpoint at version 3 and the hint naming it."""
+    warehouse = location.connect()
+    table = create_base(warehouse, "t", "plain", checkpoint_interval=3)  # versions 0, 1
+    table.update([{"k": 1, "v": "two"}])  # 2
+    table.insert([{"k": 300, "v": "three"}])  # 3, checkpointed
+    table.delete([4])  # 4
+    rows = {**{k: v for k, v in BASE.items() if k != 4}, 1: "two", 300: "three"}
+    keys = [info.key for info in warehouse.store.list("t/_log/")]
+    assert "t/_log/00000000000000000003.checkpoint.jsonl" in keys
+    assert warehouse.store.get(HINT) == b'{"version": 3}'
+    return warehouse, rows
+
+
+def test_a_table_opens_from_its_checkpoint_hint(location: Location) -> None:
+    _, rows = table_with_checkpoint(location)
+    table = location.connect().table("t")
+    assert table.version == 4
+    assert_table_reads(table, rows)
+    table.insert([{"k": 301, "v": "five"}])
+    assert_table_reads(location.connect().table("t"), {**rows, 301: "five"})
+
+
+BROKEN_HINTS = {
+    "missing": None,
+    "empty": b"",
+    "garbage": b"garbage",
+    "cut": b'{"version": 3',
+    "not utf-8": b"\xff\xfe",
+    "no version": b"{}",
+    "a list": b"[3]",
+    "a text version": b'{"version": "three"}',
+    "a null version": b'{"version": null}',
+    "a negative version": b'{"version": -1}',
+    "a future version": b'{"version": 999}',
+    "an older version without checkpoint": b'{"version": 2}',
+    "the latest version, which has no checkpoint": b'{"version": 4}',
+}
+
+
+@pytest.mark.parametrize("hint", list(BROKEN_HINTS))
+def test_a_broken_checkpoint_hint_is_ignored(location: Location, hint: str) -> None:
+    warehouse, rows = table_with_checkpoint(location)
+    broken = BROKEN_HINTS[hint]
+    if broken is None:
+        warehouse.store.delete(HINT)
+    else:
+        warehouse.store.put(HINT, broken)
+    table = location.connect().table("t")
+    assert table.version == 4
+    assert_table_reads(table, rows)
