@@ -186,6 +186,11 @@ def _parse_field(spec: str, schema: TableSchema) -> PartitionField:
         )
     if field.transform == "hour" and pa.types.is_date(source_type):
         raise InvalidArgumentError(f"hour() needs a TIMESTAMP column; {field.source!r} is DATE")
+    if pa.types.is_binary(source_type):
+        raise InvalidArgumentError(
+            f"cannot partition by BLOB column {field.source!r}; partition by a text or numeric "
+            "column (or bucket a text form of it)"
+        )
     if pa.types.is_floating(source_type):
         raise InvalidArgumentError(
             f"cannot partition by floating-point column {field.source!r}: equal values may print "

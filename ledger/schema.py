@@ -189,11 +189,13 @@ class TableSchema:
                 pairs.append((field.name, arrow_to_sql(new_type)))
                 continue
             old_type = sql_to_arrow(current[field.name])
-            if new_type is None or new_type == old_type or _fits(new_type, old_type):
+            if new_type is None or new_type == old_type:
                 continue
             if new_type in _WIDENINGS.get(old_type, ()):
                 pairs = [(n, arrow_to_sql(new_type) if n == field.name else t) for n, t in pairs]
                 continue
+            if _fits(new_type, old_type):
+                continue  # values convert (range-checked when cast)
             raise SchemaError(
                 f"column {field.name!r} cannot change from {current[field.name]} to "
                 f"{arrow_to_sql(new_type)}: schema evolution allows only new nullable columns "
@@ -295,25 +297,16 @@ def _from_pylist(rows: list[Any], schema: TableSchema) -> pa.Table:
     columns = {}
     for name in names:
         values = [row.get(name) for row in rows]
-        target = sql_to_arrow(known[name]) if name in known else None
+        # Infer each column's type from its Python values; conform() then converts it to the
+        # table's type under the same rules as Arrow input (1.5 never becomes an INTEGER).
         try:
-            columns[name] = pa.array(values, type=target)
+            columns[name] = pa.array(values)
         except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError, ValueError) as e:
-            bad = _first_bad_value(values, target)
             raise TypeMismatchError(
-                f"column {name!r} ({known.get(name, 'new column')}): value {bad!r} does not fit "
-                f"({e})"
+                f"column {name!r} ({known.get(name, 'new column')}): its values do not form one "
+                f"type ({e})"
             ) from e
     return pa.table(columns) if columns else pa.table({})
-
-
-def _first_bad_value(values: list[Any], target: pa.DataType | None) -> Any:
-    for value in values:
-        try:
-            pa.array([value], type=target)
-        except Exception:
-            return value
-    return None
 
 
 def conform(
@@ -330,11 +323,12 @@ def conform(
     in schema order, and the schema to commit. Raises before anything is written.
     """
     present = [n for n in table.column_names if n not in RESERVED]
-    for reserved in RESERVED & set(table.column_names):
-        if reserved != DML_TYPE:
-            raise SchemaError(
-                f"column {reserved!r} is a system column the ledger assigns; drop it from the data"
-            )
+    for reserved in sorted(RESERVED & set(table.column_names)):
+        raise SchemaError(
+            f"column {reserved!r} is a system column the ledger assigns; drop it from the data "
+            "(append_entries takes dml_type; tables without a primary key take _row_id in "
+            "update and delete)"
+        )
     known = set(schema.names)
     unknown = [n for n in present if n not in known]
     target_schema = schema
@@ -383,12 +377,39 @@ def _cast_column(name: str, column: pa.ChunkedArray, target: pa.DataType) -> pa.
             "convert the column before writing"
         )
     try:
-        return column.cast(target, safe=True)
+        if pa.types.is_integer(source) and pa.types.is_decimal(target):
+            # Arrow sizes int -> decimal casts for the widest integer; go through 38 digits and
+            # let the final safe cast check that each value fits the column's precision.
+            column = column.cast(pa.decimal128(38, target.scale))
+        converted = column.cast(target, safe=True)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
         bad = _first_unfit(column, target)
         raise TypeMismatchError(
             f"column {name!r} ({arrow_to_sql_or_str(target)}): value {bad!r} does not fit ({e})"
         ) from e
+    _check_lossless(name, column, converted, target)
+    return converted
+
+
+def _check_lossless(
+    name: str, column: pa.ChunkedArray, converted: pa.ChunkedArray, target: pa.DataType
+) -> None:
+    """Arrow's safe casts round floats into decimals and overflow doubles into float
+    infinities without complaint; a ledger must not store a value other than the one given."""
+    source = column.type
+    if pa.types.is_floating(source) and pa.types.is_decimal(target):
+        changed = pc.not_equal(converted.cast(pa.float64()), column.cast(pa.float64()))
+    elif pa.types.is_floating(source) and pa.types.is_floating(target):
+        changed = pc.and_(pc.is_inf(converted), pc.invert(pc.is_inf(column)))
+    else:
+        return
+    if pc.any(changed).as_py():
+        index = pc.index(changed, True).as_py()
+        bad = column[index].as_py()
+        raise TypeMismatchError(
+            f"column {name!r} ({arrow_to_sql_or_str(target)}): value {bad!r} does not fit "
+            "without changing; round or convert it before writing"
+        )
 
 
 def _first_unfit(column: pa.ChunkedArray, target: pa.DataType) -> Any:

@@ -2,7 +2,7 @@
 
 >>> t = wh.table("accounts")                                     # doctest: +SKIP
 >>> t.upsert([{"account": "A-1", "amount": 100}])                # doctest: +SKIP
->>> t.scan().aggregate("sum(dml_type * amount)").fetchone()      # doctest: +SKIP
+>>> t.scan().aggregate("sum(dml_type * amount)").fetchall()      # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ class Table:
         self.prefix = f"{name}/"
         self._log = TableLog(store, self.prefix, name)
         self._state = state
+        self._table_uuid = state.config.table_uuid
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -96,6 +97,11 @@ class Table:
         with self._lock:
             current = self._state
         fresh = self._log.refresh(current)
+        if fresh.dropped or fresh.config.table_uuid != self._table_uuid:
+            raise TableDroppedError(
+                f"table {self.name!r} was dropped (version {fresh.version}) after this handle "
+                "opened it; open it again with warehouse.table(name)"
+            )
         self._adopt_state(fresh)
         return fresh
 

@@ -98,10 +98,6 @@ class Transaction:
             raise InvalidArgumentError(f"batch must be a non-negative integer, got {batch!r}")
         self._table = table
         self._base: TableState = table._latest_state()
-        if self._base.dropped:
-            from ledger.errors import TableNotFoundError
-
-            raise TableNotFoundError(f"table {table.name!r} was dropped")
         self._schema = self._base.schema
         self._config = self._base.config
         self._evolve = evolve_schema
@@ -167,7 +163,8 @@ class Transaction:
         ``data`` may be a pyarrow Table or RecordBatchReader (streamed in bounded chunks), a
         list of dicts, or a pandas DataFrame.
         """
-        self._begin("insert")
+        if self._begin("insert"):
+            return 0
         total = 0
         for chunk in self._chunks(data):
             rows = self._conform(chunk, require_keys=True)
@@ -178,7 +175,8 @@ class Transaction:
     def append_entries(self, data: Any) -> int:
         """Append entries that carry their own ``dml_type`` (+1 or -1): the caller writes its own
         opposite entries (a delete mark must carry the values of the entry it cancels)."""
-        self._begin("append_entries")
+        if self._begin("append_entries"):
+            return 0
         total = 0
         for chunk in self._chunks(data):
             if DML_TYPE not in chunk.column_names:
@@ -187,25 +185,22 @@ class Transaction:
             if signs.null_count or not pc.all(pc.is_in(signs, pa.array([1, -1], signs.type))).as_py():
                 raise TypeMismatchError("dml_type must be +1 or -1 in every row, never NULL")
             signs = signs.cast(pa.int8())
-            rows = self._conform(chunk.drop_columns([DML_TYPE]), require_keys=True)
-            if self._config.generated_row_id and (
-                ROW_ID not in rows.column_names
-                or rows.column(ROW_ID).null_count
-                and pc.any(pc.equal(signs, -1)).as_py()
-            ):
-                missing = pc.and_(pc.equal(signs, -1), pc.is_null(rows.column(ROW_ID)))  \
-                    if ROW_ID in rows.column_names else pc.equal(signs, -1)
-                if pc.any(missing).as_py():
+            marks = pc.equal(signs, -1)
+            if self._config.generated_row_id and ROW_ID not in chunk.column_names:
+                if pc.any(marks).as_py():
                     raise MissingKeyError(
                         "delete marks on a table without a primary key must carry the _row_id "
                         "of the entry they cancel"
                     )
+            rows = self._conform(chunk.drop_columns([DML_TYPE]), require_keys=True)
             entries = self._entries(rows, 1)
             entries = entries.set_column(
                 entries.schema.get_field_index(DML_TYPE), DML_TYPE, signs
             )
             total += self._write(entries)
-            self._touched.append(entries.select(list(self.key_columns)))
+            deleted = int(pc.sum(marks).as_py() or 0)
+            self._deleted += deleted
+            self._inserted += entries.num_rows - deleted
         return total
 
     def upsert(self, data: Any) -> int:
@@ -214,7 +209,8 @@ class Transaction:
         Columns missing from ``data`` keep their current value (NULL for new keys). Returns the
         number of rows written.
         """
-        self._begin("upsert")
+        if self._begin("upsert"):
+            return 0
         self._require_primary_key("upsert")
         rows = self._keyed_rows(data)
         latest, marks = self._read_live(keys=rows.select(list(self.key_columns)))
@@ -223,7 +219,8 @@ class Transaction:
     def update(self, data: Any) -> int:
         """Replace the visible row of existing keys; columns missing from ``data`` keep their
         values. Every key must exist (else :class:`KeyNotFoundError`, nothing written)."""
-        self._begin("update")
+        if self._begin("update"):
+            return 0
         rows = self._keyed_rows(data)
         latest, marks = self._read_live(keys=rows.select(list(self.key_columns)))
         missing = _anti_join(rows.select(list(self.key_columns)), latest, self.key_columns)
@@ -241,7 +238,8 @@ class Transaction:
         ``keys`` may be rows with the key columns (any accepted data form), or for a
         single-column key a list of values.
         """
-        self._begin("delete")
+        if self._begin("delete"):
+            return 0
         key_table = self._key_table(keys)
         if key_table.num_rows == 0:
             return 0
@@ -251,7 +249,8 @@ class Transaction:
     def delete_where(self, predicate: str) -> int:
         """Delete every row matching a SQL predicate over the table's columns (DuckDB syntax),
         e.g. ``"amount < 0 AND region = 'EU'"``; return how many rows were deleted."""
-        self._begin("delete_where")
+        if self._begin("delete_where"):
+            return 0
         predicate = _check_predicate(predicate)
         _, marks = self._read_live(keys=None, predicate=predicate)
         self._predicates.append(predicate)
@@ -329,9 +328,11 @@ class Transaction:
 
     # --- internals: input ----------------------------------------------------------------------
 
-    def _begin(self, operation: str) -> None:
+    def _begin(self, operation: str) -> bool:
+        """Start an operation; True means skip it (the app batch was already committed)."""
         self._ensure_open()
         self._operations.append(operation)
+        return self._replay
 
     def _ensure_open(self) -> None:
         if self._closed:
@@ -570,7 +571,7 @@ class Transaction:
                     hit = con.sql(
                         f"SELECT 1 FROM written SEMI JOIN touched "
                         f"USING ({idents(list(self.key_columns))}) LIMIT 1"
-                    ).fetchone()
+                    ).fetchall()
                     if hit:
                         return True
             if self._predicates:
@@ -581,7 +582,7 @@ class Transaction:
                     hit = con.sql(
                         f"SELECT 1 FROM written_all WHERE {ident(DML_TYPE)} = 1 "
                         f"AND ({predicate}) LIMIT 1"
-                    ).fetchone()
+                    ).fetchall()
                     if hit:
                         return True
             return False

@@ -3,7 +3,8 @@
 Every engine writes through this module, so files look the same whoever wrote them: the user
 columns in schema order, then ``_row_id`` (tables without a primary key), ``trx_id``,
 ``trx_seq`` and ``dml_type``; rows sorted by the table's sort order within each file; row groups
-of bounded size; no partition columns in the file (the partition lives in the path and marker).
+of bounded size. Derived partition values (``day(ts)``, ``bucket(16, id)``) are not stored as
+columns: they live in the file's path and marker, computed from the user columns it holds.
 """
 
 from __future__ import annotations

@@ -44,11 +44,17 @@ def commit_entry(
     """
     state = base
     intervening: list[LogFile] = []
+    attempted: LogFile | None = None
     for attempt in range(MAX_ATTEMPTS):
         if attempt:
             new = table_log.commits_after(state.version)
-            intervening.extend(new)
             state = state.apply(new)
+            landed = _own_commit(attempted, new)
+            if landed is not None:
+                # put_if_absent reported failure, but our entry is in the log: the store wrote it
+                # and the response was lost (e.g. a retried request answered 412). It committed.
+                return state, landed
+            intervening.extend(new)
             _check_table_alive(table_log, intervening)
             check(state, intervening)
         elif base.dropped:
@@ -58,6 +64,7 @@ def commit_entry(
             return state, None
         if entry.version != state.version + 1:
             raise AssertionError("a commit must be built for the version after its state")
+        attempted = entry
         if table_log.store.put_if_absent(table_log.commit_key(entry.version), entry.to_jsonl()):
             committed = state.apply([entry])
             _maybe_checkpoint(table_log, committed)
@@ -68,6 +75,13 @@ def commit_entry(
         f"table {table_log.name!r}: gave up after {MAX_ATTEMPTS} attempts to commit; the table "
         "is under heavy write contention. Retry later"
     )
+
+
+def _own_commit(attempted: LogFile | None, new: Sequence[LogFile]) -> LogFile | None:
+    """The commit in ``new`` that is ``attempted`` itself, recognised by its unique trx_id."""
+    if attempted is None or attempted.trx_id is None:
+        return None
+    return next((e for e in new if e.trx_id == attempted.trx_id), None)
 
 
 def _check_table_alive(table_log: TableLog, intervening: Sequence[LogFile]) -> None:

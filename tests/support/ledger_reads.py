@@ -52,6 +52,6 @@ def entry_count(table: Table, version: int | None = None) -> int:
     """Number of raw entries (rows in data files) at a version."""
     con = engine.connect()
     try:
-        return int(table.scan(version=version, con=con).aggregate("count(*)").fetchone()[0])
+        return int(table.scan(version=version, con=con).aggregate("count(*)").fetchall()[0][0])
     finally:
         con.close()

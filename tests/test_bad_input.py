@@ -1,0 +1,123 @@
+"""Bad input: a clear, typed error before anything is written (both backends)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pyarrow as pa
+import pytest
+
+import ledger
+from tests.support.ledger_reads import entry_count
+
+SCHEMA = {"id": "BIGINT", "day": "DATE", "amount": "DOUBLE", "tag": "VARCHAR", "n": "INTEGER"}
+
+
+@pytest.fixture
+def table(warehouse: ledger.Warehouse) -> ledger.Table:
+    t = warehouse.create_table("t", SCHEMA, primary_key=["id"])
+    t.insert([{"id": 1, "day": dt.date(2026, 1, 1), "amount": 1.0, "tag": "a", "n": 1}])
+    return t
+
+
+def _data_files(location, table: ledger.Table) -> list[str]:
+    store = location.connect().store
+    return [i.key for i in store.list(table.prefix + "_data/")]
+
+
+BAD_WRITES = [
+    ("insert", [{"id": 2, "amount": "12.5"}], ledger.TypeMismatchError, "amount"),
+    ("insert", [{"id": 2, "n": 2**40}], ledger.TypeMismatchError, "n"),
+    ("insert", [{"id": 2, "n": 1.5}], ledger.TypeMismatchError, "n"),
+    ("insert", [{"id": 2, "day": "2026-01-01"}], ledger.TypeMismatchError, "day"),
+    ("insert", [{"id": None, "amount": 1.0}], ledger.MissingKeyError, "id"),
+    ("insert", [{"amount": 1.0}], ledger.MissingKeyError, "id"),
+    ("insert", [{"id": 2, "colour": "red"}], ledger.UnknownColumnError, "colour"),
+    ("insert", [{"id": 2, "trx_id": 5}], ledger.SchemaError, "trx_id"),
+    ("insert", pa.table({"id": pa.array(["x"])}), ledger.TypeMismatchError, "id"),
+    ("insert", pa.table({"id": [2], "n": pa.array([2**40], pa.int64())}), ledger.TypeMismatchError, "n"),
+    ("insert", "not data", ledger.InvalidArgumentError, "str"),
+    ("upsert", [{"id": 2, "n": 1}, {"id": 2, "n": 2}], ledger.DuplicateKeyError, "more than once"),
+    ("update", [{"id": 1, "amount": "x"}], ledger.TypeMismatchError, "amount"),
+    ("delete_where", "no_such_column > 1", ledger.InvalidPredicateError, "no_such_column"),
+    ("delete_where", "1=1; DROP TABLE t", ledger.InvalidPredicateError, "predicate"),
+    ("delete_where", "id IN (SELECT 1)", ledger.InvalidPredicateError, "subquery"),
+    ("append_entries", [{"id": 2, "n": 1}], ledger.SchemaError, "dml_type"),
+    ("append_entries", [{"id": 2, "n": 1, "dml_type": 0}], ledger.TypeMismatchError, "dml_type"),
+]
+
+
+@pytest.mark.parametrize(("operation", "data", "error", "mentions"), BAD_WRITES)
+def test_bad_writes_raise_typed_errors_and_write_nothing(table, location, operation, data, error, mentions):
+    files_before = _data_files(location, table)
+    version = table.version
+    with pytest.raises(error, match=mentions) as raised:
+        getattr(table, operation)(data)
+    assert isinstance(raised.value, ledger.LedgerError)
+    assert _data_files(location, table) == files_before
+    fresh = location.connect().table("t")
+    assert fresh.version == version
+    assert entry_count(fresh) == 1
+
+
+def test_errors_inherit_matching_builtins():
+    assert issubclass(ledger.TableNotFoundError, KeyError)
+    assert issubclass(ledger.KeyNotFoundError, KeyError)
+    assert issubclass(ledger.SchemaError, ValueError)
+    assert issubclass(ledger.StorageError, OSError)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "mentions"),
+    [
+        ({"schema": {"a": "NOTATYPE"}}, ledger.SchemaError, "NOTATYPE"),
+        ({"schema": {}}, ledger.SchemaError, "at least one column"),
+        ({"schema": {"dml_type": "INTEGER"}}, ledger.SchemaError, "reserved"),
+        ({"schema": {"a": "INTEGER"}, "primary_key": ["b"]}, ledger.SchemaError, "unknown column"),
+        ({"schema": {"a": "DOUBLE"}, "primary_key": ["a"]}, ledger.SchemaError, "floating"),
+        ({"schema": {"a": "INTEGER"}, "partition_by": ["day(a)"]}, ledger.InvalidArgumentError, "DATE"),
+        ({"schema": {"a": "INTEGER"}, "partition_by": ["bucket(0, a)"]}, ledger.InvalidArgumentError, "positive"),
+        ({"schema": {"a": "INTEGER"}, "partition_by": ["frobnicate(a)"]}, ledger.InvalidArgumentError, "cannot parse"),
+        ({"schema": {"a": "INTEGER"}, "sort_by": ["zz"]}, ledger.SchemaError, "zz"),
+        ({"schema": {"a": "INTEGER"}, "policy": "shredding"}, ledger.InvalidArgumentError, "policy"),
+        ({"schema": {"a": "INTEGER"}, "checkpoint_interval": 0}, ledger.InvalidArgumentError, "checkpoint"),
+    ],
+)
+def test_bad_table_definitions(warehouse, kwargs, error, mentions):
+    with pytest.raises(error, match=mentions):
+        warehouse.create_table("bad", **kwargs)
+    assert "bad" not in warehouse.tables()
+
+
+@pytest.mark.parametrize("name", ["", "../x", "a/b", "has space", "x" * 200, ".hidden"])
+def test_bad_table_names(warehouse, name):
+    with pytest.raises(ledger.InvalidArgumentError, match="table name"):
+        warehouse.create_table(name, {"a": "INTEGER"})
+
+
+def test_catalog_errors(warehouse):
+    warehouse.create_table("t", {"a": "INTEGER"})
+    with pytest.raises(ledger.TableExistsError):
+        warehouse.create_table("t", {"a": "INTEGER"})
+    with pytest.raises(ledger.TableNotFoundError):
+        warehouse.table("missing")
+    warehouse.drop_table("t")
+    with pytest.raises(ledger.TableNotFoundError):
+        warehouse.table("t")
+    with pytest.raises(ledger.TableNotFoundError):
+        warehouse.drop_table("t")
+    assert warehouse.tables() == []
+
+
+def test_a_handle_on_a_dropped_table_cannot_commit(warehouse, location):
+    table = warehouse.create_table("t", {"a": "INTEGER"}, primary_key="a")
+    table.insert([{"a": 1}])
+    location.connect().drop_table("t")
+    with pytest.raises(ledger.TableDroppedError):
+        table.insert([{"a": 2}])
+    again = warehouse.create_table("t", {"b": "VARCHAR"})
+    assert again.count() == 0 and again.schema == {"b": "VARCHAR"}
+    with pytest.raises(ledger.TableDroppedError):
+        table.insert([{"a": 3}])
+    assert warehouse.tables() == ["t"]
+    assert warehouse.table("t").count() == 0
