@@ -1,0 +1,1 @@
+"""The table log: entries, replay, checkpoints and the commit loop."""
