@@ -27,16 +27,14 @@ def prune_by_keys(
         if not _orderable(values.type):
             continue
         bounds = pc.min_max(values)
-        ranges.append(
-            (index, json_value(bounds["min"].as_py()), json_value(bounds["max"].as_py()))
-        )
+        ranges.append((index, json_value(bounds["min"].as_py()), json_value(bounds["max"].as_py())))
     if not ranges:
         return list(markers)
     return [m for m in markers if _overlaps(m, ranges)]
 
 
 def _orderable(data_type: pa.DataType) -> bool:
-    return (
+    return bool(
         pa.types.is_integer(data_type)
         or pa.types.is_string(data_type)
         or pa.types.is_large_string(data_type)
@@ -64,5 +62,7 @@ def prune_by_partitions(
     return [
         m
         for m in markers
-        if any(all(m.partition.get(name) in wanted for name, wanted in flt.items()) for flt in filters)
+        if any(
+            all(m.partition.get(name) in wanted for name, wanted in flt.items()) for flt in filters
+        )
     ]

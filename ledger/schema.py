@@ -91,7 +91,9 @@ def sql_to_arrow(type_name: str) -> pa.DataType:
     if match:
         precision, scale = int(match.group(1)), int(match.group(2))
         if not 1 <= precision <= 38 or scale > precision:
-            raise SchemaError(f"invalid {type_name!r}: need 1 <= precision <= 38, scale <= precision")
+            raise SchemaError(
+                f"invalid {type_name!r}: need 1 <= precision <= 38, scale <= precision"
+            )
         return pa.decimal128(precision, scale)
     raise SchemaError(
         f"unknown column type {type_name!r}; use one of {sorted(_SIMPLE_TYPES)} or DECIMAL(p,s)"
@@ -221,36 +223,38 @@ def _fits(source: pa.DataType, target: pa.DataType) -> bool:
     if source == target or pa.types.is_null(source):
         return True
     if pa.types.is_integer(source):
-        return (
+        return bool(
             pa.types.is_integer(target)
             or pa.types.is_floating(target)
             or pa.types.is_decimal(target)
         )
     if pa.types.is_floating(source):
-        return pa.types.is_floating(target) or pa.types.is_decimal(target)
+        return bool(pa.types.is_floating(target) or pa.types.is_decimal(target))
     if pa.types.is_decimal(source):
-        return pa.types.is_decimal(target) or pa.types.is_floating(target)
+        return bool(pa.types.is_decimal(target) or pa.types.is_floating(target))
     kinds = (
         pa.types.is_string,
         pa.types.is_large_string,
         pa.types.is_string_view,
     )
     if any(k(source) for k in kinds):
-        return any(k(target) for k in kinds)
+        return bool(any(k(target) for k in kinds))
     if pa.types.is_binary(source) or pa.types.is_large_binary(source):
-        return pa.types.is_binary(target) or pa.types.is_large_binary(target)
+        return bool(pa.types.is_binary(target) or pa.types.is_large_binary(target))
     if pa.types.is_timestamp(source):
         if not pa.types.is_timestamp(target):
             return False
         return (source.tz is None) == (target.tz is None)
     if pa.types.is_date(source):
-        return pa.types.is_date(target)
+        return bool(pa.types.is_date(target))
     if pa.types.is_boolean(source):
-        return pa.types.is_boolean(target)
+        return bool(pa.types.is_boolean(target))
     return False
 
 
-def to_arrow(data: Any, schema: TableSchema, *, for_columns: Iterable[str] | None = None) -> pa.Table:
+def to_arrow(
+    data: Any, schema: TableSchema, *, for_columns: Iterable[str] | None = None
+) -> pa.Table:
     """Turn user data into an Arrow table (no conversion to the table's types yet).
 
     Accepts a pyarrow Table or RecordBatch, a list of dicts, a pandas DataFrame, or a mapping of
@@ -269,7 +273,10 @@ def to_arrow(data: Any, schema: TableSchema, *, for_columns: Iterable[str] | Non
         lengths = {len(v) for v in data.values()}
         if len(lengths) > 1:
             raise InvalidArgumentError("all columns of a dict of lists must have the same length")
-        rows = [dict(zip(data.keys(), values, strict=True)) for values in zip(*data.values(), strict=True)]
+        rows = [
+            dict(zip(data.keys(), values, strict=True))
+            for values in zip(*data.values(), strict=True)
+        ]
         return _from_pylist(rows, schema) if rows else pa.table({})
     module = type(data).__module__
     if module.startswith("pandas"):
@@ -332,12 +339,11 @@ def conform(
     known = set(schema.names)
     unknown = [n for n in present if n not in known]
     target_schema = schema
-    if unknown:
-        if not allow_new_columns:
-            raise UnknownColumnError(
-                f"unknown column(s) {unknown}; the table has {schema.names}. Pass "
-                "evolve_schema=True to add them as new nullable columns"
-            )
+    if unknown and not allow_new_columns:
+        raise UnknownColumnError(
+            f"unknown column(s) {unknown}; the table has {schema.names}. Pass "
+            "evolve_schema=True to add them as new nullable columns"
+        )
     if allow_new_columns:
         target_schema = schema.evolve(table.select(present).schema)
     key_list = list(key_columns)
@@ -354,7 +360,11 @@ def conform(
         column = table.column(name)
         columns.append(_cast_column(name, column, target))
         names.append(name)
-    out = pa.table(columns, names=names) if names else pa.table({"__n": pa.nulls(table.num_rows)}).drop(["__n"])
+    out = (
+        pa.table(columns, names=names)
+        if names
+        else pa.table({"__n": pa.nulls(table.num_rows)}).drop(["__n"])
+    )
     for key in key_list:
         if key in out.column_names and out.column(key).null_count:
             raise MissingKeyError(

@@ -64,7 +64,9 @@ class Snapshot:
         """The raw ledger (every entry, system columns included) as a DuckDB relation."""
         connection = con if con is not None else engine.connect()
         schema = file_schema(self.state.schema, self.state.config)
-        return engine.scan_files(connection, self.store, self.prefix, self.markers(partitions), schema)
+        return engine.scan_files(
+            connection, self.store, self.prefix, self.markers(partitions), schema
+        )
 
     def count(self, partitions: PartitionFilter = None) -> int:
         """The logical row count, from the log alone (sum of every file's ``dml_sum``)."""

@@ -11,7 +11,7 @@ def ident(name: str, dialect: str = "duckdb") -> str:
     >>> print(ident('my "col"'))
     "my ""col"""
     '''
-    return exp.to_identifier(name, quoted=True).sql(dialect=dialect)  # type: ignore[no-any-return]
+    return str(exp.to_identifier(name, quoted=True).sql(dialect=dialect))
 
 
 def idents(names: list[str] | tuple[str, ...], dialect: str = "duckdb") -> str:

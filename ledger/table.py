@@ -16,7 +16,12 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from ledger.errors import ConflictError, InvalidArgumentError, SnapshotNotFoundError, TableDroppedError
+from ledger.errors import (
+    ConflictError,
+    InvalidArgumentError,
+    SnapshotNotFoundError,
+    TableDroppedError,
+)
 from ledger.log.entries import LogFile
 from ledger.log.state import TableState
 from ledger.log.table_log import TableLog
@@ -162,12 +167,12 @@ class Table:
 
     def history(self) -> list[CommitRecord]:
         """Every commit still in the log, oldest first."""
-        listing = self._log.list()
+        listing = self._log.listing()
         entries = self._log.read_many([listing.commits[v] for v in sorted(listing.commits)])
         return [_record(e) for e in entries]
 
     def _version_at(self, timestamp_ms: int) -> int:
-        listing = self._log.list()
+        listing = self._log.listing()
         versions = sorted(listing.commits)
         if not versions:
             raise SnapshotNotFoundError(f"table {self.name!r} has no commits to travel to")
@@ -213,6 +218,7 @@ class Table:
         tx = self.transaction(app_id=app_id, batch=batch, evolve_schema=evolve_schema)
         with tx:
             tx.insert(data)
+        assert tx.commit_info is not None
         return tx.commit_info
 
     def append_entries(
@@ -222,6 +228,7 @@ class Table:
         tx = self.transaction(app_id=app_id, batch=batch)
         with tx:
             tx.append_entries(data)
+        assert tx.commit_info is not None
         return tx.commit_info
 
     def upsert(self, data: Any, *, evolve_schema: bool = False, **kw: Any) -> CommitInfo:

@@ -38,7 +38,7 @@ from ledger.errors import (
     TransactionClosedError,
     TypeMismatchError,
 )
-from ledger.live import NET, expand_sql, live_entries_sql, visible_rows_sql
+from ledger.live import expand_sql, live_entries_sql, visible_rows_sql
 from ledger.log.commit import commit_entry, next_timestamp
 from ledger.log.entries import AppBatch, FileMarker, LogFile
 from ledger.log.state import TableState
@@ -49,7 +49,6 @@ from ledger.schema import (
     ROW_ID,
     TRX_ID,
     TRX_SEQ,
-    TableSchema,
     conform,
     to_arrow,
 )
@@ -182,21 +181,22 @@ class Transaction:
             if DML_TYPE not in chunk.column_names:
                 raise SchemaError("append_entries needs a dml_type column (+1 insert, -1 mark)")
             signs = chunk.column(DML_TYPE)
-            if signs.null_count or not pc.all(pc.is_in(signs, pa.array([1, -1], signs.type))).as_py():
+            if (
+                signs.null_count
+                or not pc.all(pc.is_in(signs, pa.array([1, -1], signs.type))).as_py()
+            ):
                 raise TypeMismatchError("dml_type must be +1 or -1 in every row, never NULL")
             signs = signs.cast(pa.int8())
             marks = pc.equal(signs, -1)
-            if self._config.generated_row_id and ROW_ID not in chunk.column_names:
-                if pc.any(marks).as_py():
-                    raise MissingKeyError(
-                        "delete marks on a table without a primary key must carry the _row_id "
-                        "of the entry they cancel"
-                    )
+            missing_row_ids = self._config.generated_row_id and ROW_ID not in chunk.column_names
+            if missing_row_ids and pc.any(marks).as_py():
+                raise MissingKeyError(
+                    "delete marks on a table without a primary key must carry the _row_id "
+                    "of the entry they cancel"
+                )
             rows = self._conform(chunk.drop_columns([DML_TYPE]), require_keys=True)
             entries = self._entries(rows, 1)
-            entries = entries.set_column(
-                entries.schema.get_field_index(DML_TYPE), DML_TYPE, signs
-            )
+            entries = entries.set_column(entries.schema.get_field_index(DML_TYPE), DML_TYPE, signs)
             total += self._write(entries)
             deleted = int(pc.sum(marks).as_py() or 0)
             self._deleted += deleted
@@ -467,7 +467,7 @@ class Transaction:
             PartitionSpec.parse(list(self._config.partition_by), self._schema),
         )
         self._added.extend(writer.write(entries))
-        return entries.num_rows
+        return int(entries.num_rows)
 
     def _replace(self, rows: pa.Table, latest: pa.Table, marks: pa.Table) -> int:
         rows = _fill_missing(rows, latest, self.key_columns, self._value_columns)
@@ -476,14 +476,14 @@ class Transaction:
         self._touched.append(rows.select(list(self.key_columns)))
         self._deleted += marks.num_rows
         self._inserted += rows.num_rows
-        return rows.num_rows
+        return int(rows.num_rows)
 
     def _mark(self, marks: pa.Table, keys: pa.Table) -> int:
         if marks.num_rows:
             self._write(self._entries(marks, -1))
         self._touched.append(keys)
         self._deleted += marks.num_rows
-        return marks.num_rows
+        return int(marks.num_rows)
 
     def _discard_files(self) -> None:
         for marker in self._added:
@@ -661,7 +661,7 @@ def _check_predicate(predicate: Any) -> str:
             f"predicate {predicate!r} must be an expression over the table's columns, not a "
             "statement or subquery"
         )
-    return tree.sql(dialect="duckdb")  # type: ignore[no-any-return]
+    return str(tree.sql(dialect="duckdb"))
 
 
 __all__ = ["CommitInfo", "LedgerError", "Transaction"]

@@ -17,8 +17,6 @@ from typing import Any
 
 import pyarrow as pa
 
-from merge_policies import normalise_policy
-
 from ledger.errors import (
     InvalidArgumentError,
     SchemaError,
@@ -33,6 +31,7 @@ from ledger.partitioning import PartitionSpec
 from ledger.schema import TableSchema
 from ledger.storage import Store, open_store
 from ledger.table import Table
+from merge_policies import normalise_policy
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +123,11 @@ class Warehouse:
                     "warehouse.table(name) or drop it first"
                 )
             entry = LogFile(
-                state.version + 1, next_timestamp(state), CREATE, schema, config=config,
+                state.version + 1,
+                next_timestamp(state),
+                CREATE,
+                schema,
+                config=config,
                 trx_id=state.max_trx_id,
             )
             if self.store.put_if_absent(table_log.commit_key(entry.version), entry.to_jsonl()):
@@ -192,7 +195,9 @@ def _columns(value: Sequence[str] | str | None, what: str, schema: TableSchema) 
     columns = [value] if isinstance(value, str) else list(value)
     unknown = [c for c in columns if c not in schema.names]
     if unknown:
-        raise SchemaError(f"{what} names unknown column(s) {unknown}; the schema has {schema.names}")
+        raise SchemaError(
+            f"{what} names unknown column(s) {unknown}; the schema has {schema.names}"
+        )
     if len(set(columns)) != len(columns):
         raise InvalidArgumentError(f"{what} repeats a column: {columns}")
     return columns

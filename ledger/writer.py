@@ -9,6 +9,7 @@ columns: they live in the file's path and marker, computed from the user columns
 
 from __future__ import annotations
 
+import itertools
 import time
 import uuid
 from collections.abc import Iterator
@@ -79,7 +80,7 @@ class DataWriter:
         value_columns = [v.take(order) for v in values]
         changes = pc.not_equal(joined[1:], joined[:-1])
         starts = [0, *(i + 1 for i in pc.indices_nonzero(changes).to_pylist()), len(joined)]
-        for begin, end in zip(starts[:-1], starts[1:], strict=True):
+        for begin, end in itertools.pairwise(starts):
             partition = {
                 f.name: column[begin].as_py()
                 for f, column in zip(self.partition_spec.fields, value_columns, strict=True)

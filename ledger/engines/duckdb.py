@@ -56,7 +56,10 @@ def scan_files(
         )
         return relation.project(projection)
     dataset = pads.dataset(
-        [store.fs_path(k) for k in keys], schema=schema, format="parquet", filesystem=store.filesystem
+        [store.fs_path(k) for k in keys],
+        schema=schema,
+        format="parquet",
+        filesystem=store.filesystem,
     )
     return con.from_arrow(dataset)
 

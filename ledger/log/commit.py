@@ -104,7 +104,9 @@ def _maybe_checkpoint(table_log: TableLog, state: TableState) -> None:
         return
     previous = state.version - interval
     superseded = [table_log.commit_key(v) for v in range(max(previous, 0) + 1, state.version + 1)]
-    superseded.append(table_log.checkpoint_key(previous) if previous > 0 else table_log.commit_key(0))
+    superseded.append(
+        table_log.checkpoint_key(previous) if previous > 0 else table_log.commit_key(0)
+    )
     checkpoint = state.checkpoint(next_timestamp(state), superseded)
     try:
         table_log.store.put_if_absent(

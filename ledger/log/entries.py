@@ -212,7 +212,9 @@ class LogFile:
         lines = [meta, self.schema.to_json()]
         lines += [t.to_json() for t in self.log_tombstones]
         lines += [f.to_json() for f in self.files]
-        return ("\n".join(json.dumps(line, separators=(",", ":")) for line in lines) + "\n").encode()
+        return (
+            "\n".join(json.dumps(line, separators=(",", ":")) for line in lines) + "\n"
+        ).encode()
 
     @staticmethod
     def parse(data: bytes, source: str) -> LogFile:
@@ -232,7 +234,9 @@ class LogFile:
             try:
                 value = json.loads(line)
             except json.JSONDecodeError as e:
-                raise CorruptLogError(f"log file {source} line {number}: not valid JSON ({e})") from e
+                raise CorruptLogError(
+                    f"log file {source} line {number}: not valid JSON ({e})"
+                ) from e
             if not isinstance(value, dict):
                 raise CorruptLogError(f"log file {source} line {number}: expected a JSON object")
             parsed.append(value)

@@ -49,7 +49,9 @@ class TableState:
                 apps=dict(first.apps or {}),
             )
         if first.operation != CREATE:
-            raise CorruptLogError(f"log file {source} should create the table but is {first.operation!r}")
+            raise CorruptLogError(
+                f"log file {source} should create the table but is {first.operation!r}"
+            )
         return TableState(
             version=first.version,
             timestamp_ms=first.timestamp_ms,

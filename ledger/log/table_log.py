@@ -59,7 +59,7 @@ class TableLog:
 
     # --- listing and reading -------------------------------------------------------------------
 
-    def list(self, start_after: str | None = None) -> LogListing:
+    def listing(self, start_after: str | None = None) -> LogListing:
         commits: dict[int, str] = {}
         checkpoints: dict[int, str] = {}
         for info in self.store.list(self.log_prefix, start_after=start_after):
@@ -104,11 +104,11 @@ class TableLog:
         if version is None:
             hint = self._hint()
             # Listing starts just before the hinted checkpoint's key, so it is listed too.
-            listing = self.list(start_after=None if not hint else self.commit_key(hint - 1))
+            listing = self.listing(start_after=None if not hint else self.commit_key(hint - 1))
             if hint and hint not in listing.checkpoints:
-                listing = self.list()  # the hinted checkpoint is gone; fall back to everything
+                listing = self.listing()  # the hinted checkpoint is gone; fall back to everything
         else:
-            listing = self.list()
+            listing = self.listing()
         if not listing.commits and not listing.checkpoints:
             raise TableNotFoundError(f"table {self.name!r} does not exist in {self.store.uri}")
         latest = max([*listing.commits, *listing.checkpoints])
@@ -141,7 +141,7 @@ class TableLog:
 
     def commits_after(self, version: int) -> list[LogFile]:
         """Every commit after ``version``, in order (no checkpoint shortcut)."""
-        listing = self.list(start_after=self.commit_key(version))
+        listing = self.listing(start_after=self.commit_key(version))
         return self._read_commits(listing, version)
 
     def _read_commits(self, listing: LogListing, after: int) -> list[LogFile]:
@@ -156,14 +156,15 @@ class TableLog:
 
     def refresh(self, state: TableState) -> TableState:
         """The latest state, reading only what was committed after ``state``."""
-        listing = self.list(start_after=self.commit_key(state.version))
+        listing = self.listing(start_after=self.commit_key(state.version))
         newer = [v for v in listing.checkpoints if v > state.version]
         if newer and len(listing.commits) > 1:
             base_version = max(newer)
             base_key = listing.checkpoints[base_version]
-            files = self.read_many([base_key] + [
-                listing.commits[v] for v in sorted(listing.commits) if v > base_version
-            ])
+            files = self.read_many(
+                [base_key]
+                + [listing.commits[v] for v in sorted(listing.commits) if v > base_version]
+            )
             base = TableState.start(files[0], f"{self.store.uri}/{base_key}")
             return base.apply(files[1:])
         return state.apply(self._read_commits(listing, state.version))

@@ -7,6 +7,7 @@ rely on; nothing else in the project needs a lock.
 
 from __future__ import annotations
 
+import builtins
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -48,7 +49,7 @@ class Store(ABC):
         """Yield the objects whose key starts with ``prefix``, sorted, after ``start_after``."""
 
     @abstractmethod
-    def list_dirs(self, prefix: str) -> list[str]:
+    def list_dirs(self, prefix: str) -> builtins.list[str]:
         """Return the names of the immediate "directories" under ``prefix`` (which ends in /)."""
 
     @abstractmethod

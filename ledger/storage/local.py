@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import os
 import uuid
@@ -89,7 +90,7 @@ class LocalStore(Store):
         found.sort(key=lambda info: info.key)
         yield from found
 
-    def list_dirs(self, prefix: str) -> list[str]:
+    def list_dirs(self, prefix: str) -> builtins.list[str]:
         path = self._path(prefix) if prefix else self.root
         try:
             entries = os.scandir(path)

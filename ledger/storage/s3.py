@@ -6,6 +6,7 @@ Commits use a conditional PutObject with ``If-None-Match: *``; data files stream
 
 from __future__ import annotations
 
+import builtins
 import threading
 import uuid
 from collections.abc import Iterator
@@ -137,7 +138,7 @@ class S3Store(Store):
             for item in page.get("Contents", []):
                 yield ObjectInfo(item["Key"][strip:], int(item["Size"]))
 
-    def list_dirs(self, prefix: str) -> list[str]:
+    def list_dirs(self, prefix: str) -> builtins.list[str]:
         paginator = self.client.get_paginator("list_objects_v2")
         full = self._key(prefix)
         names: list[str] = []
