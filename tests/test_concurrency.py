@@ -166,9 +166,7 @@ def _check_entries(table: ledger.Table, seed_trx_id: int, committed: Sequence[Ou
     assert visible_rows(table) == sorted(visible.values(), key=repr)
     assert table.count() == len(visible)
 
-    increments = sorted(
-        (o for o in committed if o.step.kind == INCREMENT), key=lambda o: o.version or 0
-    )
+    increments = _in_log_order(o for o in committed if o.step.kind == INCREMENT)
     assert [o.read for o in increments] == list(range(len(increments))), (
         "increments in log order must each read the value the previous one wrote"
     )
@@ -211,6 +209,7 @@ def test_processes_and_threads_write_the_same_table_at_once(location: Location) 
     assert all(o.version is not None for o in outcomes), [o for o in outcomes if o.version is None]
     _check_ledger(table, seed_trx_id, outcomes)
     assert table.version == 1 + len(outcomes)
+    # A reader opening the table now starts from a checkpoint written during the race.
     fresh = ledger.connect(location.uri, **location.options).table("processes")
     appended = sum(1 for o in outcomes if o.step.kind == INSERT)
     assert appended == 7
@@ -293,3 +292,26 @@ def test_trx_id_exceeds_every_trx_id_committed_before_the_transaction_began(
 
     by_version = [r.trx_id for r in table.history()]
     assert by_version == [None, *(f.trx_id for f in fast), slow_info.trx_id, *committed_before[4:]]
+
+
+def test_a_key_read_by_lookup_and_written_meanwhile_fails_the_commit(location: Location) -> None:
+    """Read one key, write another: the read alone must make a concurrent write a conflict."""
+    table = location.connect().create_table("lookup", SCHEMA, primary_key=["k"])
+    table.insert([{"k": k, "v": 0, "who": SEED_WHO} for k in (1, 2)])
+    other = location.connect().table("lookup")
+
+    reader = table.transaction()
+    assert reader.lookup([1]).to_pylist() == [{"k": 1, "v": 0, "who": SEED_WHO}]
+    other.insert([{"k": 3, "v": 0, "who": "unrelated"}])  # another key: no conflict
+    reader.update([{"k": 2, "v": 1, "who": "reader"}])
+    assert reader.commit().version == 3
+
+    reader = table.transaction()
+    reader.lookup([1])
+    written = other.update([{"k": 1, "v": 5, "who": "other"}])
+    reader.update([{"k": 2, "v": 2, "who": "reader"}])
+    with pytest.raises(ledger.ConflictError):
+        reader.commit()
+
+    assert table.refresh().version == written.version == 4
+    assert visible_rows(table) == [(1, 5, "other"), (2, 1, "reader"), (3, 0, "unrelated")]

@@ -69,7 +69,10 @@ class S3Store(Store):
                 self._client = session.client(
                     "s3",
                     endpoint_url=self._options.get("endpoint_url"),
-                    config=Config(retries={"max_attempts": 5, "mode": "standard"}),
+                    config=Config(
+                        retries={"max_attempts": 5, "mode": "standard"},
+                        max_pool_connections=32,  # the log is read with up to 16 threads
+                    ),
                 )
             return self._client
 
