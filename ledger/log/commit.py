@@ -103,10 +103,12 @@ def _maybe_checkpoint(table_log: TableLog, state: TableState) -> None:
     if state.version == 0 or state.version % interval or state.dropped:
         return
     previous = state.version - interval
+    # Paths in the log are relative to the table folder, for log tombstones as for file markers.
     superseded = [table_log.commit_key(v) for v in range(max(previous, 0) + 1, state.version + 1)]
     superseded.append(
         table_log.checkpoint_key(previous) if previous > 0 else table_log.commit_key(0)
     )
+    superseded = [key[len(table_log.prefix) :] for key in superseded]
     checkpoint = state.checkpoint(next_timestamp(state), superseded)
     try:
         table_log.store.put_if_absent(
