@@ -113,3 +113,16 @@ def test_custom_sort_order(local_location):
     import pyarrow.parquet as pq
 
     assert pq.read_table(table.files()[0]).column("v").to_pylist() == [-4, -3, -2, -1, 0]
+
+
+def test_input_already_in_key_order_is_written_as_is_and_ties_keep_input_order(local_location):
+    import pyarrow.parquet as pq
+
+    table = local_location.connect().create_table("t", {"id": "BIGINT", "v": "INTEGER"}, primary_key="id")
+    table.insert([{"id": 1, "v": 1}, {"id": 2, "v": 2}, {"id": 2, "v": 3}, {"id": 5, "v": 4}])
+    written = pq.read_table(table.files()[0])
+    assert written.column("id").to_pylist() == [1, 2, 2, 5]
+    assert written.column("trx_seq").to_pylist() == [0, 1, 2, 3]
+    from tests.support.ledger_reads import visible_rows
+
+    assert visible_rows(table) == [(1, 1), (2, 3), (5, 4)]

@@ -64,31 +64,42 @@ class LocalStore(Store):
         return True
 
     def list(self, prefix: str, start_after: str | None = None) -> Iterator[ObjectInfo]:
-        slash = prefix.rfind("/")
-        base_key = prefix[: slash + 1]
-        base_dir = self._path(base_key) if base_key else self.root
-        found: list[ObjectInfo] = []
-        for dirpath, dirnames, filenames in os.walk(base_dir):
-            rel = os.path.relpath(dirpath, self.root)
-            rel_key = "" if rel == "." else rel.replace(os.sep, "/") + "/"
-            # Prune directories that cannot hold a matching key.
-            dirnames[:] = [
-                d
-                for d in dirnames
-                if (rel_key + d + "/").startswith(prefix) or prefix.startswith(rel_key + d + "/")
-            ]
-            for name in filenames:
-                if name.startswith(_TEMP_PREFIX):
-                    continue
-                key = rel_key + name
-                if key.startswith(prefix) and (start_after is None or key > start_after):
-                    try:
-                        size = os.stat(os.path.join(dirpath, name)).st_size
-                    except FileNotFoundError:  # deleted while listing
-                        continue
-                    found.append(ObjectInfo(key, size))
+        base_key = prefix[: prefix.rfind("/") + 1]
+        found: builtins.list[ObjectInfo] = []
+        start = self._path(base_key) if base_key else self.root
+        self._walk(start, base_key, prefix, start_after, found)
         found.sort(key=lambda info: info.key)
         yield from found
+
+    def _walk(
+        self,
+        directory: str,
+        dir_key: str,
+        prefix: str,
+        start_after: str | None,
+        found: builtins.list[ObjectInfo],
+    ) -> None:
+        try:
+            entries = os.scandir(directory)
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        with entries:
+            for entry in entries:
+                key = dir_key + entry.name
+                if entry.is_dir(follow_symlinks=False):
+                    sub = key + "/"
+                    if sub.startswith(prefix) or prefix.startswith(sub):
+                        self._walk(entry.path, sub, prefix, start_after, found)
+                    continue
+                if entry.name.startswith(_TEMP_PREFIX) or not key.startswith(prefix):
+                    continue
+                if start_after is not None and key <= start_after:
+                    continue
+                try:
+                    size = entry.stat().st_size
+                except FileNotFoundError:  # deleted while listing
+                    continue
+                found.append(ObjectInfo(key, size))
 
     def list_dirs(self, prefix: str) -> builtins.list[str]:
         path = self._path(prefix) if prefix else self.root

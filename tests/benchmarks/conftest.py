@@ -24,4 +24,6 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     if not _RESULTS:
         return
     terminalreporter.write_sep("=", "ledger-tables benchmark figures (JSON)")
-    terminalreporter.write_line(json.dumps(_RESULTS, indent=2, sort_keys=False))
+    # One benchmark per line: short enough to read, still one valid JSON document.
+    lines = [f"  {json.dumps(name)}: {json.dumps(figures)}" for name, figures in _RESULTS.items()]
+    terminalreporter.write_line("{\n" + ",\n".join(lines) + "\n}")

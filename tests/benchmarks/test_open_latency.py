@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import shutil
 import statistics
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,7 +63,7 @@ class LogHeavyTable:
     def log_dir(self, name: str = NAME) -> Path:
         return Path(self.warehouse_path) / name / "_log"
 
-    def link_log(self, new_name: str, keep: Any) -> None:
+    def link_log(self, new_name: str, keep: Callable[[str], bool]) -> None:
         """Make table ``new_name`` from hard links to the log files for which ``keep(name)``."""
         target = self.log_dir(new_name)
         target.mkdir(parents=True)
