@@ -38,17 +38,7 @@ class TableState:
                 f"log file {source} should hold the table config (it is a checkpoint or the "
                 "first commit) but has none"
             )
-        if first.checkpoint:
-            return TableState(
-                version=first.version,
-                timestamp_ms=first.timestamp_ms,
-                config=first.config,
-                schema=first.schema,
-                files={m.path: m for m in first.files},
-                max_trx_id=first.max_trx_id or 0,
-                apps=dict(first.apps or {}),
-            )
-        if first.operation != CREATE:
+        if not first.checkpoint and first.operation != CREATE:
             raise CorruptLogError(
                 f"log file {source} should create the table but is {first.operation!r}"
             )
@@ -58,8 +48,8 @@ class TableState:
             config=first.config,
             schema=first.schema,
             files={m.path: m for m in first.files},
-            max_trx_id=first.trx_id or 0,
-            apps={},
+            max_trx_id=(first.max_trx_id if first.checkpoint else first.trx_id) or 0,
+            apps=dict(first.apps or {}),
         )
 
     def apply(self, commits: Sequence[LogFile]) -> TableState:
