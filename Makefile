@@ -18,7 +18,7 @@ demo: $(STAMP)
 	$(PY) examples/quickstart.py
 
 test: $(STAMP)
-	$(VENV)/bin/ruff check ledger merge_policies views
+	$(VENV)/bin/ruff check ledger merge_policies views tests examples
 	$(VENV)/bin/mypy
 	$(PY) -m pytest -q
 

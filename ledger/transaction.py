@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import closing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -503,40 +504,48 @@ class Transaction:
     ) -> tuple[pa.Table, pa.Table]:
         """The visible row per key and every live entry (the delete marks to write), for the
         given keys or predicate, at the snapshot plus this transaction's writes."""
-        con = engine.connect()
-        try:
-            schema = file_schema(self._schema, self._config)
-            relation = engine.scan_files(
-                con, self._table.store, self._table.prefix, self._visible_markers(keys), schema
+        with (
+            closing(engine.connect()) as con,
+            engine.storage_errors(f"reading table {self._table.name!r}"),
+        ):
+            return self._query_live(con, keys, predicate)
+
+    def _query_live(
+        self,
+        con: engine.DuckDBConnection,
+        keys: pa.Table | None,
+        predicate: str | None,
+    ) -> tuple[pa.Table, pa.Table]:
+        schema = file_schema(self._schema, self._config)
+        relation = engine.scan_files(
+            con, self._table.store, self._table.prefix, self._visible_markers(keys), schema
+        )
+        relation.create_view("ledger_entries")
+        source = "ledger_entries"
+        if keys is not None:
+            con.register("ledger_keys", keys)
+            source = (
+                f"(SELECT * FROM ledger_entries SEMI JOIN ledger_keys "
+                f"USING ({idents(list(self.key_columns))}))"
             )
-            relation.create_view("ledger_entries")
-            source = "ledger_entries"
-            if keys is not None:
-                con.register("ledger_keys", keys)
-                source = (
-                    f"(SELECT * FROM ledger_entries SEMI JOIN ledger_keys "
-                    f"USING ({idents(list(self.key_columns))}))"
-                )
-            value_columns = self._value_columns
-            live = live_entries_sql(source, value_columns)
+        value_columns = self._value_columns
+        live = live_entries_sql(source, value_columns)
+        if predicate is not None:
+            live = f"SELECT * FROM ({live}) WHERE ({predicate})"
+        try:
+            con.execute(f"CREATE TEMP TABLE ledger_live AS {live}")
+        except engine.QUERY_ERRORS as e:
             if predicate is not None:
-                live = f"SELECT * FROM ({live}) WHERE ({predicate})"
-            try:
-                con.execute(f"CREATE TEMP TABLE ledger_live AS {live}")
-            except Exception as e:
-                if predicate is not None:
-                    raise InvalidPredicateError(
-                        f"predicate {predicate!r} does not apply to table "
-                        f"{self._table.name!r} (columns {self._schema.names}): {e}"
-                    ) from e
-                raise
-            latest = con.sql(
-                visible_rows_sql("ledger_live", self.key_columns, value_columns)
-            ).to_arrow_table()
-            marks = con.sql(expand_sql("ledger_live", value_columns)).to_arrow_table()
-            return latest, marks
-        finally:
-            con.close()
+                raise InvalidPredicateError(
+                    f"predicate {predicate!r} does not apply to table "
+                    f"{self._table.name!r} (columns {self._schema.names}): {e}"
+                ) from e
+            raise
+        latest = con.sql(
+            visible_rows_sql("ledger_live", self.key_columns, value_columns)
+        ).to_arrow_table()
+        marks = con.sql(expand_sql("ledger_live", value_columns)).to_arrow_table()
+        return latest, marks
 
     def _check_conflicts(self, latest: TableState, intervening: Sequence[LogFile]) -> None:
         """Raise if a commit since the snapshot wrote entries for a key this transaction read,
@@ -558,8 +567,8 @@ class Transaction:
 
     def _conflicts_with(self, latest: TableState, written: list[FileMarker]) -> bool:
         keys = pa.concat_tables(self._touched) if self._touched else None
-        con = engine.connect()
-        try:
+        what = f"checking conflicts on table {self._table.name!r}"
+        with closing(engine.connect()) as con, engine.storage_errors(what):
             schema = file_schema(latest.schema, latest.config)
             if keys is not None and keys.num_rows:
                 candidates = prune_by_keys(written, keys, self.key_columns)
@@ -586,8 +595,6 @@ class Transaction:
                     if hit:
                         return True
             return False
-        finally:
-            con.close()
 
 
 def _check_unique(rows: pa.Table, key_columns: Iterable[str]) -> None:

@@ -35,7 +35,12 @@ BAD_WRITES = [
     ("insert", [{"id": 2, "colour": "red"}], ledger.UnknownColumnError, "colour"),
     ("insert", [{"id": 2, "trx_id": 5}], ledger.SchemaError, "trx_id"),
     ("insert", pa.table({"id": pa.array(["x"])}), ledger.TypeMismatchError, "id"),
-    ("insert", pa.table({"id": [2], "n": pa.array([2**40], pa.int64())}), ledger.TypeMismatchError, "n"),
+    (
+        "insert",
+        pa.table({"id": [2], "n": pa.array([2**40], pa.int64())}),
+        ledger.TypeMismatchError,
+        "n",
+    ),
     ("insert", "not data", ledger.InvalidArgumentError, "str"),
     ("upsert", [{"id": 2, "n": 1}, {"id": 2, "n": 2}], ledger.DuplicateKeyError, "more than once"),
     ("update", [{"id": 1, "amount": "x"}], ledger.TypeMismatchError, "amount"),
@@ -48,7 +53,9 @@ BAD_WRITES = [
 
 
 @pytest.mark.parametrize(("operation", "data", "error", "mentions"), BAD_WRITES)
-def test_bad_writes_raise_typed_errors_and_write_nothing(table, location, operation, data, error, mentions):
+def test_bad_writes_raise_typed_errors_and_write_nothing(
+    table, location, operation, data, error, mentions
+):
     files_before = _data_files(location, table)
     version = table.version
     with pytest.raises(error, match=mentions) as raised:
@@ -75,12 +82,32 @@ def test_errors_inherit_matching_builtins():
         ({"schema": {"dml_type": "INTEGER"}}, ledger.SchemaError, "reserved"),
         ({"schema": {"a": "INTEGER"}, "primary_key": ["b"]}, ledger.SchemaError, "unknown column"),
         ({"schema": {"a": "DOUBLE"}, "primary_key": ["a"]}, ledger.SchemaError, "floating"),
-        ({"schema": {"a": "INTEGER"}, "partition_by": ["day(a)"]}, ledger.InvalidArgumentError, "DATE"),
-        ({"schema": {"a": "INTEGER"}, "partition_by": ["bucket(0, a)"]}, ledger.InvalidArgumentError, "positive"),
-        ({"schema": {"a": "INTEGER"}, "partition_by": ["frobnicate(a)"]}, ledger.InvalidArgumentError, "cannot parse"),
+        (
+            {"schema": {"a": "INTEGER"}, "partition_by": ["day(a)"]},
+            ledger.InvalidArgumentError,
+            "DATE",
+        ),
+        (
+            {"schema": {"a": "INTEGER"}, "partition_by": ["bucket(0, a)"]},
+            ledger.InvalidArgumentError,
+            "positive",
+        ),
+        (
+            {"schema": {"a": "INTEGER"}, "partition_by": ["frobnicate(a)"]},
+            ledger.InvalidArgumentError,
+            "cannot parse",
+        ),
         ({"schema": {"a": "INTEGER"}, "sort_by": ["zz"]}, ledger.SchemaError, "zz"),
-        ({"schema": {"a": "INTEGER"}, "policy": "shredding"}, ledger.InvalidArgumentError, "policy"),
-        ({"schema": {"a": "INTEGER"}, "checkpoint_interval": 0}, ledger.InvalidArgumentError, "checkpoint"),
+        (
+            {"schema": {"a": "INTEGER"}, "policy": "shredding"},
+            ledger.InvalidArgumentError,
+            "policy",
+        ),
+        (
+            {"schema": {"a": "INTEGER"}, "checkpoint_interval": 0},
+            ledger.InvalidArgumentError,
+            "checkpoint",
+        ),
     ],
 )
 def test_bad_table_definitions(warehouse, kwargs, error, mentions):

@@ -11,6 +11,7 @@ lost response), and log files that are corrupt or truncated.
 from __future__ import annotations
 
 import itertools
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -18,17 +19,19 @@ from typing import Any
 import pytest
 
 import ledger
+from ledger.engines import duckdb as engine
+from ledger.live import live_entries_sql, visible_rows_sql
 from ledger.storage import Store
 from tests.conftest import Location
 from tests.support.failing import FailingStore, InjectedFault
-from tests.support.ledger_reads import sign_sums, visible_rows
 from tests.support.lost_responses import MUTATING, LateFailingStore, LostCommitResponseStore
+from tests.support.s3server import BUCKET, S3Endpoint
 
 Rows = dict[int, str]
 
 SCHEMA = {"k": "BIGINT", "v": "VARCHAR"}
 BASE: Rows = {k: f"v{k}" for k in range(12)}
-LAYOUTS: dict[str, list[str] | None] = {"plain": None, "partitioned": ["bucket(4, k)"]}
+LAYOUTS: dict[str, list[str] | None] = {"plain": None, "partitioned": ["bucket(2, k)"]}
 NEXT_WRITE: Rows = {0: "next", 1000: "next"}  # overwrites a key every operation touches
 
 
@@ -73,22 +76,44 @@ OPERATIONS = {
 # --- reading and checking a table -----------------------------------------------------------
 
 
+def read_ledger(table: ledger.Table) -> tuple[Rows, dict[int, int]]:
+    """Visible rows and sign sums per key (zero sums left out), from one read of the files.
+
+    The same live-entry SQL as tests/support/ledger_reads.py; the data files are read once,
+    because these suites read thousands of tables over S3.
+    """
+    con = engine.connect()
+    try:
+        con.register("entries", table.scan(con=con).to_arrow_table())
+        con.execute(f"CREATE TEMP TABLE live AS {live_entries_sql('entries', ['k', 'v'])}")
+        rows = con.sql(visible_rows_sql("live", ["k"], ["k", "v"])).fetchall()
+        sums = con.sql(
+            "SELECT k, CAST(sum(dml_type) AS BIGINT) AS s FROM entries GROUP BY k HAVING s <> 0"
+        ).fetchall()
+    finally:
+        con.close()
+    visible = {k: v for k, v in rows}
+    assert len(visible) == len(rows), f"a key is visible twice: {sorted(rows)}"
+    return visible, {k: s for k, s in sums}
+
+
 def read_rows(table: ledger.Table) -> Rows:
-    rows = visible_rows(table)
-    as_dict = {k: v for k, v in rows}
-    assert len(as_dict) == len(rows), f"a key is visible twice: {rows}"
-    return as_dict
+    return read_ledger(table)[0]
 
 
-def assert_table_reads(table: ledger.Table, rows: Rows) -> None:
-    """The table shows exactly ``rows``, every one with sign sum 1, and its log is whole."""
-    assert read_rows(table) == rows
-    assert sign_sums(table) == {(k,): 1 for k in rows}
-    assert table.count() == len(rows)
+def assert_table_reads(table: ledger.Table, rows: Rows | None) -> Rows:
+    """The table shows exactly ``rows`` (if given), every row with sign sum 1, nothing else
+    with a non-zero sum, and its log is whole. Returns the rows it shows."""
+    visible, sums = read_ledger(table)
+    if rows is not None:
+        assert visible == rows
+    assert sums == {k: 1 for k in visible}, "sign sums disagree with the visible rows"
+    assert table.count() == len(visible)
     history = table.history()
     assert [r.version for r in history] == list(range(table.version + 1)), "the log has a gap"
     trx_ids = [r.trx_id for r in history if r.trx_id is not None]
     assert len(set(trx_ids)) == len(trx_ids), f"a trx_id was committed twice: {trx_ids}"
+    return visible
 
 
 def create_base(
@@ -138,18 +163,18 @@ def check_after_fault(
     may come with a committed operation. Otherwise a reported failure means nothing committed:
     a caller who retries it must not apply it twice.
     """
-    where = f"fault at storage call {failing.counter.fail_at} ({failing.counter.log[-1]})"
+    fail_at = failing.counter.fail_at or 0
+    where = f"fault at storage call {fail_at} ({failing.counter.log[fail_at - 1]})"
     if error is not None:
         assert caused_by_fault(error), f"{where}: unrelated error {error!r}"
     before, after = BASE, operation.expected(BASE)
     table = warehouse.table(name)
-    rows = read_rows(table)
+    rows = assert_table_reads(table, None)
     assert rows in (before, after), f"{where}: the table reads neither before nor after: {rows}"
     if error is None:
         assert rows == after, f"{where}: the operation reported success but did not commit"
     elif not ambiguous:
         assert rows == before, f"{where}: the operation raised {error!r} but committed"
-    assert_table_reads(table, rows)
     max_trx = max((r.trx_id or 0) for r in table.history())
     info = table.upsert([{"k": k, "v": v} for k, v in NEXT_WRITE.items()])
     assert info.version == table.version and info.trx_id is not None and info.trx_id > max_trx
@@ -189,13 +214,41 @@ def test_a_fault_at_any_storage_call_leaves_before_or_after(
         assert sum(c.startswith("fs write ") for c in calls) >= 2, calls
 
 
-@pytest.mark.parametrize("layout", sorted(LAYOUTS))
-def test_a_fault_in_a_commit_that_writes_a_checkpoint(location: Location, layout: str) -> None:
+def test_a_fault_in_a_commit_that_writes_a_checkpoint(location: Location) -> None:
     # checkpoint_interval=2: the base insert is version 1, the update commits version 2 and then
     # writes the checkpoint and the hint; a fault there must not undo the committed update.
-    calls = sweep(location, layout, OPERATIONS["update"], checkpoint_interval=2)
+    calls = sweep(location, "plain", OPERATIONS["update"], checkpoint_interval=2)
     assert any(".checkpoint.jsonl" in c for c in calls), calls
     assert any(c.endswith("_log/_last_checkpoint") and c.startswith("put ") for c in calls)
+
+
+@pytest.mark.parametrize("operation", ["update", "transaction"])
+def test_a_fault_reading_data_files_is_an_os_error(s3_endpoint: S3Endpoint, operation: str) -> None:
+    """Callers catch storage failures as OSError (StorageError is one), whatever engine read
+    the file. On S3 data files are read through pyarrow (on local disk DuckDB reads them
+    natively, past the failing store), so this is where a read fault can reach the caller."""
+    location = Location("s3", f"s3://{BUCKET}/{uuid.uuid4().hex}", s3_endpoint.options())
+    warehouse = location.connect()
+    probe = FailingStore(warehouse.store, fail_at=None)
+    create_base(warehouse, "clean", "partitioned")
+    assert attempt(probe, "clean", OPERATIONS[operation]) is None
+    written = {c[len("fs write ") :] for c in probe.counter.log if c.startswith("fs write ")}
+    reads = [
+        n
+        for n, call in enumerate(probe.counter.log, 1)
+        if call.startswith("fs path ")
+        and warehouse.store.fs_path(call[len("fs path ") :]) not in written
+    ]
+    assert reads, probe.counter.log
+    for n in reads:
+        create_base(warehouse, f"t{n}", "partitioned")
+        failing = FailingStore(warehouse.store, fail_at=n)
+        error = attempt(failing, f"t{n}", OPERATIONS[operation])
+        assert failing.counter.failed
+        assert isinstance(error, OSError | ledger.LedgerError), (
+            f"a fault reading {probe.counter.log[n - 1]} surfaced as {type(error)}: {error}"
+        )
+        assert_table_reads(warehouse.table(f"t{n}"), BASE)
 
 
 @pytest.mark.parametrize("operation", sorted(OPERATIONS))
@@ -236,9 +289,31 @@ def test_a_commit_whose_success_response_was_lost(location: Location, operation:
     assert_table_reads(warehouse.table("t"), {**expected, **NEXT_WRITE})
 
 
-# --- corrupt log files ----------------------------------------------------------------------
+# --- corrupt log files and checkpoint hints -------------------------------------------------
+# Each test below breaks one file of a table shared by the module (per backend) and puts it back
+# afterwards: building the tables once keeps these many small cases cheap on S3.
 
-FIRST_COMMIT = "t/_log/00000000000000000001.jsonl"
+
+@pytest.fixture(scope="module", params=["local", "s3"])
+def shared_location(request: pytest.FixtureRequest, tmp_path_factory: Any) -> Location:
+    if request.param == "local":
+        return Location("local", str(tmp_path_factory.mktemp("faults") / "warehouse"))
+    endpoint: S3Endpoint = request.getfixturevalue("s3_endpoint")
+    return Location("s3", f"s3://{BUCKET}/{uuid.uuid4().hex}", endpoint.options())
+
+
+CORRUPT_TABLE_ROWS: Rows = {**BASE, 500: "x"}
+FIRST_COMMIT = "corrupt/_log/00000000000000000001.jsonl"
+
+
+@pytest.fixture(scope="module")
+def corrupt_table(shared_location: Location) -> Location:
+    """Table ``corrupt`` at version 2; version 1 holds several file markers."""
+    warehouse = shared_location.connect()
+    table = create_base(warehouse, "corrupt", "partitioned")
+    table.insert([{"k": 500, "v": "x"}])
+    assert warehouse.store.get(FIRST_COMMIT).count(b"\n") >= 4  # meta, schema, 2+ files
+    return shared_location
 
 
 def _cut_at_last_line(data: bytes) -> bytes:
@@ -258,55 +333,58 @@ CORRUPTIONS: dict[str, Callable[[bytes, Store], bytes]] = {
     "objects without fields": lambda data, store: b"{}\n{}\n",
     "a bad file marker": lambda data, store: data.replace(b'"rows":', b'"rowz":', 1),
     "another version's commit": lambda data, store: store.get(
-        "t/_log/00000000000000000002.jsonl"
+        "corrupt/_log/00000000000000000002.jsonl"
     ),
 }
 
 
 @pytest.mark.parametrize("corruption", list(CORRUPTIONS))
-def test_a_corrupt_log_file_is_an_error_naming_it(location: Location, corruption: str) -> None:
-    warehouse = location.connect()
-    table = create_base(warehouse, "t", "partitioned")  # version 1 holds several file markers
-    table.insert([{"k": 500, "v": "x"}])
-    original = warehouse.store.get(FIRST_COMMIT)
-    assert original.count(b"\n") >= 4  # meta, schema and at least two files
-    assert read_rows(location.connect().table("t")) == {**BASE, 500: "x"}
-
-    warehouse.store.put(FIRST_COMMIT, CORRUPTIONS[corruption](original, warehouse.store))
-    with pytest.raises(ledger.CorruptLogError) as excinfo:
-        location.connect().table("t")
-    assert FIRST_COMMIT in str(excinfo.value)
-
-    warehouse.store.put(FIRST_COMMIT, original)  # the error was about that file alone
-    assert read_rows(location.connect().table("t")) == {**BASE, 500: "x"}
+def test_a_corrupt_log_file_is_an_error_naming_it(corrupt_table: Location, corruption: str) -> None:
+    store = corrupt_table.connect().store
+    original = store.get(FIRST_COMMIT)
+    store.put(FIRST_COMMIT, CORRUPTIONS[corruption](original, store))
+    try:
+        with pytest.raises(ledger.CorruptLogError) as excinfo:
+            corrupt_table.connect().table("corrupt")
+        assert FIRST_COMMIT in str(excinfo.value)
+    finally:
+        store.put(FIRST_COMMIT, original)
+    # The error was about that file alone: with it restored the table reads as before.
+    assert read_rows(corrupt_table.connect().table("corrupt")) == CORRUPT_TABLE_ROWS
 
 
-# --- the checkpoint hint --------------------------------------------------------------------
+HINTED_ROWS: Rows = {**{k: v for k, v in BASE.items() if k != 4}, 1: "two", 300: "three"}
+HINT = "hinted/_log/_last_checkpoint"
+VALID_HINT = b'{"version": 3}'
 
-HINT = "t/_log/_last_checkpoint"
 
-
-def table_with_checkpoint(location: Location) -> tuple[ledger.Warehouse, Rows]:
-    """A table at version 4 with a checkpoint at version 3 and the hint naming it."""
-    warehouse = location.connect()
-    table = create_base(warehouse, "t", "plain", checkpoint_interval=3)  # versions 0, 1
+@pytest.fixture(scope="module")
+def hinted_table(shared_location: Location) -> Location:
+    """Table ``hinted`` at version 4, with a checkpoint at version 3 and the hint naming it."""
+    warehouse = shared_location.connect()
+    table = create_base(warehouse, "hinted", "plain", checkpoint_interval=3)  # versions 0, 1
     table.update([{"k": 1, "v": "two"}])  # 2
     table.insert([{"k": 300, "v": "three"}])  # 3, checkpointed
     table.delete([4])  # 4
-    rows = {**{k: v for k, v in BASE.items() if k != 4}, 1: "two", 300: "three"}
-    keys = [info.key for info in warehouse.store.list("t/_log/")]
-    assert "t/_log/00000000000000000003.checkpoint.jsonl" in keys
-    assert warehouse.store.get(HINT) == b'{"version": 3}'
-    return warehouse, rows
+    keys = [info.key for info in warehouse.store.list("hinted/_log/")]
+    assert "hinted/_log/00000000000000000003.checkpoint.jsonl" in keys
+    assert warehouse.store.get(HINT) == VALID_HINT
+    return shared_location
 
 
 def test_a_table_opens_from_its_checkpoint_hint(location: Location) -> None:
-    _, rows = table_with_checkpoint(location)
+    warehouse = location.connect()
+    table = create_base(warehouse, "t", "plain", checkpoint_interval=2)
+    table.update([{"k": 1, "v": "two"}])  # version 2: checkpoint and hint
+    table.insert([{"k": 300, "v": "three"}])  # 3
+    assert warehouse.store.get("t/_log/_last_checkpoint") == b'{"version": 2}'
+    rows = {**BASE, 1: "two", 300: "three"}
     table = location.connect().table("t")
-    assert table.version == 4
+    assert table.version == 3
     assert_table_reads(table, rows)
-    table.insert([{"k": 301, "v": "five"}])
-    assert_table_reads(location.connect().table("t"), {**rows, 301: "five"})
+    table.insert([{"k": 301, "v": "four"}])  # 4: the next checkpoint and hint
+    assert warehouse.store.get("t/_log/_last_checkpoint") == b'{"version": 4}'
+    assert_table_reads(location.connect().table("t"), {**rows, 301: "four"})
 
 
 BROKEN_HINTS = {
@@ -327,13 +405,34 @@ BROKEN_HINTS = {
 
 
 @pytest.mark.parametrize("hint", list(BROKEN_HINTS))
-def test_a_broken_checkpoint_hint_is_ignored(location: Location, hint: str) -> None:
-    warehouse, rows = table_with_checkpoint(location)
+def test_a_broken_checkpoint_hint_is_ignored(hinted_table: Location, hint: str) -> None:
+    store = hinted_table.connect().store
     broken = BROKEN_HINTS[hint]
-    if broken is None:
-        warehouse.store.delete(HINT)
-    else:
-        warehouse.store.put(HINT, broken)
-    table = location.connect().table("t")
-    assert table.version == 4
-    assert_table_reads(table, rows)
+    try:
+        if broken is None:
+            store.delete(HINT)
+        else:
+            store.put(HINT, broken)
+        table = hinted_table.connect().table("hinted")
+        assert table.version == 4
+        assert_table_reads(table, HINTED_ROWS)
+    finally:
+        store.put(HINT, VALID_HINT)
+
+
+@pytest.mark.parametrize("operation", ["update", "transaction"])
+def test_a_data_file_that_cannot_be_read_is_a_storage_error(
+    location: Location, operation: str
+) -> None:
+    """A real fault, no harness: a committed data file vanished from the store. DuckDB (local) or
+    pyarrow (S3) fails to read it, and the caller sees StorageError, an OSError."""
+    warehouse = location.connect()
+    create_base(warehouse, "t", "partitioned")
+    table = warehouse.table("t")
+    version = table.version
+    for marker in table.snapshot().markers():
+        warehouse.store.delete(table.prefix + marker.path)
+    error = attempt(warehouse.store, "t", OPERATIONS[operation])
+    assert isinstance(error, ledger.StorageError) and isinstance(error, OSError), repr(error)
+    assert "could not be read" in str(error)
+    assert warehouse.table("t").version == version

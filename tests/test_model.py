@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 import shutil
 import tempfile
-from typing import Any
+from typing import Any, ClassVar
 
 import duckdb
 import pytest
@@ -102,7 +102,7 @@ class Oracle:
 
 
 class LedgerMachine(RuleBasedStateMachine):
-    partition_by: list[str] | None = None
+    partition_by: ClassVar[list[str] | None] = None
 
     def __init__(self) -> None:
         super().__init__()
@@ -152,13 +152,18 @@ class LedgerMachine(RuleBasedStateMachine):
 
     @rule(threshold=st.integers(min_value=-50, max_value=50), label=LABELS)
     def delete_where(self, threshold: int, label: str | None) -> None:
-        predicate = f"a > {threshold}" if label is None else f"s = '{label.replace(chr(39), chr(39) * 2)}'"
+        predicate = (
+            f"a > {threshold}" if label is None else f"s = '{label.replace(chr(39), chr(39) * 2)}'"
+        )
         self.table.delete_where(predicate)
         self.oracle.delete_where(predicate)
 
     @rule(
         steps=st.lists(
-            st.tuples(st.sampled_from(["insert", "upsert", "delete"]), st.lists(ROW, min_size=1, max_size=2)),
+            st.tuples(
+                st.sampled_from(["insert", "upsert", "delete"]),
+                st.lists(ROW, min_size=1, max_size=2),
+            ),
             min_size=1,
             max_size=4,
         )
@@ -200,10 +205,12 @@ class LedgerMachine(RuleBasedStateMachine):
 
 
 class PartitionedLedgerMachine(LedgerMachine):
-    partition_by = ["bucket(3, k)"]
+    partition_by: ClassVar[list[str] | None] = ["bucket(3, k)"]
 
 
 TestLedgerModel = LedgerMachine.TestCase
 TestLedgerModel.settings = settings(max_examples=25, stateful_step_count=15, deadline=None)
 TestPartitionedLedgerModel = PartitionedLedgerMachine.TestCase
-TestPartitionedLedgerModel.settings = settings(max_examples=10, stateful_step_count=15, deadline=None)
+TestPartitionedLedgerModel.settings = settings(
+    max_examples=10, stateful_step_count=15, deadline=None
+)

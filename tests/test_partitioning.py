@@ -13,7 +13,20 @@ import ledger
 from ledger.partitioning import escape, unescape
 from tests.support.ledger_reads import visible_rows
 
-HOSTILE = ["../", "..", ".", "/", "a/b", "x=y", "nul\x00byte", "ünïcødé ☃", "", "%41", "__null__", "C:\\"]
+HOSTILE = [
+    "../",
+    "..",
+    ".",
+    "/",
+    "a/b",
+    "x=y",
+    "nul\x00byte",
+    "ünïcødé ☃",
+    "",
+    "%41",
+    "__null__",
+    "C:\\",
+]
 
 
 @given(st.text())
@@ -26,8 +39,9 @@ def test_escaping_round_trips_and_yields_one_safe_segment(value):
 
 @pytest.mark.parametrize("value", HOSTILE)
 def test_hostile_partition_values_stay_inside_the_table(warehouse, location, value):
-    table = warehouse.create_table("t", {"id": "BIGINT", "p": "VARCHAR"}, primary_key="id",
-                                   partition_by="p")
+    table = warehouse.create_table(
+        "t", {"id": "BIGINT", "p": "VARCHAR"}, primary_key="id", partition_by="p"
+    )
     table.insert([{"id": 1, "p": value}, {"id": 2, "p": None}])
     store = location.connect().store
     keys = [i.key for i in store.list("")]
@@ -49,12 +63,16 @@ def test_time_and_bucket_transforms(warehouse):
         primary_key="id",
         partition_by=["month(at)", "bucket(4, user)"],
     )
-    table.insert([
-        {"id": 1, "at": dt.datetime(2026, 1, 31, 23, 59), "user": "ann"},
-        {"id": 2, "at": dt.datetime(2026, 2, 1, 0, 0), "user": "ann"},
-        {"id": 3, "at": dt.datetime(2026, 2, 14, 12, 0), "user": "bob"},
-    ])
-    partitions = sorted((m.partition["at_month"], m.partition["user_bucket"]) for m in table.snapshot().markers())
+    table.insert(
+        [
+            {"id": 1, "at": dt.datetime(2026, 1, 31, 23, 59), "user": "ann"},
+            {"id": 2, "at": dt.datetime(2026, 2, 1, 0, 0), "user": "ann"},
+            {"id": 3, "at": dt.datetime(2026, 2, 14, 12, 0), "user": "bob"},
+        ]
+    )
+    partitions = sorted(
+        (m.partition["at_month"], m.partition["user_bucket"]) for m in table.snapshot().markers()
+    )
     import zlib
 
     ann, bob = str(zlib.crc32(b"ann") % 4), str(zlib.crc32(b"bob") % 4)
@@ -66,8 +84,12 @@ def test_time_and_bucket_transforms(warehouse):
 
 
 def test_a_delete_mark_lands_in_the_partition_of_the_entry_it_cancels(warehouse):
-    table = warehouse.create_table("t", {"id": "BIGINT", "day": "DATE", "v": "INTEGER"},
-                                   primary_key="id", partition_by="day(day)")
+    table = warehouse.create_table(
+        "t",
+        {"id": "BIGINT", "day": "DATE", "v": "INTEGER"},
+        primary_key="id",
+        partition_by="day(day)",
+    )
     table.insert([{"id": 1, "day": dt.date(2026, 1, 1), "v": 1}])
     table.update([{"id": 1, "day": dt.date(2026, 3, 3), "v": 2}])  # the row moves partition
     by_partition = {}
@@ -79,8 +101,9 @@ def test_a_delete_mark_lands_in_the_partition_of_the_entry_it_cancels(warehouse)
 
 
 def test_scan_prunes_partitions_from_the_log_before_opening_files(warehouse, location):
-    table = warehouse.create_table("t", {"id": "BIGINT", "region": "VARCHAR"}, primary_key="id",
-                                   partition_by="region")
+    table = warehouse.create_table(
+        "t", {"id": "BIGINT", "region": "VARCHAR"}, primary_key="id", partition_by="region"
+    )
     table.insert([{"id": i, "region": r} for i, r in enumerate(["eu", "us", "ap", "eu"])])
     eu_files = table.files(partitions={"region": "eu"})
     assert len(eu_files) == 1 and len(table.files()) == 3
@@ -108,7 +131,9 @@ def test_files_are_sorted_by_key_then_trx(warehouse):
 
 def test_custom_sort_order(local_location):
     warehouse = local_location.connect()
-    table = warehouse.create_table("t", {"id": "BIGINT", "v": "INTEGER"}, primary_key="id", sort_by="v")
+    table = warehouse.create_table(
+        "t", {"id": "BIGINT", "v": "INTEGER"}, primary_key="id", sort_by="v"
+    )
     table.insert([{"id": i, "v": -i} for i in range(5)])
     import pyarrow.parquet as pq
 
@@ -118,7 +143,9 @@ def test_custom_sort_order(local_location):
 def test_input_already_in_key_order_is_written_as_is_and_ties_keep_input_order(local_location):
     import pyarrow.parquet as pq
 
-    table = local_location.connect().create_table("t", {"id": "BIGINT", "v": "INTEGER"}, primary_key="id")
+    table = local_location.connect().create_table(
+        "t", {"id": "BIGINT", "v": "INTEGER"}, primary_key="id"
+    )
     table.insert([{"id": 1, "v": 1}, {"id": 2, "v": 2}, {"id": 2, "v": 3}, {"id": 5, "v": 4}])
     written = pq.read_table(table.files()[0])
     assert written.column("id").to_pylist() == [1, 2, 2, 5]

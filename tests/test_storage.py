@@ -227,7 +227,9 @@ def test_list_prefix_is_a_string_prefix_not_a_folder(filled: Store) -> None:
         "a/_log/00000000000000000002.checkpoint.jsonl",
         "a/_log/00000000000000000002.jsonl",
     ]
-    assert keys_of(filled.list("a")) == sorted((k for k in KEYS if k.startswith("a")), key=str.encode)
+    assert keys_of(filled.list("a")) == sorted(
+        (k for k in KEYS if k.startswith("a")), key=str.encode
+    )
     assert keys_of(filled.list("a/_d")) == ["a/_data/x=1/f.parquet"]
     assert keys_of(filled.list("b")) == ["b"]
     assert keys_of(filled.list("nothing/")) == []

@@ -171,8 +171,9 @@ def test_insert_streams_a_record_batch_reader_in_bounded_files(warehouse, monkey
 
     def batches():
         for start in range(0, 5000, 500):
-            yield pa.record_batch({"id": pa.array(range(start, start + 500), pa.int64()),
-                                   "v": pa.array([1.0] * 500)})
+            yield pa.record_batch(
+                {"id": pa.array(range(start, start + 500), pa.int64()), "v": pa.array([1.0] * 500)}
+            )
 
     schema = pa.schema([("id", pa.int64()), ("v", pa.float64())])
     info = table.insert(pa.RecordBatchReader.from_batches(schema, batches()))

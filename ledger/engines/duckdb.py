@@ -6,18 +6,29 @@ are scanned by DuckDB's own Parquet reader; files on S3 are scanned through a py
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import duckdb
 import pyarrow as pa
 import pyarrow.dataset as pads
 
+from ledger.errors import StorageError
 from ledger.log.entries import FileMarker
 from ledger.sql import ident
 from ledger.storage import Store
 
 DuckDBConnection = duckdb.DuckDBPyConnection
 Relation = duckdb.DuckDBPyRelation
+
+# Errors of a query that is wrong for the data (bad predicate, unknown column, bad cast), as
+# opposed to errors reading the data.
+QUERY_ERRORS = (
+    duckdb.BinderException,
+    duckdb.ParserException,
+    duckdb.CatalogException,
+    duckdb.ConversionException,
+)
 
 _CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
 
@@ -68,3 +79,19 @@ def _duck_type(data_type: pa.DataType) -> str:
     from ledger.schema import arrow_to_sql
 
     return arrow_to_sql(data_type)
+
+
+@contextmanager
+def storage_errors(what: str) -> Iterator[None]:
+    """Report a data file that could not be read as :class:`StorageError` (an ``OSError``).
+
+    DuckDB wraps failures of its own reader and of Arrow sources (files on S3 are read through
+    pyarrow) in its own exception types; callers should not need to know the engine.
+    """
+    try:
+        yield
+    except duckdb.Error as e:
+        message = str(e)
+        if isinstance(e, duckdb.IOException) or "IOError" in message:
+            raise StorageError(f"{what}: a data file could not be read: {message}") from e
+        raise

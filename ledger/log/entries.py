@@ -195,6 +195,9 @@ class LogFile:
         }
         if self.log_tombstones:
             meta["tmb"] = tombstones_at
+        # Not in IceDB's meta line: the number of lines, so a file cut at a line boundary is
+        # detected instead of silently losing its last file markers.
+        meta["lines"] = files_at + len(self.files)
         meta["version"] = self.version
         meta["op"] = self.operation
         if self.trx_id is not None:
@@ -230,6 +233,13 @@ class LogFile:
             )
         raw_lines = text.split("\n")[:-1]
         parsed = _parse_lines(raw_lines, source)
+        expected = parsed[0].get("lines") if parsed else None
+        if expected is not None and expected != len(parsed):
+            raise CorruptLogError(
+                f"log file {source} is truncated or padded: its meta line announces {expected} "
+                f"lines but it holds {len(parsed)}. Restore it from a backup; the table will not "
+                "guess its state"
+            )
         try:
             meta = parsed[0]
             schema = TableSchema.from_json(parsed[int(meta["sch"])])

@@ -71,11 +71,15 @@ class TableLog:
         return LogListing(commits, checkpoints)
 
     def read(self, key: str) -> LogFile:
-        try:
-            data = self.store.get(key)
-        except FileNotFoundError:
-            raise
-        return LogFile.parse(data, f"{self.store.uri}/{key}")
+        source = f"{self.store.uri}/{key}"
+        entry = LogFile.parse(self.store.get(key), source)
+        match = _LOG_NAME.match(key[len(self.log_prefix) :])
+        if match is not None and int(match.group(1)) != entry.version:
+            raise CorruptLogError(
+                f"log file {source} holds version {entry.version}, not the version its name "
+                "says; the file was copied or overwritten by something other than a commit"
+            )
+        return entry
 
     def read_many(self, keys: Sequence[str]) -> list[LogFile]:
         """Read log files in parallel, in the order given."""

@@ -1,8 +1,14 @@
 """Fault injection: a store whose N-th storage call fails.
 
-Every call through the store interface counts, and so does every file opened through its pyarrow
-filesystem (data files stream through it), so "fail the N-th call" covers log writes, trx_id
-reservations, listings and data-file writes alike.
+Every call through the store interface counts, and so do data-file accesses: ``fs_path`` (the
+library asks it for every data file it is about to write or read) and every file written through
+the pyarrow filesystem. So "fail the N-th call" covers log writes, trx_id reservations, listings
+and data-file writes and reads alike.
+
+Reads fail at ``fs_path``, on the caller's thread, not inside the filesystem handler: pyarrow
+opens data files for a dataset scan on its own I/O threads, and a Python exception raised there
+deadlocks pyarrow (the error needs the GIL that the scanning thread holds). Real stores are C++
+filesystems that never call back into Python, so this is a limit of the harness only.
 """
 
 from __future__ import annotations
@@ -76,6 +82,7 @@ class FailingStore(Store):
         return self._fs
 
     def fs_path(self, key: str) -> str:
+        self.counter.tick(f"fs path {key}")
         return self.inner.fs_path(key)
 
     def local_path(self, key: str) -> str | None:
@@ -125,11 +132,9 @@ class _FailingHandler(pafs.FileSystemHandler):  # type: ignore[misc]
         self.fs.copy_file(src, dest)
 
     def open_input_stream(self, path: str) -> Any:
-        self.counter.tick(f"fs read {path}")
-        return self.fs.open_input_stream(path)
+        return self.fs.open_input_stream(path)  # counted at fs_path, see the module docstring
 
     def open_input_file(self, path: str) -> Any:
-        self.counter.tick(f"fs read {path}")
         return self.fs.open_input_file(path)
 
     def open_output_stream(self, path: str, metadata: Any) -> Any:
