@@ -2,7 +2,8 @@
 
 Run it with ``make demo`` (or ``.venv/bin/python examples/quickstart.py``). It starts from an
 empty ``./warehouse`` folder next to this repository's README and leaves it there for you to
-look at afterwards (``make clean`` removes it).
+look at afterwards (``make clean`` removes it); pass another folder as the first argument to put
+the warehouse there instead.
 
 The table is a bank-style payments ledger. Nothing is ever edited in place: a correction is a
 delete mark (dml_type = -1) carrying the old values plus an insertion (dml_type = +1) of the new
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import shutil
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from decimal import Decimal
@@ -24,7 +26,9 @@ import pyarrow as pa
 import ledger
 
 DuckDB = duckdb.DuckDBPyConnection
-WAREHOUSE = Path(__file__).resolve().parent.parent / "warehouse"
+WAREHOUSE = Path(
+    sys.argv[1] if len(sys.argv) > 1 else Path(__file__).resolve().parent.parent / "warehouse"
+)
 
 # DuckDB settings the project uses everywhere: never download extensions at run time.
 NO_DOWNLOADS = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
