@@ -21,10 +21,11 @@ import duckdb
 import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
 import ledger
 from tests.support.ledger_reads import sign_sums, visible_rows
+from tests.support.s3server import BUCKET, S3Endpoint
 
 KEYS = st.integers(min_value=0, max_value=5)
 AMOUNTS = st.one_of(st.none(), st.integers(min_value=-50, max_value=50))
@@ -104,10 +105,13 @@ class Oracle:
 class LedgerMachine(RuleBasedStateMachine):
     partition_by: ClassVar[list[str] | None] = None
 
+    # Where the warehouse lives: a fresh local folder, or (set by the S3 test) a fresh S3 prefix.
+    s3_options: ClassVar[dict[str, Any] | None] = None
+
     def __init__(self) -> None:
         super().__init__()
         self.directory = tempfile.mkdtemp(prefix="ledger-model-")
-        warehouse = ledger.connect(self.directory)
+        warehouse = self._connect()
         self.table = warehouse.create_table(
             "t",
             {"k": "BIGINT", "a": "BIGINT", "s": "VARCHAR"},
@@ -116,6 +120,12 @@ class LedgerMachine(RuleBasedStateMachine):
             checkpoint_interval=4,  # exercise checkpoints and reopening through them
         )
         self.oracle = Oracle()
+
+    def _connect(self) -> ledger.Warehouse:
+        if self.s3_options is None:
+            return ledger.connect(self.directory)
+        prefix = self.directory.rsplit("/", 1)[1]  # unique per run
+        return ledger.connect(f"s3://{BUCKET}/{prefix}", **self.s3_options)
 
     def teardown(self) -> None:
         shutil.rmtree(self.directory, ignore_errors=True)
@@ -193,7 +203,7 @@ class LedgerMachine(RuleBasedStateMachine):
 
     @rule()
     def reopen(self) -> None:
-        self.table = ledger.connect(self.directory).table("t")
+        self.table = self._connect().table("t")
 
     # --- the invariant --------------------------------------------------------------------------
 
@@ -214,3 +224,14 @@ TestPartitionedLedgerModel = PartitionedLedgerMachine.TestCase
 TestPartitionedLedgerModel.settings = settings(
     max_examples=10, stateful_step_count=15, deadline=None
 )
+
+
+class S3LedgerMachine(LedgerMachine):
+    """The same model on S3 (moto's server over HTTP), with fewer examples: it is slower."""
+
+
+def test_ledger_model_on_s3(s3_endpoint: S3Endpoint) -> None:
+    S3LedgerMachine.s3_options = s3_endpoint.options()
+    run_state_machine_as_test(
+        S3LedgerMachine, settings=settings(max_examples=5, stateful_step_count=10, deadline=None)
+    )
