@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import datetime as dt
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -21,37 +22,45 @@ def prune_by_keys(
     """
     if keys.num_rows == 0:
         return []
-    ranges: list[tuple[int, Any, Any]] = []
+    ranges: list[tuple[int, Callable[[Any], Any], Any, Any]] = []
     for index, column in enumerate(key_columns):
         values = keys.column(column)
-        if not _orderable(values.type):
+        decode = _decoder(values.type)
+        if decode is None:
             continue
         bounds = pc.min_max(values)
-        ranges.append((index, json_value(bounds["min"].as_py()), json_value(bounds["max"].as_py())))
+        low, high = (decode(json_value(bounds[b].as_py())) for b in ("min", "max"))
+        ranges.append((index, decode, low, high))
     if not ranges:
         return list(markers)
     return [m for m in markers if _overlaps(m, ranges)]
 
 
-def _orderable(data_type: pa.DataType) -> bool:
-    return bool(
-        pa.types.is_integer(data_type)
-        or pa.types.is_string(data_type)
-        or pa.types.is_large_string(data_type)
-        or pa.types.is_date(data_type)
-        or pa.types.is_timestamp(data_type)
-    )
+def _decoder(data_type: pa.DataType) -> Callable[[Any], Any] | None:
+    """How to turn a JSON key bound back into a value that orders like the column, or None if
+    the column's bounds are not compared (every file is kept)."""
+    if pa.types.is_integer(data_type):
+        return int
+    if pa.types.is_string(data_type) or pa.types.is_large_string(data_type):
+        return str
+    if pa.types.is_date(data_type):
+        return dt.date.fromisoformat
+    if pa.types.is_timestamp(data_type):
+        # Aware datetimes compare as instants whatever their offset; naive ones as written.
+        return dt.datetime.fromisoformat
+    return None
 
 
-def _overlaps(marker: FileMarker, ranges: list[tuple[int, Any, Any]]) -> bool:
+def _overlaps(marker: FileMarker, ranges: list[tuple[int, Callable[[Any], Any], Any, Any]]) -> bool:
     if marker.key_min is None or marker.key_max is None:
         return True
-    for index, low, high in ranges:
-        file_low, file_high = marker.key_min[index], marker.key_max[index]
-        if file_low is None or file_high is None or type(file_low) is not type(low):
+    for index, decode, low, high in ranges:
+        try:
+            file_low, file_high = decode(marker.key_min[index]), decode(marker.key_max[index])
+            if file_high < low or file_low > high:
+                return False
+        except (TypeError, ValueError):  # a bound of another type (schema widened): keep it
             continue
-        if file_high < low or file_low > high:
-            return False
     return True
 
 

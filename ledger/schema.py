@@ -345,7 +345,14 @@ def conform(
             "evolve_schema=True to add them as new nullable columns"
         )
     if allow_new_columns:
-        target_schema = schema.evolve(table.select(present).schema)
+        # New columns join the schema; an existing column widens only if its values do not fit
+        # its current type (Python ints arrive as int64, which must not widen an INTEGER column).
+        evolving = [
+            f
+            for f in table.select(present).schema
+            if f.name not in known or not _converts(f.name, table.column(f.name), schema)
+        ]
+        target_schema = schema.evolve(pa.schema(evolving))
     key_list = list(key_columns)
     if require_all_keys:
         missing = [k for k in key_list if k not in table.column_names]
@@ -358,7 +365,9 @@ def conform(
             continue
         target = target_schema.type_of(name)
         column = table.column(name)
-        columns.append(_cast_column(name, column, target))
+        converted = _cast_column(name, column, target)
+        _check_calendar_range(name, converted)
+        columns.append(converted)
         names.append(name)
     out = (
         pa.table(columns, names=names)
@@ -372,6 +381,14 @@ def conform(
                 "every row needs a complete key"
             )
     return out, target_schema
+
+
+def _converts(name: str, column: pa.ChunkedArray, schema: TableSchema) -> bool:
+    try:
+        _cast_column(name, column, schema.type_of(name))
+    except TypeMismatchError:
+        return False
+    return True
 
 
 def _cast_column(name: str, column: pa.ChunkedArray, target: pa.DataType) -> pa.ChunkedArray:
@@ -399,6 +416,26 @@ def _cast_column(name: str, column: pa.ChunkedArray, target: pa.DataType) -> pa.
         ) from e
     _check_lossless(name, column, converted, target)
     return converted
+
+
+_CALENDAR_DAYS = (-719162, 2932896)  # 0001-01-01 and 9999-12-31, in days since 1970-01-01
+
+
+def _check_calendar_range(name: str, column: pa.ChunkedArray) -> None:
+    """Dates and timestamps must lie in years 1 to 9999, the range every engine and the log's
+    ISO text can represent."""
+    if not (pa.types.is_date(column.type) or pa.types.is_timestamp(column.type)):
+        return
+    days = pc.cast(column, pa.date32(), safe=False).cast(pa.int32())
+    bounds = pc.min_max(days)
+    low, high = bounds["min"].as_py(), bounds["max"].as_py()
+    if low is None:
+        return
+    if low < _CALENDAR_DAYS[0] or high > _CALENDAR_DAYS[1]:
+        raise TypeMismatchError(
+            f"column {name!r}: a date outside the years 1 to 9999 does not fit "
+            f"({arrow_to_sql_or_str(column.type)} values are kept within that range)"
+        )
 
 
 def _check_lossless(

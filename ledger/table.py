@@ -132,6 +132,11 @@ class Table:
             state = self._state
         else:
             state = self._log.load(version)
+            if state.config.table_uuid != self._table_uuid:
+                raise SnapshotNotFoundError(
+                    f"version {version} of {self.name!r} is from before this table was created: "
+                    "it belongs to an earlier, dropped table of the same name"
+                )
         return Snapshot(self.name, self.store, self.prefix, state)
 
     def files(

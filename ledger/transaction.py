@@ -199,6 +199,10 @@ class Transaction:
             entries = self._entries(rows, 1)
             entries = entries.set_column(entries.schema.get_field_index(DML_TYPE), DML_TYPE, signs)
             total += self._write(entries)
+            # Insertions are blind, but a delete mark cancels an entry another writer may be
+            # cancelling too: its key counts as read, so that race conflicts instead of
+            # cancelling one entry twice.
+            self._touched.append(self._keys_of(entries.filter(marks)))
             deleted = int(pc.sum(marks).as_py() or 0)
             self._deleted += deleted
             self._inserted += entries.num_rows - deleted
@@ -214,6 +218,8 @@ class Transaction:
             return 0
         self._require_primary_key("upsert")
         rows = self._keyed_rows(data)
+        if rows is None:
+            return 0
         latest, marks = self._read_live(keys=rows.select(list(self.key_columns)))
         return self._replace(rows, latest, marks)
 
@@ -223,6 +229,8 @@ class Transaction:
         if self._begin("update"):
             return 0
         rows = self._keyed_rows(data)
+        if rows is None:
+            return 0
         latest, marks = self._read_live(keys=rows.select(list(self.key_columns)))
         missing = _anti_join(rows.select(list(self.key_columns)), latest, self.key_columns)
         if missing.num_rows:
@@ -255,7 +263,7 @@ class Transaction:
         predicate = _check_predicate(predicate)
         _, marks = self._read_live(keys=None, predicate=predicate)
         self._predicates.append(predicate)
-        return self._mark(marks, marks.select(list(self.key_columns)))
+        return self._mark(marks, marks)
 
     def lookup(self, keys: Any) -> pa.Table:
         """The visible rows of ``keys`` as this transaction sees them (its snapshot plus its own
@@ -354,6 +362,8 @@ class Transaction:
             pending: list[pa.RecordBatch] = []
             rows = 0
             for batch in data:
+                if not batch.num_rows:
+                    continue
                 pending.append(batch)
                 rows += batch.num_rows
                 if rows >= STREAM_CHUNK_ROWS:
@@ -363,7 +373,7 @@ class Transaction:
                 yield pa.Table.from_batches(pending)
             return
         table = to_arrow(data, self._schema)
-        for start in range(0, max(table.num_rows, 1), STREAM_CHUNK_ROWS * 4):
+        for start in range(0, table.num_rows, STREAM_CHUNK_ROWS * 4):
             yield table.slice(start, STREAM_CHUNK_ROWS * 4)
 
     def _conform(self, table: pa.Table, *, require_keys: bool) -> pa.Table:
@@ -387,9 +397,12 @@ class Transaction:
             rows = rows.append_column(ROW_ID, row_ids)
         return rows
 
-    def _keyed_rows(self, data: Any) -> pa.Table:
-        rows = pa.concat_tables(list(self._chunks(data)))
-        rows = self._conform(rows, require_keys=True)
+    def _keyed_rows(self, data: Any) -> pa.Table | None:
+        """The rows of a keyed operation, checked; None when there are none."""
+        chunks = list(self._chunks(data))
+        if not chunks:
+            return None
+        rows = self._conform(pa.concat_tables(chunks), require_keys=True)
         if self._config.generated_row_id and (
             ROW_ID not in rows.column_names or rows.column(ROW_ID).null_count
         ):
@@ -404,8 +417,9 @@ class Transaction:
                 keys = [{key_columns[0]: k} for k in keys]
             else:
                 keys = [dict(zip(key_columns, k, strict=True)) for k in keys]
-        table = pa.concat_tables(list(self._chunks(keys))) if keys is not None else None
-        if table is None or table.num_rows == 0:
+        chunks = list(self._chunks(keys)) if keys is not None else []
+        table = pa.concat_tables(chunks) if chunks else None
+        if table is None:
             return pa.table({k: pa.array([], self._key_type(k)) for k in key_columns})
         missing = [k for k in key_columns if k not in table.column_names]
         if missing:
@@ -415,6 +429,14 @@ class Transaction:
             return pa.table({ROW_ID: _cast_row_ids(table.column(ROW_ID))})
         rows, _ = conform(table, self._schema, key_columns=key_columns)
         return rows
+
+    def _keys_of(self, rows: pa.Table) -> pa.Table:
+        """The key columns of ``rows``, in the table's key types (engines may hand back other
+        representations, e.g. a time zone other than UTC)."""
+        key_columns = list(self.key_columns)
+        return rows.select(key_columns).cast(
+            pa.schema([pa.field(c, self._key_type(c)) for c in key_columns])
+        )
 
     def _key_type(self, column: str) -> pa.DataType:
         return pa.int64() if column == ROW_ID else self._schema.type_of(column)
@@ -474,7 +496,7 @@ class Transaction:
         rows = _fill_missing(rows, latest, self.key_columns, self._value_columns)
         entries = pa.concat_tables([self._entries(marks, -1), self._entries(rows, 1)])
         self._write(entries)
-        self._touched.append(rows.select(list(self.key_columns)))
+        self._touched.append(self._keys_of(rows))
         self._deleted += marks.num_rows
         self._inserted += rows.num_rows
         return int(rows.num_rows)
@@ -482,7 +504,7 @@ class Transaction:
     def _mark(self, marks: pa.Table, keys: pa.Table) -> int:
         if marks.num_rows:
             self._write(self._entries(marks, -1))
-        self._touched.append(keys)
+        self._touched.append(self._keys_of(keys))
         self._deleted += marks.num_rows
         return int(marks.num_rows)
 

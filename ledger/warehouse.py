@@ -117,19 +117,16 @@ class Warehouse:
         """The name has a log: create the table anew only if its last life ended in a drop."""
         state = table_log.load()
         while True:
+            if state.config.table_uuid == config.table_uuid:
+                # Our create landed although the store reported the key as taken (a retried
+                # request answered 412): the table is ours.
+                return Table(self.store, table_log.name, state)
             if not state.dropped:
                 raise TableExistsError(
                     f"table {table_log.name!r} already exists in {self.store.uri}; open it with "
                     "warehouse.table(name) or drop it first"
                 )
-            entry = LogFile(
-                state.version + 1,
-                next_timestamp(state),
-                CREATE,
-                schema,
-                config=config,
-                trx_id=state.max_trx_id,
-            )
+            entry = LogFile(state.version + 1, next_timestamp(state), CREATE, schema, config=config)
             if self.store.put_if_absent(table_log.commit_key(entry.version), entry.to_jsonl()):
                 return Table(self.store, table_log.name, state.apply([entry]))
             state = table_log.refresh(state)
@@ -154,10 +151,14 @@ class Warehouse:
                 continue
         return names
 
-    def drop_table(self, name: str) -> None:
-        """Drop a table: one commit makes it disappear for every reader and writer, then its
-        data files are deleted. The log stays, so a writer that raced the drop fails cleanly
-        instead of resurrecting the table."""
+    def drop_table(self, name: str, *, purge: bool = False) -> None:
+        """Drop a table: one commit makes it disappear for every reader and writer. The log
+        stays, so a writer that raced the drop fails cleanly instead of resurrecting the table.
+
+        Data files stay too, so snapshots taken before the drop remain readable until vacuum
+        removes tombstoned files; ``purge=True`` deletes them at once instead (those snapshots
+        then fail to read).
+        """
         table_log = self._log(name)
         state = table_log.load()
         if state.dropped:
@@ -174,6 +175,8 @@ class Warehouse:
             )
 
         final, _ = commit_entry(table_log, state, build)
+        if not purge:
+            return
         for marker in final.files.values():
             try:
                 self.store.delete(table_log.prefix + marker.path)

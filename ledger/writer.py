@@ -31,8 +31,7 @@ FILE_ROWS = 512 * 1024  # a larger write becomes several files (of sorted, disjo
 _WRITE_THREADS = max(2, min(8, os.cpu_count() or 2))
 # Arithmetic sequences (entry numbers, generated row ids) shrink to almost nothing this way.
 _DELTA_ENCODED = (TRX_SEQ, ROW_ID)
-_PART = "__ledger_partition"
-_PART_SEPARATOR = "\x1f"
+_PART = "__ledger_partition_"
 
 
 def file_schema(schema: TableSchema, config: TableConfig) -> pa.Schema:
@@ -82,23 +81,29 @@ class DataWriter:
         if not self.partition_spec.fields:
             yield _sorted(entries, keys), {}
             return
-        values = [f.values(entries) for f in self.partition_spec.fields]
-        joined = pc.binary_join_element_wise(
-            *[pc.fill_null(pc.binary_join_element_wise("v", v, ""), "n") for v in values],
-            _PART_SEPARATOR,
-        )
-        order = pc.sort_indices(
-            entries.append_column(_PART, joined), sort_keys=[(_PART, "ascending"), *keys]
-        )
+        fields = self.partition_spec.fields
+        names = [f"{_PART}{i}" for i in range(len(fields))]
+        values = [f.values(entries) for f in fields]
+        with_parts = entries
+        for name, column in zip(names, values, strict=True):
+            with_parts = with_parts.append_column(name, column)
+        order = pc.sort_indices(with_parts, sort_keys=[*((n, "ascending") for n in names), *keys])
         entries = entries.take(order)
-        joined = joined.take(order)
         value_columns = [v.take(order) for v in values]
-        changes = pc.not_equal(joined[1:], joined[:-1])
-        starts = [0, *(i + 1 for i in pc.indices_nonzero(changes).to_pylist()), len(joined)]
+        # A row starts a new partition where any field's value (NULL included) changes.
+        changes = pa.repeat(pa.scalar(False), len(entries) - 1)
+        for column in value_columns:
+            after, before = column[1:], column[:-1]
+            differs = pc.or_(
+                pc.fill_null(pc.not_equal(after, before), False),
+                pc.not_equal(pc.is_null(after), pc.is_null(before)),
+            )
+            changes = pc.or_(changes, differs)
+        starts = [0, *(i + 1 for i in pc.indices_nonzero(changes).to_pylist()), len(entries)]
         for begin, end in itertools.pairwise(starts):
             partition = {
                 f.name: column[begin].as_py()
-                for f, column in zip(self.partition_spec.fields, value_columns, strict=True)
+                for f, column in zip(fields, value_columns, strict=True)
             }
             yield entries.slice(begin, end - begin), partition
 
@@ -122,6 +127,8 @@ class DataWriter:
                 },
             )
             size = out.tell()
+        if local is not None:
+            _fsync(local)  # durable before the (fsynced) log commit can point at it
         trx = pc.min_max(part.column(TRX_ID))
         key_min, key_max = [], []
         for column in self.config.key_columns:
@@ -140,6 +147,19 @@ class DataWriter:
             key_min=tuple(key_min),
             key_max=tuple(key_max),
         )
+
+
+def _fsync(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    directory = os.open(os.path.dirname(path), os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
 
 
 def _sorted(table: pa.Table, keys: list[tuple[str, str]]) -> pa.Table:

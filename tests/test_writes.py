@@ -139,10 +139,18 @@ def test_schema_evolution_adds_nullable_columns_and_widens_only(warehouse):
     with pytest.raises(ledger.UnknownColumnError, match="evolve_schema"):
         table.insert([{"id": 2, "x": 1.0, "extra": "e"}])
     table.insert([{"id": 2, "x": 2.0, "extra": "e"}], evolve_schema=True)
-    wide = pa.table({"id": pa.array([3], pa.int64()), "x": pa.array([3.0], pa.float64())})
+    fits = pa.table({"id": pa.array([3], pa.int64()), "x": pa.array([3.0], pa.float64())})
+    table.insert(fits, evolve_schema=True)  # 64-bit data whose values fit: no widening
+    assert table.schema == {"id": "INTEGER", "x": "FLOAT", "extra": "VARCHAR"}
+    wide = pa.table({"id": pa.array([2**40], pa.int64()), "x": pa.array([1e300], pa.float64())})
     table.insert(wide, evolve_schema=True)
     assert table.schema == {"id": "BIGINT", "x": "DOUBLE", "extra": "VARCHAR"}
-    assert visible_rows(table) == [(1, 1.5, None), (2, 2.0, "e"), (3, 3.0, None)]
+    assert visible_rows(table) == [
+        (1, 1.5, None),
+        (2, 2.0, "e"),
+        (3, 3.0, None),
+        (2**40, 1e300, None),
+    ]
     with pytest.raises(ledger.SchemaError, match="cannot change"):
         table.insert(pa.table({"id": [4], "extra": pa.array([1], pa.int64())}), evolve_schema=True)
 

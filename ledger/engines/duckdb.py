@@ -35,7 +35,10 @@ _CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": F
 
 def connect() -> duckdb.DuckDBPyConnection:
     """A new in-memory DuckDB connection that never downloads extensions."""
-    return duckdb.connect(config=dict(_CONFIG))
+    con = duckdb.connect(config=dict(_CONFIG))
+    # Compute in UTC whatever the machine's zone: TIMESTAMPTZ values then come back as stored.
+    con.execute("SET TimeZone = 'UTC'")
+    return con
 
 
 def scan_files(

@@ -56,12 +56,13 @@ def commit_entry(
                 return state, landed
             intervening.extend(new)
             _check_table_alive(table_log, intervening)
-            check(state, intervening)
         elif base.dropped:
             raise TableDroppedError(f"table {table_log.name!r} was dropped")
         entry = build(state)
-        if entry is None:
+        if entry is None:  # nothing to commit (an idempotent replay): no conflict to report
             return state, None
+        if attempt:
+            check(state, intervening)
         if entry.version != state.version + 1:
             raise AssertionError("a commit must be built for the version after its state")
         attempted = entry
@@ -71,6 +72,9 @@ def commit_entry(
             return committed, entry
         log.debug("table %s: lost version %d, retrying", table_log.name, entry.version)
         time.sleep(random.uniform(0, min(0.05, 0.002 * (attempt + 1))))
+    landed = _own_commit(attempted, table_log.commits_after(state.version))
+    if landed is not None:  # the last attempt's response was lost, but it committed
+        return table_log.load(landed.version), landed
     raise ConflictError(
         f"table {table_log.name!r}: gave up after {MAX_ATTEMPTS} attempts to commit; the table "
         "is under heavy write contention. Retry later"
