@@ -11,6 +11,14 @@ class LedgerError(Exception):
     """Root of every error raised by ledger-tables."""
 
 
+class _LookupError(LedgerError, KeyError):
+    """A ledger error that is also a ``KeyError``, printed as its message (``KeyError`` would
+    print the repr of its argument)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
 # --- bad input: raised before anything is written -------------------------------------------
 
 
@@ -38,11 +46,8 @@ class DuplicateKeyError(LedgerError, ValueError):
     """One keyed operation names the same key twice."""
 
 
-class KeyNotFoundError(LedgerError, KeyError):
+class KeyNotFoundError(_LookupError):
     """An update names keys that have no visible row."""
-
-    def __str__(self) -> str:  # KeyError quotes its message; keep it readable
-        return str(self.args[0]) if self.args else ""
 
 
 class InvalidPredicateError(LedgerError, ValueError):
@@ -52,22 +57,16 @@ class InvalidPredicateError(LedgerError, ValueError):
 # --- catalog ----------------------------------------------------------------------------------
 
 
-class TableNotFoundError(LedgerError, KeyError):
+class TableNotFoundError(_LookupError):
     """No table of that name exists in the warehouse (or it was dropped)."""
-
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else ""
 
 
 class TableExistsError(LedgerError, ValueError):
     """``create_table`` was called for a name that is already taken."""
 
 
-class SnapshotNotFoundError(LedgerError, KeyError):
+class SnapshotNotFoundError(_LookupError):
     """The requested version or timestamp is not in the table's log (never was, or vacuumed)."""
-
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else ""
 
 
 # --- commits ----------------------------------------------------------------------------------

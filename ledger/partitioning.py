@@ -56,7 +56,8 @@ class PartitionField:
             if pa.types.is_date(column.type):
                 column = column.cast(pa.timestamp("s"))
             return pc.strftime(column, format=_TIME_FORMATS[self.transform])
-        assert self.transform == "bucket" and self.buckets
+        if self.transform != "bucket" or not self.buckets:
+            raise InvalidArgumentError(f"unknown partition transform {self.transform!r}")
         text = canonical_text(column)
         uniques = pc.unique(text)
         bucket_of = pa.array(

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
-
-import duckdb
+from typing import TYPE_CHECKING, Any
 
 from ledger.engines import duckdb as engine
 from ledger.log.entries import FileMarker, sum_markers
@@ -15,6 +13,9 @@ from ledger.partitioning import PartitionSpec
 from ledger.pruning import prune_by_partitions
 from ledger.storage import Store
 from ledger.writer import file_schema
+
+if TYPE_CHECKING:
+    import duckdb
 
 PartitionFilter = Mapping[str, Any] | Iterable[Mapping[str, Any]] | None
 

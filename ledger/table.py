@@ -11,9 +11,8 @@ import datetime as dt
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import duckdb
 import pyarrow as pa
 
 from ledger.errors import (
@@ -28,6 +27,9 @@ from ledger.log.table_log import TableLog
 from ledger.snapshot import PartitionFilter, Snapshot
 from ledger.storage import Store
 from ledger.transaction import CommitInfo, Transaction
+
+if TYPE_CHECKING:
+    import duckdb
 
 AUTO_RETRIES = 5
 
@@ -221,20 +223,24 @@ class Table:
     ) -> CommitInfo:
         """Append new rows (the fast path for events): no read, never conflicts."""
         tx = self.transaction(app_id=app_id, batch=batch, evolve_schema=evolve_schema)
-        with tx:
+        try:
             tx.insert(data)
-        assert tx.commit_info is not None
-        return tx.commit_info
+        except BaseException:
+            tx.abort()
+            raise
+        return tx.commit()
 
     def append_entries(
         self, data: Any, *, app_id: str | None = None, batch: int | None = None
     ) -> CommitInfo:
         """Append entries with their own ``dml_type`` (+1 insertion, -1 delete mark)."""
         tx = self.transaction(app_id=app_id, batch=batch)
-        with tx:
+        try:
             tx.append_entries(data)
-        assert tx.commit_info is not None
-        return tx.commit_info
+        except BaseException:
+            tx.abort()
+            raise
+        return tx.commit()
 
     def upsert(self, data: Any, *, evolve_schema: bool = False, **kw: Any) -> CommitInfo:
         """Insert new keys, replace existing ones; retried on conflicts."""

@@ -16,15 +16,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import closing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import sqlglot
-from sqlglot import exp
 
 from ledger.engines import duckdb as engine
 from ledger.errors import (
@@ -39,11 +36,11 @@ from ledger.errors import (
     TransactionClosedError,
     TypeMismatchError,
 )
-from ledger.live import expand_sql, live_entries_sql, visible_rows_sql
 from ledger.log.commit import commit_entry, next_timestamp
 from ledger.log.entries import AppBatch, FileMarker, LogFile
 from ledger.log.state import TableState
 from ledger.partitioning import PartitionSpec
+from ledger.predicates import check_predicate
 from ledger.pruning import prune_by_keys
 from ledger.schema import (
     DML_TYPE,
@@ -53,7 +50,6 @@ from ledger.schema import (
     conform,
     to_arrow,
 )
-from ledger.sql import ident, idents
 from ledger.trx_ids import reserve_trx_id
 from ledger.writer import DataWriter, file_schema
 
@@ -232,7 +228,7 @@ class Transaction:
         if rows is None:
             return 0
         latest, marks = self._read_live(keys=rows.select(list(self.key_columns)))
-        missing = _anti_join(rows.select(list(self.key_columns)), latest, self.key_columns)
+        missing = engine.anti_join(rows.select(list(self.key_columns)), latest, self.key_columns)
         if missing.num_rows:
             raise KeyNotFoundError(
                 f"update of {missing.num_rows} key(s) with no visible row, e.g. "
@@ -260,7 +256,7 @@ class Transaction:
         e.g. ``"amount < 0 AND region = 'EU'"``; return how many rows were deleted."""
         if self._begin("delete_where"):
             return 0
-        predicate = _check_predicate(predicate)
+        predicate = check_predicate(predicate)
         _, marks = self._read_live(keys=None, predicate=predicate)
         self._predicates.append(predicate)
         return self._mark(marks, marks)
@@ -493,7 +489,7 @@ class Transaction:
         return int(entries.num_rows)
 
     def _replace(self, rows: pa.Table, latest: pa.Table, marks: pa.Table) -> int:
-        rows = _fill_missing(rows, latest, self.key_columns, self._value_columns)
+        rows = engine.fill_missing(rows, latest, self.key_columns, self._value_columns)
         entries = pa.concat_tables([self._entries(marks, -1), self._entries(rows, 1)])
         self._write(entries)
         self._touched.append(self._keys_of(rows))
@@ -526,48 +522,24 @@ class Transaction:
     ) -> tuple[pa.Table, pa.Table]:
         """The visible row per key and every live entry (the delete marks to write), for the
         given keys or predicate, at the snapshot plus this transaction's writes."""
-        with (
-            closing(engine.connect()) as con,
-            engine.storage_errors(f"reading table {self._table.name!r}"),
-        ):
-            return self._query_live(con, keys, predicate)
-
-    def _query_live(
-        self,
-        con: engine.DuckDBConnection,
-        keys: pa.Table | None,
-        predicate: str | None,
-    ) -> tuple[pa.Table, pa.Table]:
-        schema = file_schema(self._schema, self._config)
-        relation = engine.scan_files(
-            con, self._table.store, self._table.prefix, self._visible_markers(keys), schema
-        )
-        relation.create_view("ledger_entries")
-        source = "ledger_entries"
-        if keys is not None:
-            con.register("ledger_keys", keys)
-            source = (
-                f"(SELECT * FROM ledger_entries SEMI JOIN ledger_keys "
-                f"USING ({idents(list(self.key_columns))}))"
-            )
-        value_columns = self._value_columns
-        live = live_entries_sql(source, value_columns)
-        if predicate is not None:
-            live = f"SELECT * FROM ({live}) WHERE ({predicate})"
         try:
-            con.execute(f"CREATE TEMP TABLE ledger_live AS {live}")
+            return engine.live_rows(
+                self._table.store,
+                self._table.prefix,
+                self._visible_markers(keys),
+                file_schema(self._schema, self._config),
+                self.key_columns,
+                self._value_columns,
+                keys=keys,
+                predicate=predicate,
+            )
         except engine.QUERY_ERRORS as e:
-            if predicate is not None:
-                raise InvalidPredicateError(
-                    f"predicate {predicate!r} does not apply to table "
-                    f"{self._table.name!r} (columns {self._schema.names}): {e}"
-                ) from e
-            raise
-        latest = con.sql(
-            visible_rows_sql("ledger_live", self.key_columns, value_columns)
-        ).to_arrow_table()
-        marks = con.sql(expand_sql("ledger_live", value_columns)).to_arrow_table()
-        return latest, marks
+            if predicate is None:
+                raise
+            raise InvalidPredicateError(
+                f"predicate {predicate!r} does not apply to table {self._table.name!r} "
+                f"(columns {self._schema.names}): {e}"
+            ) from e
 
     def _check_conflicts(self, latest: TableState, intervening: Sequence[LogFile]) -> None:
         """Raise if a commit since the snapshot wrote entries for a key this transaction read,
@@ -589,34 +561,16 @@ class Transaction:
 
     def _conflicts_with(self, latest: TableState, written: list[FileMarker]) -> bool:
         keys = pa.concat_tables(self._touched) if self._touched else None
-        what = f"checking conflicts on table {self._table.name!r}"
-        with closing(engine.connect()) as con, engine.storage_errors(what):
-            schema = file_schema(latest.schema, latest.config)
-            if keys is not None and keys.num_rows:
-                candidates = prune_by_keys(written, keys, self.key_columns)
-                if candidates:
-                    engine.scan_files(
-                        con, self._table.store, self._table.prefix, candidates, schema
-                    ).create_view("written")
-                    con.register("touched", keys)
-                    hit = con.sql(
-                        f"SELECT 1 FROM written SEMI JOIN touched "
-                        f"USING ({idents(list(self.key_columns))}) LIMIT 1"
-                    ).fetchall()
-                    if hit:
-                        return True
-            if self._predicates:
-                engine.scan_files(
-                    con, self._table.store, self._table.prefix, written, schema
-                ).create_view("written_all")
-                for predicate in self._predicates:
-                    hit = con.sql(
-                        f"SELECT 1 FROM written_all WHERE {ident(DML_TYPE)} = 1 "
-                        f"AND ({predicate}) LIMIT 1"
-                    ).fetchall()
-                    if hit:
-                        return True
-            return False
+        return engine.entries_touch(
+            self._table.store,
+            self._table.prefix,
+            file_schema(latest.schema, latest.config),
+            self.key_columns,
+            keys_files=[] if keys is None else prune_by_keys(written, keys, self.key_columns),
+            keys=keys,
+            predicate_files=written,
+            predicates=self._predicates,
+        )
 
 
 def _check_unique(rows: pa.Table, key_columns: Iterable[str]) -> None:
@@ -631,38 +585,6 @@ def _check_unique(rows: pa.Table, key_columns: Iterable[str]) -> None:
         )
 
 
-def _anti_join(keys: pa.Table, latest: pa.Table, key_columns: Sequence[str]) -> pa.Table:
-    con = engine.connect()
-    try:
-        con.register("wanted", keys)
-        con.register("found", latest.select(list(key_columns)))
-        return con.sql(
-            f"SELECT * FROM wanted ANTI JOIN found USING ({idents(list(key_columns))})"
-        ).to_arrow_table()
-    finally:
-        con.close()
-
-
-def _fill_missing(
-    rows: pa.Table, latest: pa.Table, key_columns: Sequence[str], value_columns: Sequence[str]
-) -> pa.Table:
-    """Give columns missing from ``rows`` the values of the key's visible row (NULL if new)."""
-    missing = [c for c in value_columns if c not in rows.column_names]
-    if not missing:
-        return rows
-    con = engine.connect()
-    try:
-        con.register("given", rows)
-        con.register("current", latest.select([*key_columns, *missing]))
-        filled = con.sql(
-            f"SELECT given.*, {', '.join('current.' + ident(c) for c in missing)} "
-            f"FROM given LEFT JOIN current USING ({idents(list(key_columns))})"
-        ).to_arrow_table()
-    finally:
-        con.close()
-    return filled.select([c for c in value_columns if c in filled.column_names])
-
-
 def _cast_row_ids(column: pa.ChunkedArray) -> pa.ChunkedArray:
     if column.null_count:
         raise MissingKeyError("_row_id holds NULL; every row is addressed by its _row_id")
@@ -670,27 +592,6 @@ def _cast_row_ids(column: pa.ChunkedArray) -> pa.ChunkedArray:
         return column.cast(pa.int64(), safe=True)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
         raise TypeMismatchError(f"_row_id must be a BIGINT: {e}") from e
-
-
-_FORBIDDEN_IN_PREDICATE = (exp.Query, exp.Command, exp.Create, exp.Drop, exp.Insert, exp.Delete)
-
-
-def _check_predicate(predicate: Any) -> str:
-    if not isinstance(predicate, str) or not predicate.strip():
-        raise InvalidPredicateError("delete_where needs a non-empty SQL predicate string")
-    try:
-        statements = sqlglot.parse(predicate, dialect="duckdb")
-    except sqlglot.errors.ParseError as e:
-        raise InvalidPredicateError(f"cannot parse predicate {predicate!r}: {e}") from e
-    if len(statements) != 1 or statements[0] is None:
-        raise InvalidPredicateError(f"predicate {predicate!r} must be one SQL expression")
-    tree = statements[0]
-    if any(isinstance(node, _FORBIDDEN_IN_PREDICATE) for node in tree.walk()):
-        raise InvalidPredicateError(
-            f"predicate {predicate!r} must be an expression over the table's columns, not a "
-            "statement or subquery"
-        )
-    return str(tree.sql(dialect="duckdb"))
 
 
 __all__ = ["CommitInfo", "LedgerError", "Transaction"]

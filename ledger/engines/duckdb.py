@@ -7,15 +7,17 @@ are scanned by DuckDB's own Parquet reader; files on S3 are scanned through a py
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 
 import duckdb
 import pyarrow as pa
 import pyarrow.dataset as pads
 
 from ledger.errors import StorageError
+from ledger.live import expand_sql, live_entries_sql, visible_rows_sql
 from ledger.log.entries import FileMarker
-from ledger.sql import ident
+from ledger.schema import DML_TYPE
+from ledger.sql import ident, idents
 from ledger.storage import Store
 
 DuckDBConnection = duckdb.DuckDBPyConnection
@@ -98,3 +100,98 @@ def storage_errors(what: str) -> Iterator[None]:
         if isinstance(e, duckdb.IOException) or "IOError" in message:
             raise StorageError(f"{what}: a data file could not be read: {message}") from e
         raise
+
+
+# --- the queries of read-modify-write transactions ---------------------------------------------
+
+
+def live_rows(
+    store: Store,
+    table_prefix: str,
+    files: Sequence[FileMarker],
+    schema: pa.Schema,
+    key_columns: Sequence[str],
+    value_columns: Sequence[str],
+    *,
+    keys: pa.Table | None,
+    predicate: str | None,
+) -> tuple[pa.Table, pa.Table]:
+    """For the given keys (or every key), the visible row of each key and every live entry
+    (matching ``predicate`` if given), one row per entry to cancel (see ledger.live)."""
+    with closing(connect()) as con, storage_errors(f"reading {table_prefix.rstrip('/')!r}"):
+        scan_files(con, store, table_prefix, files, schema).create_view("ledger_entries")
+        source = "ledger_entries"
+        if keys is not None:
+            con.register("ledger_keys", keys)
+            source = (
+                f"(SELECT * FROM ledger_entries SEMI JOIN ledger_keys "
+                f"USING ({idents(list(key_columns))}))"
+            )
+        live = live_entries_sql(source, value_columns)
+        if predicate is not None:
+            live = f"SELECT * FROM ({live}) WHERE ({predicate})"
+        con.execute(f"CREATE TEMP TABLE ledger_live AS {live}")
+        latest = con.sql(visible_rows_sql("ledger_live", key_columns, value_columns))
+        marks = con.sql(expand_sql("ledger_live", value_columns))
+        return latest.to_arrow_table(), marks.to_arrow_table()
+
+
+def entries_touch(
+    store: Store,
+    table_prefix: str,
+    schema: pa.Schema,
+    key_columns: Sequence[str],
+    *,
+    keys_files: Sequence[FileMarker],
+    keys: pa.Table | None,
+    predicate_files: Sequence[FileMarker],
+    predicates: Sequence[str],
+) -> bool:
+    """Whether ``keys_files`` hold an entry of one of ``keys``, or ``predicate_files`` an
+    insertion matching one of ``predicates``: the conflict test of a transaction."""
+    with closing(connect()) as con, storage_errors(f"checking {table_prefix.rstrip('/')!r}"):
+        if keys is not None and keys.num_rows and keys_files:
+            scan_files(con, store, table_prefix, keys_files, schema).create_view("written")
+            con.register("touched", keys)
+            hit = con.sql(
+                f"SELECT 1 FROM written SEMI JOIN touched "
+                f"USING ({idents(list(key_columns))}) LIMIT 1"
+            ).fetchall()
+            if hit:
+                return True
+        if predicates and predicate_files:
+            scan_files(con, store, table_prefix, predicate_files, schema).create_view("inserted")
+            for predicate in predicates:
+                hit = con.sql(
+                    f"SELECT 1 FROM inserted WHERE {ident(DML_TYPE)} = 1 AND ({predicate}) LIMIT 1"
+                ).fetchall()
+                if hit:
+                    return True
+        return False
+
+
+def anti_join(keys: pa.Table, found: pa.Table, key_columns: Sequence[str]) -> pa.Table:
+    """The rows of ``keys`` whose key is not in ``found``."""
+    with closing(connect()) as con:
+        con.register("wanted", keys)
+        con.register("found", found.select(list(key_columns)))
+        return con.sql(
+            f"SELECT * FROM wanted ANTI JOIN found USING ({idents(list(key_columns))})"
+        ).to_arrow_table()
+
+
+def fill_missing(
+    rows: pa.Table, latest: pa.Table, key_columns: Sequence[str], value_columns: Sequence[str]
+) -> pa.Table:
+    """Give columns missing from ``rows`` the values of the key's visible row (NULL if new)."""
+    missing = [c for c in value_columns if c not in rows.column_names]
+    if not missing:
+        return rows
+    with closing(connect()) as con:
+        con.register("given", rows)
+        con.register("current", latest.select([*key_columns, *missing]))
+        filled = con.sql(
+            f"SELECT given.*, {', '.join('current.' + ident(c) for c in missing)} "
+            f"FROM given LEFT JOIN current USING ({idents(list(key_columns))})"
+        ).to_arrow_table()
+    return filled.select([c for c in value_columns if c in filled.column_names])

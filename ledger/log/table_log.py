@@ -88,9 +88,6 @@ class TableLog:
         with ThreadPoolExecutor(max_workers=min(_READ_THREADS, len(keys))) as pool:
             return list(pool.map(self.read, keys))
 
-    def exists(self) -> bool:
-        return next(iter(self.store.list(self.commit_key(0))), None) is not None
-
     def _hint(self) -> int | None:
         try:
             return int(json.loads(self.store.get(self.log_prefix + HINT))["version"])
@@ -139,9 +136,12 @@ class TableLog:
                 f"table {self.name!r}: log versions {missing[:5]} are missing between checkpoint "
                 f"{base_version} and version {target}"
             )
-        files = self.read_many([base_key] + [listing.commits[v] for v in needed])
-        base = TableState.start(files[0], f"{self.store.uri}/{base_key}")
-        return base.apply(files[1:])
+        return self._replay(base_key, [listing.commits[v] for v in needed])
+
+    def _replay(self, base_key: str, commit_keys: Sequence[str]) -> TableState:
+        """The state a checkpoint (or first commit) plus the commits after it describe."""
+        files = self.read_many([base_key, *commit_keys])
+        return TableState.start(files[0], f"{self.store.uri}/{base_key}").apply(files[1:])
 
     def commits_after(self, version: int) -> list[LogFile]:
         """Every commit after ``version``, in order (no checkpoint shortcut)."""
@@ -164,11 +164,6 @@ class TableLog:
         newer = [v for v in listing.checkpoints if v > state.version]
         if newer and len(listing.commits) > 1:
             base_version = max(newer)
-            base_key = listing.checkpoints[base_version]
-            files = self.read_many(
-                [base_key]
-                + [listing.commits[v] for v in sorted(listing.commits) if v > base_version]
-            )
-            base = TableState.start(files[0], f"{self.store.uri}/{base_key}")
-            return base.apply(files[1:])
+            rest = [listing.commits[v] for v in sorted(listing.commits) if v > base_version]
+            return self._replay(listing.checkpoints[base_version], rest)
         return state.apply(self._read_commits(listing, state.version))
