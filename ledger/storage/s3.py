@@ -10,6 +10,7 @@ import builtins
 import threading
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlparse
 
@@ -18,6 +19,8 @@ import pyarrow.fs as pafs
 from ledger.errors import InvalidArgumentError, StorageError
 from ledger.storage.base import ObjectInfo, Store
 
+_MISSING = frozenset({"NoSuchKey", "404", "NotFound"})
+_LOST_RACE = frozenset({"PreconditionFailed", "ConditionalRequestConflict", "412", "409"})
 S3_OPTIONS = frozenset(
     {
         "endpoint_url",
@@ -105,31 +108,22 @@ class S3Store(Store):
     # --- the interface -------------------------------------------------------------------------
 
     def get(self, key: str) -> bytes:
-        try:
+        with self._errors("get", key):
             response = self.client.get_object(Bucket=self.bucket, Key=self._key(key))
-        except self.client.exceptions.NoSuchKey as e:
-            raise FileNotFoundError(f"{self.uri}/{key}") from e
-        return bytes(response["Body"].read())
+            return bytes(response["Body"].read())
 
     def put(self, key: str, data: bytes) -> None:
-        self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data)
+        with self._errors("put", key):
+            self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data)
 
     def put_if_absent(self, key: str, data: bytes) -> bool:
-        from botocore.exceptions import ClientError
-
         self._check_conditional_writes()
-        try:
+        with self._errors("put-if-absent", key, lost_race=True):
             self.client.put_object(
                 Bucket=self.bucket, Key=self._key(key), Body=data, IfNoneMatch="*"
             )
-        except ClientError as e:
-            code = e.response.get("Error", {}).get("Code", "")
-            # 412: the key exists. 409: a concurrent conditional write to the key is in flight;
-            # either way this writer did not create it, and the caller re-reads the log.
-            if code in ("PreconditionFailed", "ConditionalRequestConflict", "412", "409"):
-                return False
-            raise
-        return True
+            return True
+        return False
 
     def list(self, prefix: str, start_after: str | None = None) -> Iterator[ObjectInfo]:
         paginator = self.client.get_paginator("list_objects_v2")
@@ -137,32 +131,50 @@ class S3Store(Store):
         if start_after is not None:
             kwargs["StartAfter"] = self._key(start_after)
         strip = len(self.prefix) + 1 if self.prefix else 0
-        for page in paginator.paginate(**kwargs):
-            for item in page.get("Contents", []):
-                yield ObjectInfo(item["Key"][strip:], int(item["Size"]))
+        with self._errors("list", prefix):
+            for page in paginator.paginate(**kwargs):
+                for item in page.get("Contents", []):
+                    yield ObjectInfo(item["Key"][strip:], int(item["Size"]))
 
     def list_dirs(self, prefix: str) -> builtins.list[str]:
         paginator = self.client.get_paginator("list_objects_v2")
         full = self._key(prefix)
         names: list[str] = []
-        for page in paginator.paginate(Bucket=self.bucket, Prefix=full, Delimiter="/"):
-            for common in page.get("CommonPrefixes", []):
-                names.append(common["Prefix"][len(full) :].rstrip("/"))
+        with self._errors("list", prefix):
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=full, Delimiter="/"):
+                for common in page.get("CommonPrefixes", []):
+                    names.append(common["Prefix"][len(full) :].rstrip("/"))
         return sorted(names)
 
     def delete(self, key: str) -> None:
-        self.client.delete_object(Bucket=self.bucket, Key=self._key(key))
+        with self._errors("delete", key):
+            self.client.delete_object(Bucket=self.bucket, Key=self._key(key))
 
     def size(self, key: str) -> int:
-        from botocore.exceptions import ClientError
+        with self._errors("size", key):
+            response = self.client.head_object(Bucket=self.bucket, Key=self._key(key))
+            return int(response["ContentLength"])
+
+    @contextmanager
+    def _errors(self, action: str, key: str, *, lost_race: bool = False) -> Iterator[None]:
+        """Map S3 failures to what callers of a store expect: FileNotFoundError for a missing
+        key, a swallowed exception for a lost conditional write (when ``lost_race``), and
+        StorageError (an OSError) for everything else."""
+        from botocore.exceptions import BotoCoreError, ClientError
 
         try:
-            response = self.client.head_object(Bucket=self.bucket, Key=self._key(key))
+            yield
         except ClientError as e:
-            if e.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+            code = str(e.response.get("Error", {}).get("Code", ""))
+            if code in _MISSING:
                 raise FileNotFoundError(f"{self.uri}/{key}") from e
-            raise
-        return int(response["ContentLength"])
+            # 412: the key exists. 409: a concurrent conditional write to the key is in flight;
+            # either way this writer did not create it, and the caller re-reads the log.
+            if lost_race and code in _LOST_RACE:
+                return
+            raise StorageError(f"S3 {action} of {self.uri}/{key} failed: {e}") from e
+        except BotoCoreError as e:
+            raise StorageError(f"S3 {action} of {self.uri}/{key} failed: {e}") from e
 
     # --- safety ----------------------------------------------------------------------------------
 
