@@ -25,6 +25,7 @@ from ledger.log.entries import FileMarker, TableConfig, json_value
 from ledger.partitioning import PartitionSpec
 from ledger.schema import DML_TYPE, ROW_ID, SYSTEM_TYPES, TRX_ID, TRX_SEQ, TableSchema
 from ledger.storage import Store
+from ledger.storage.local import fsync_path
 
 ROW_GROUP_ROWS = 128 * 1024
 FILE_ROWS = 512 * 1024  # a larger write becomes several files (of sorted, disjoint key ranges)
@@ -128,7 +129,9 @@ class DataWriter:
             )
             size = out.tell()
         if local is not None:
-            _fsync(local)  # durable before the (fsynced) log commit can point at it
+            # Durable (with its directory entry) before the fsynced log commit can point at it.
+            fsync_path(local)
+            fsync_path(os.path.dirname(local))
         trx = pc.min_max(part.column(TRX_ID))
         key_min, key_max = [], []
         for column in self.config.key_columns:
@@ -147,19 +150,6 @@ class DataWriter:
             key_min=tuple(key_min),
             key_max=tuple(key_max),
         )
-
-
-def _fsync(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    directory = os.open(os.path.dirname(path), os.O_RDONLY)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
 
 
 def _sorted(table: pa.Table, keys: list[tuple[str, str]]) -> pa.Table:

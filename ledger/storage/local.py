@@ -60,7 +60,7 @@ class LocalStore(Store):
             return False
         finally:
             os.unlink(temp)
-        _fsync_dir(os.path.dirname(path))
+        fsync_path(os.path.dirname(path))
         return True
 
     def list(self, prefix: str, start_after: str | None = None) -> Iterator[ObjectInfo]:
@@ -128,8 +128,9 @@ class LocalStore(Store):
         return self._path(key)
 
 
-def _fsync_dir(directory: str) -> None:
-    fd = os.open(directory, os.O_RDONLY)
+def fsync_path(path: str) -> None:
+    """Flush a file's or a directory's contents to disk, by path."""
+    fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
