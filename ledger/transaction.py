@@ -30,7 +30,6 @@ from ledger.errors import (
     InvalidArgumentError,
     InvalidPredicateError,
     KeyNotFoundError,
-    LedgerError,
     MissingKeyError,
     SchemaError,
     TransactionClosedError,
@@ -594,4 +593,4 @@ def _cast_row_ids(column: pa.ChunkedArray) -> pa.ChunkedArray:
         raise TypeMismatchError(f"_row_id must be a BIGINT: {e}") from e
 
 
-__all__ = ["CommitInfo", "LedgerError", "Transaction"]
+__all__ = ["CommitInfo", "Transaction"]
