@@ -252,9 +252,7 @@ def _fits(source: pa.DataType, target: pa.DataType) -> bool:
     return False
 
 
-def to_arrow(
-    data: Any, schema: TableSchema, *, for_columns: Iterable[str] | None = None
-) -> pa.Table:
+def to_arrow(data: Any, schema: TableSchema) -> pa.Table:
     """Turn user data into an Arrow table (no conversion to the table's types yet).
 
     Accepts a pyarrow Table or RecordBatch, a list of dicts, a pandas DataFrame, or a mapping of

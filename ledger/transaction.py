@@ -57,9 +57,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Operations that rewrite entries without changing what they mean; they never conflict with a
-# read-modify-write.
-MEANING_PRESERVING = frozenset({"merge", "checkpoint"})
+# Operations that rewrite entries without changing what they mean (merges, from part 2 on); they
+# never conflict with a read-modify-write.
+MEANING_PRESERVING = frozenset({"merge"})
 STREAM_CHUNK_ROWS = 1 << 20
 _MAX_ROWS_PER_TRX = 1 << 32
 _MAX_ENTRIES_PER_TRX = (1 << 31) - 1  # trx_seq is an INTEGER
