@@ -25,6 +25,7 @@ from ledger.errors import (
     TableExistsError,
     TableNotFoundError,
     TransactionClosedError,
+    TransactionTimeoutError,
     TypeMismatchError,
     UnknownColumnError,
 )
@@ -54,6 +55,7 @@ __all__ = [
     "TableNotFoundError",
     "Transaction",
     "TransactionClosedError",
+    "TransactionTimeoutError",
     "TypeMismatchError",
     "UnknownColumnError",
     "Warehouse",

@@ -83,6 +83,11 @@ class TableDroppedError(ConflictError):
     """The table was dropped by another writer after this handle read it."""
 
 
+class TransactionTimeoutError(ConflictError):
+    """The transaction stayed open longer than the table's ``transaction_timeout``; nothing was
+    committed (vacuum may already treat its files as orphans). Retry it."""
+
+
 class TransactionClosedError(LedgerError):
     """The transaction was already committed or aborted."""
 

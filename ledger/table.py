@@ -24,6 +24,9 @@ from ledger.errors import (
 from ledger.log.entries import LogFile
 from ledger.log.state import TableState
 from ledger.log.table_log import TableLog
+from ledger.maintenance import merge as merging
+from ledger.maintenance import partitions as partition_ops
+from ledger.maintenance import vacuum as vacuuming
 from ledger.snapshot import PartitionFilter, Snapshot
 from ledger.storage import Store
 from ledger.transaction import CommitInfo, Transaction
@@ -285,6 +288,72 @@ class Table:
                 tx.abort()
                 raise
         raise AssertionError("unreachable")
+
+    # --- maintenance ---------------------------------------------------------------------------
+
+    def merge(
+        self,
+        partitions: PartitionFilter = None,
+        *,
+        files: list[str] | None = None,
+        max_file_size: int | None = None,
+        max_files: int | None = None,
+        min_files: int = 2,
+        order: str = "ascending",
+        max_partitions: int | None = None,
+        progress: bool | None = None,
+    ) -> merging.MergeResult:
+        """Compact small files through the table's merge policy; no answer changes.
+
+        Per partition (ascending or descending ``order``; only ``partitions`` if given), up to
+        ``max_files`` files smaller than ``max_file_size`` bytes are merged when there are at
+        least ``min_files``; ``files`` merges exactly those alive files (paths as in
+        ``snapshot().markers()``). One commit covers every partition merged. A partition whose
+        files another commit changed first is skipped and listed in ``result.conflicts``.
+
+        >>> table.merge(order="descending", max_partitions=3)           # doctest: +SKIP
+        """
+        return merging.merge_table(
+            self,
+            partitions=partitions,
+            files=files,
+            max_file_size=max_file_size,
+            max_files=max_files,
+            min_files=min_files,
+            order=order,
+            max_partitions=max_partitions,
+            show_progress=progress,
+        )
+
+    def vacuum(self, grace: dt.timedelta | float) -> vacuuming.VacuumResult:
+        """Delete files tombstoned longer ago than ``grace`` (a timedelta or seconds), orphan
+        files, and log files no snapshot newer than ``grace`` needs.
+
+        >>> table.vacuum(dt.timedelta(days=7))                          # doctest: +SKIP
+        """
+        return vacuuming.vacuum_table(self, grace)
+
+    def drop_partitions(
+        self, partitions: PartitionFilter = None, *, where: str | None = None
+    ) -> partition_ops.PartitionChange:
+        """Remove whole partitions in one log-only commit, by values or by a predicate over
+        the partition fields (their values as text).
+
+        >>> table.drop_partitions({"ts_day": ["2026-01-01", "2026-01-02"]})   # doctest: +SKIP
+        >>> table.drop_partitions(where="ts_day < '2026-01-01'")            # doctest: +SKIP
+        """
+        return partition_ops.drop_partitions(self, partitions, where=where)
+
+    def rewrite_partitions(
+        self, partitions: PartitionFilter, sql: str
+    ) -> partition_ops.PartitionChange:
+        """Pass every file of ``partitions`` (None: every file of an unpartitioned table)
+        through ``sql``, a query over ``entries`` (the raw entries, system columns included),
+        and commit the results atomically. The schema cannot grow.
+
+        >>> table.rewrite_partitions(None, "SELECT * FROM entries WHERE uid <> 4")  # doctest: +SKIP
+        """
+        return partition_ops.rewrite_partitions(self, partitions, sql)
 
 
 def _to_ms(timestamp: dt.datetime | int) -> int:

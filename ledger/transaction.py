@@ -15,6 +15,7 @@ matching the predicates it deleted by); if one did, nothing is committed and
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -33,6 +34,7 @@ from ledger.errors import (
     MissingKeyError,
     SchemaError,
     TransactionClosedError,
+    TransactionTimeoutError,
     TypeMismatchError,
 )
 from ledger.log.commit import commit_entry, next_timestamp
@@ -60,6 +62,9 @@ log = logging.getLogger(__name__)
 # Operations that rewrite entries without changing what they mean (merges, from part 2 on); they
 # never conflict with a read-modify-write.
 MEANING_PRESERVING = frozenset({"merge"})
+# Operations that remove entries without cancelling them (a dropped or purged partition): a
+# read-modify-write that read those partitions would cancel entries that are gone.
+PARTITION_REMOVING = frozenset({"drop_partitions", "rewrite_partitions"})
 STREAM_CHUNK_ROWS = 1 << 20
 _MAX_ROWS_PER_TRX = 1 << 32
 _MAX_ENTRIES_PER_TRX = (1 << 31) - 1  # trx_seq is an INTEGER
@@ -100,12 +105,14 @@ class Transaction:
         self._replay = self._app is not None and self._base.apps.get(self._app.app_id, -1) >= (
             self._app.batch
         )
+        self._started_ms = int(time.time() * 1000)
         self._trx_id: int | None = None
         self._next_seq = 0
         self._next_row = 0
         self._added: list[FileMarker] = []
         self._touched: list[pa.Table] = []
         self._predicates: list[str] = []
+        self._read_partitions: set[tuple[tuple[str, str | None], ...]] = set()
         self._operations: list[str] = []
         self._inserted = 0
         self._deleted = 0
@@ -291,6 +298,7 @@ class Transaction:
         def build(latest: TableState) -> LogFile | None:
             if self._app is not None and latest.apps.get(self._app.app_id, -1) >= self._app.batch:
                 return None
+            check_timeout(latest, self._started_ms, self._table.name)
             schema = latest.schema
             if schema_changed or schema != self._base.schema:
                 try:
@@ -477,6 +485,14 @@ class Transaction:
         return pa.array(np.arange(start, start + n, dtype=np.int64) + (self.trx_id << 32))
 
     def _write(self, entries: pa.Table) -> int:
+        if (
+            self._config.policy.get("insert_only")
+            and pc.any(pc.equal(entries.column(DML_TYPE), -1)).as_py()
+        ):
+            raise InvalidArgumentError(
+                f"table {self._table.name!r} is insert_only (its merge policy keeps min/max, "
+                "which a delete mark cannot undo): it refuses updates, deletes and delete marks"
+            )
         writer = DataWriter(
             self._table.store,
             self._table.prefix,
@@ -514,7 +530,10 @@ class Transaction:
 
     def _visible_markers(self, keys: pa.Table | None) -> list[FileMarker]:
         markers = [*self._base.alive_files, *self._added]
-        return markers if keys is None else prune_by_keys(markers, keys, self.key_columns)
+        if keys is not None:
+            markers = prune_by_keys(markers, keys, self.key_columns)
+        self._read_partitions.update(_partition_of(m) for m in markers)
+        return markers
 
     def _read_live(
         self, keys: pa.Table | None, predicate: str | None = None
@@ -548,6 +567,15 @@ class Transaction:
         for entry in intervening:
             if entry.operation in MEANING_PRESERVING:
                 continue
+            if entry.operation in PARTITION_REMOVING:
+                removed = {_partition_of(m) for m in entry.files if not m.alive}
+                mine = self._read_partitions | {_partition_of(m) for m in self._added}
+                if removed & mine:
+                    raise ConflictError(
+                        f"table {self._table.name!r}: version {entry.version} "
+                        f"({entry.operation}) removed entries of partitions this transaction "
+                        "read; nothing was committed. Retry the transaction"
+                    )
             written = [m for m in entry.files if m.alive]
             if not written:
                 continue
@@ -570,6 +598,22 @@ class Transaction:
             predicate_files=written,
             predicates=self._predicates,
         )
+
+
+def check_timeout(latest: TableState, started_ms: int, table_name: str) -> None:
+    """Refuse to commit work begun longer ago than the table's transaction timeout: vacuum may
+    already have deleted its files as orphans."""
+    age = int(time.time() * 1000) - started_ms
+    if age > latest.config.transaction_timeout_ms:
+        raise TransactionTimeoutError(
+            f"table {table_name!r}: this transaction began {age / 1000:.1f} s ago, longer than "
+            f"the table's transaction_timeout ({latest.config.transaction_timeout_ms / 1000} s); "
+            "nothing was committed. Retry it in smaller pieces"
+        )
+
+
+def _partition_of(marker: FileMarker) -> tuple[tuple[str, str | None], ...]:
+    return tuple(sorted(marker.partition.items()))
 
 
 def _check_unique(rows: pa.Table, key_columns: Iterable[str]) -> None:

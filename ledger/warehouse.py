@@ -31,12 +31,13 @@ from ledger.partitioning import PartitionSpec
 from ledger.schema import TableSchema
 from ledger.storage import Store, open_store
 from ledger.table import Table
-from merge_policies import normalise_policy
+from merge_policies import load_policy, normalise_policy
 
 log = logging.getLogger(__name__)
 
 _TABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]{0,127}$")
 DEFAULT_CHECKPOINT_INTERVAL = 50
+DEFAULT_TRANSACTION_TIMEOUT_S = 3600.0
 
 
 def connect(uri: str = "./warehouse", **options: Any) -> Warehouse:
@@ -73,12 +74,18 @@ class Warehouse:
         policy: str | Mapping[str, Any] | None = None,
         *,
         checkpoint_interval: int = DEFAULT_CHECKPOINT_INTERVAL,
+        transaction_timeout: float = DEFAULT_TRANSACTION_TIMEOUT_S,
     ) -> Table:
         """Create a table and return it; raise :class:`TableExistsError` if the name is taken.
 
         ``schema`` maps column names to SQL types (``BIGINT``, ``VARCHAR``, ``DECIMAL(18,2)``,
         ``TIMESTAMP``, ...) or is a pyarrow schema. Without a primary key the table gets a
         generated ``_row_id`` so every entry can still be cancelled.
+
+        ``policy`` is the merge policy (``"collapsing"``, the default; ``"replacing"``,
+        ``"aggregating"``, ``"dedup"`` or ``"custom"``, with options as a mapping, see
+        docs/merges.md). ``transaction_timeout`` (seconds) is how long a transaction may stay
+        open: vacuum treats uncommitted files older than that as orphans.
         """
         table_log = self._log(name)
         table_schema = TableSchema.parse(schema)
@@ -96,6 +103,8 @@ class Warehouse:
         sort = _columns(sort_by, "sort_by", table_schema)
         if not isinstance(checkpoint_interval, int) or checkpoint_interval < 1:
             raise InvalidArgumentError("checkpoint_interval must be a positive integer")
+        if not isinstance(transaction_timeout, int | float) or not transaction_timeout > 0:
+            raise InvalidArgumentError("transaction_timeout must be a positive number of seconds")
         config = TableConfig(
             table_uuid=str(uuid.uuid4()),
             primary_key=tuple(key),
@@ -105,7 +114,9 @@ class Warehouse:
             policy=normalise_policy(policy),
             checkpoint_interval=checkpoint_interval,
             generated_row_id=not key,
+            transaction_timeout_ms=max(1, int(transaction_timeout * 1000)),
         )
+        load_policy(config.policy, table_schema, config)  # bad options fail before any write
         now = int(time.time() * 1000)
         first = LogFile(0, now, CREATE, table_schema, config=config)
         if self.store.put_if_absent(table_log.commit_key(0), first.to_jsonl()):

@@ -13,9 +13,10 @@ import itertools
 import os
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -108,15 +109,27 @@ class DataWriter:
             }
             yield entries.slice(begin, end - begin), partition
 
-    def _write_file(self, part: pa.Table, partition: dict[str, str | None]) -> FileMarker:
+    def new_file_key(self, partition: Mapping[str, str | None]) -> tuple[str, str]:
+        """A fresh data file's path relative to the table, and its store key (its local
+        folder created)."""
         folder = self.partition_spec.path(partition)
         relative = f"_data/{folder + '/' if folder else ''}{uuid.uuid4().hex}.parquet"
         key = self.table_prefix + relative
         local = self.store.local_path(key)
-        fs = self.store.filesystem
         if local is not None:
-            fs.create_dir(local.rsplit("/", 1)[0], recursive=True)
-        with fs.open_output_stream(self.store.fs_path(key)) as out:
+            self.store.filesystem.create_dir(local.rsplit("/", 1)[0], recursive=True)
+        return relative, key
+
+    def make_durable(self, key: str) -> None:
+        """fsync a local file and its folder before the log commit can point at it."""
+        local = self.store.local_path(key)
+        if local is not None:
+            fsync_path(local)
+            fsync_path(os.path.dirname(local))
+
+    def _write_file(self, part: pa.Table, partition: dict[str, str | None]) -> FileMarker:
+        relative, key = self.new_file_key(partition)
+        with self.store.filesystem.open_output_stream(self.store.fs_path(key)) as out:
             pq.write_table(
                 part,
                 out,
@@ -128,10 +141,7 @@ class DataWriter:
                 },
             )
             size = out.tell()
-        if local is not None:
-            # Durable (with its directory entry) before the fsynced log commit can point at it.
-            fsync_path(local)
-            fsync_path(os.path.dirname(local))
+        self.make_durable(key)
         trx = pc.min_max(part.column(TRX_ID))
         key_min, key_max = [], []
         for column in self.config.key_columns:
@@ -150,6 +160,131 @@ class DataWriter:
             key_min=tuple(key_min),
             key_max=tuple(key_max),
         )
+
+
+class SortedFileSink:
+    """Writes already-sorted batches of one partition into files of up to ``file_rows`` rows
+    (each a contiguous run of the order, so files hold disjoint ranges), buffering row groups
+    of ``row_group_rows``. Used by merges and rewrites, which sort in the engine."""
+
+    def __init__(
+        self,
+        writer: DataWriter,
+        partition: dict[str, str | None],
+        *,
+        file_rows: int,
+        row_group_rows: int,
+    ) -> None:
+        self._writer = writer
+        self._partition = partition
+        self._file_rows = file_rows
+        self._row_group_rows = row_group_rows
+        self._target = file_schema(writer.schema, writer.config)
+        self._pending: list[pa.RecordBatch] = []
+        self._pending_rows = 0
+        self._file: _OpenFile | None = None
+        self.markers: list[FileMarker] = []
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        if batch.num_rows == 0:
+            return
+        self._pending.append(batch)
+        self._pending_rows += batch.num_rows
+        while self._pending_rows >= self._row_group_rows:
+            self._flush(self._row_group_rows)
+
+    def close(self) -> list[FileMarker]:
+        """Flush and close; return the markers of every file written."""
+        while self._pending_rows:
+            self._flush(min(self._pending_rows, self._row_group_rows))
+        if self._file is not None:
+            self.markers.append(self._file.close())
+            self._file = None
+        return self.markers
+
+    def abort(self) -> None:
+        """Close without a marker (the caller deletes what was written)."""
+        if self._file is not None:
+            self._file.stream.close()
+            self._file = None
+
+    def _flush(self, rows: int) -> None:
+        group = pa.Table.from_batches(self._pending).slice(0, rows)
+        rest = pa.Table.from_batches(self._pending).slice(rows)
+        self._pending = rest.to_batches()
+        self._pending_rows = rest.num_rows
+        group = group.select(self._target.names).cast(self._target)
+        while group.num_rows:
+            if self._file is None:
+                self._file = _OpenFile(self._writer, self._partition, group)
+            room = self._file_rows - self._file.rows
+            self._file.write(group.slice(0, room), self._row_group_rows)
+            group = group.slice(room)
+            if self._file.rows >= self._file_rows:
+                self.markers.append(self._file.close())
+                self._file = None
+
+
+class _OpenFile:
+    """One data file being written by :class:`SortedFileSink`, with its running statistics."""
+
+    def __init__(self, owner: DataWriter, partition: dict[str, str | None], first: pa.Table):
+        self.owner = owner
+        self.partition = partition
+        self.relative, key = owner.new_file_key(partition)
+        self.key = key
+        self.stream = owner.store.filesystem.open_output_stream(owner.store.fs_path(key))
+        self.parquet = pq.ParquetWriter(
+            self.stream,
+            first.schema,
+            compression="snappy",
+            use_dictionary=dictionary_columns(first),
+            column_encoding={
+                c: "DELTA_BINARY_PACKED" for c in _DELTA_ENCODED if c in first.column_names
+            },
+        )
+        self.rows = 0
+        self.dml_sum = 0
+        self.trx: list[int] = []
+        self.key_bounds: list[list[Any]] = [[] for _ in owner.config.key_columns]
+
+    def write(self, part: pa.Table, row_group_rows: int) -> None:
+        self.parquet.write_table(part, row_group_size=row_group_rows)
+        self.rows += part.num_rows
+        self.dml_sum += int(pc.sum(part.column(DML_TYPE)).as_py() or 0)
+        bounds = pc.min_max(part.column(TRX_ID))
+        self.trx += [bounds["min"].as_py(), bounds["max"].as_py()]
+        for i, column in enumerate(self.owner.config.key_columns):
+            bounds = pc.min_max(part.column(column))
+            self.key_bounds[i] += [bounds["min"].as_py(), bounds["max"].as_py()]
+
+    def close(self) -> FileMarker:
+        self.parquet.close()
+        size = self.stream.tell()
+        self.stream.close()
+        self.owner.make_durable(self.key)
+        return FileMarker(
+            path=self.relative,
+            size=size,
+            created_ms=int(time.time() * 1000),
+            rows=self.rows,
+            dml_sum=self.dml_sum,
+            trx_min=min(self.trx),
+            trx_max=max(self.trx),
+            partition=self.partition,
+            key_min=tuple(json_value(_min(b)) for b in self.key_bounds),
+            key_max=tuple(json_value(_max(b)) for b in self.key_bounds),
+        )
+
+
+def _min(values: list[Any]) -> Any:
+    present = [v for v in values if v is not None]
+    return min(present) if present else None
+
+
+def _max(values: list[Any]) -> Any:
+    present = [v for v in values if v is not None]
+    return max(present) if present else None
 
 
 def _sorted(table: pa.Table, keys: list[tuple[str, str]]) -> pa.Table:

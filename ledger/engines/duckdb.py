@@ -60,7 +60,10 @@ def scan_files(
     keys = [table_prefix + f.path for f in files]
     local = [store.local_path(k) for k in keys]
     if all(p is not None for p in local):
-        relation = con.read_parquet([p for p in local if p is not None], union_by_name=True)
+        # No hive partitioning: partition values live in the log, never as file columns.
+        relation = con.read_parquet(
+            [p for p in local if p is not None], union_by_name=True, hive_partitioning=False
+        )
         present = set(relation.columns)
         projection = ", ".join(
             (
@@ -195,3 +198,38 @@ def fill_missing(
             f"FROM given LEFT JOIN current USING ({idents(list(key_columns))})"
         ).to_arrow_table()
     return filled.select([c for c in value_columns if c in filled.column_names])
+
+
+# --- the queries of merges and rewrites ---------------------------------------------------------
+
+ENTRIES = "entries"  # the relation a merge or rewrite query reads
+
+
+@contextmanager
+def query_entries(
+    store: Store,
+    table_prefix: str,
+    files: Sequence[FileMarker],
+    schema: pa.Schema,
+    sql: str,
+    order_by: Sequence[str],
+    batch_rows: int,
+) -> Iterator[pa.RecordBatchReader]:
+    """Run ``sql`` over the entries of ``files`` (the relation ``entries``), sorted by
+    ``order_by``, and stream the result as record batches.
+
+    Raises the engine's own errors for a query that does not fit the data (see QUERY_ERRORS)
+    and :class:`StorageError` for a data file that cannot be read.
+    """
+    with closing(connect()) as con, storage_errors(f"merging {table_prefix.rstrip('/')!r}"):
+        scan_files(con, store, table_prefix, files, schema).create_view(ENTRIES)
+        order = ", ".join(f"{ident(c)} ASC NULLS FIRST" for c in order_by)
+        relation = con.sql(f"SELECT * FROM ({sql}) ORDER BY {order}")
+        yield relation.fetch_arrow_reader(batch_rows)
+
+
+def partition_values_matching(values: pa.Table, predicate: str) -> pa.Table:
+    """The rows of ``values`` (one column per partition field) matching a SQL predicate."""
+    with closing(connect()) as con:
+        con.register("partition_values", values)
+        return con.sql(f"SELECT * FROM partition_values WHERE ({predicate})").to_arrow_table()

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from ledger.errors import ConflictError, TableDroppedError
 from ledger.log.entries import LogFile
 from ledger.log.state import CREATE, DROP, TableState
-from ledger.log.table_log import HINT, TableLog
+from ledger.log.table_log import HINT, TableLog, VacuumedLogError
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,19 @@ def commit_entry(
     attempted: LogFile | None = None
     for attempt in range(MAX_ATTEMPTS):
         if attempt:
-            new = table_log.commits_after(state.version)
+            try:
+                new = table_log.commits_after(state.version)
+            except VacuumedLogError:
+                # The commits since this writer's snapshot are gone (vacuum with a grace period
+                # shorter than the transaction): what they changed can no longer be checked.
+                state = _reload_alive(table_log, base)
+                if check is not no_conflicts:
+                    raise ConflictError(
+                        f"table {table_log.name!r}: the commits since this transaction's "
+                        "snapshot were vacuumed, so conflicts cannot be checked; nothing was "
+                        "committed. Retry, and keep vacuum's grace longer than transactions"
+                    ) from None
+                new = []
             state = state.apply(new)
             landed = _own_commit(attempted, new)
             if landed is not None:
@@ -79,6 +91,16 @@ def commit_entry(
         f"table {table_log.name!r}: gave up after {MAX_ATTEMPTS} attempts to commit; the table "
         "is under heavy write contention. Retry later"
     )
+
+
+def _reload_alive(table_log: TableLog, base: TableState) -> TableState:
+    state = table_log.load()
+    if state.dropped or state.config.table_uuid != base.config.table_uuid:
+        raise TableDroppedError(
+            f"table {table_log.name!r} was dropped while this transaction ran; nothing was "
+            "committed. Open the table again"
+        )
+    return state
 
 
 def _own_commit(attempted: LogFile | None, new: Sequence[LogFile]) -> LogFile | None:
@@ -113,6 +135,13 @@ def _maybe_checkpoint(table_log: TableLog, state: TableState) -> None:
         table_log.checkpoint_key(previous) if previous > 0 else table_log.commit_key(0)
     )
     superseded = [key[len(table_log.prefix) :] for key in superseded]
+    write_checkpoint(table_log, state, superseded)
+
+
+def write_checkpoint(
+    table_log: TableLog, state: TableState, superseded: Sequence[str] = ()
+) -> None:
+    """Write the checkpoint of ``state`` and point the hint at it; failures only slow reads."""
     checkpoint = state.checkpoint(next_timestamp(state), superseded)
     try:
         table_log.store.put_if_absent(

@@ -52,6 +52,10 @@ class TableConfig:
     policy: Mapping[str, Any] = field(default_factory=lambda: {"name": "collapsing"})
     checkpoint_interval: int = 50
     generated_row_id: bool = False
+    # A transaction (or merge) open longer than this cannot commit, so vacuum may delete files no
+    # commit references once they are older than this, and a replacing merge may drop a delete
+    # mark once every transaction that began before it has timed out.
+    transaction_timeout_ms: int = 3_600_000
 
     @property
     def key_columns(self) -> tuple[str, ...]:
@@ -68,6 +72,7 @@ class TableConfig:
             "policy": dict(self.policy),
             "checkpoint_interval": self.checkpoint_interval,
             "generated_row_id": self.generated_row_id,
+            "transaction_timeout_ms": self.transaction_timeout_ms,
         }
 
     @staticmethod
@@ -81,6 +86,7 @@ class TableConfig:
             policy=dict(data.get("policy", {"name": "collapsing"})),
             checkpoint_interval=int(data.get("checkpoint_interval", 50)),
             generated_row_id=bool(data.get("generated_row_id", False)),
+            transaction_timeout_ms=int(data.get("transaction_timeout_ms", 3_600_000)),
         )
 
 
@@ -183,6 +189,8 @@ class LogFile:
     max_trx_id: int | None = None
     apps: Mapping[str, int] | None = None
     info: Mapping[str, Any] = field(default_factory=dict)
+    # Paths of tombstoned files whose markers vacuum removed from the state (files deleted).
+    expunged: tuple[str, ...] = ()
 
     def to_jsonl(self) -> bytes:
         tombstones_at = 2
@@ -212,6 +220,8 @@ class LogFile:
             meta["config"] = self.config.to_json()
         if self.info:
             meta["info"] = dict(self.info)
+        if self.expunged:
+            meta["expunged"] = list(self.expunged)
         lines = [meta, self.schema.to_json()]
         lines += [t.to_json() for t in self.log_tombstones]
         lines += [f.to_json() for f in self.files]
@@ -262,6 +272,7 @@ class LogFile:
                 max_trx_id=None if meta.get("max_trx_id") is None else int(meta["max_trx_id"]),
                 apps=None if meta.get("apps") is None else dict(meta["apps"]),
                 info=dict(meta.get("info", {})),
+                expunged=tuple(str(p) for p in meta.get("expunged", ())),
             )
         except (KeyError, IndexError, TypeError, ValueError) as e:
             raise CorruptLogError(

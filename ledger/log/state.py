@@ -75,6 +75,9 @@ class TableState:
             schema = commit.schema
             for marker in commit.files:
                 files[marker.path] = marker
+            for path in commit.expunged:
+                if path in files and not files[path].alive:
+                    del files[path]
             if commit.trx_id is not None:
                 max_trx_id = max(max_trx_id, commit.trx_id)
             if commit.app is not None:

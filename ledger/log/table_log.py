@@ -32,6 +32,10 @@ HINT = "_last_checkpoint"
 _READ_THREADS = 16
 
 
+class VacuumedLogError(SnapshotNotFoundError):
+    """The commits after a version are gone: vacuum replaced them with a newer checkpoint."""
+
+
 @dataclass(frozen=True)
 class LogListing:
     """Versions found by one listing of the log."""
@@ -151,6 +155,11 @@ class TableLog:
     def _read_commits(self, listing: LogListing, after: int) -> list[LogFile]:
         versions = sorted(v for v in listing.commits if v > after)
         expected = list(range(after + 1, after + 1 + len(versions)))
+        if versions != expected and any(v > after for v in listing.checkpoints):
+            raise VacuumedLogError(
+                f"table {self.name!r}: the commits after version {after} were removed by vacuum "
+                "(a newer checkpoint replaces them); read the table again"
+            )
         if versions != expected:
             raise CorruptLogError(
                 f"table {self.name!r}: log versions after {after} are not consecutive: "
@@ -162,7 +171,8 @@ class TableLog:
         """The latest state, reading only what was committed after ``state``."""
         listing = self.listing(start_after=self.commit_key(state.version))
         newer = [v for v in listing.checkpoints if v > state.version]
-        if newer and len(listing.commits) > 1:
+        vacuumed = state.version + 1 not in listing.commits  # removed by vacuum, or no commits
+        if newer and (len(listing.commits) > 1 or vacuumed):
             base_version = max(newer)
             rest = [listing.commits[v] for v in sorted(listing.commits) if v > base_version]
             return self._replay(listing.checkpoints[base_version], rest)

@@ -17,10 +17,11 @@ import pyarrow.fs as pafs
 
 @dataclass(frozen=True)
 class ObjectInfo:
-    """A key in the store and its size in bytes."""
+    """A key in the store, its size in bytes and when it was last written (epoch ms)."""
 
     key: str
     size: int
+    modified_ms: int = 0
 
 
 class Store(ABC):

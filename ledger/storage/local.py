@@ -96,10 +96,10 @@ class LocalStore(Store):
                 if start_after is not None and key <= start_after:
                     continue
                 try:
-                    size = entry.stat().st_size
+                    stat = entry.stat()
                 except FileNotFoundError:  # deleted while listing
                     continue
-                found.append(ObjectInfo(key, size))
+                found.append(ObjectInfo(key, stat.st_size, int(stat.st_mtime * 1000)))
 
     def list_dirs(self, prefix: str) -> builtins.list[str]:
         path = self._path(prefix) if prefix else self.root

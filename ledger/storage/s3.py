@@ -134,7 +134,11 @@ class S3Store(Store):
         with self._errors("list", prefix):
             for page in paginator.paginate(**kwargs):
                 for item in page.get("Contents", []):
-                    yield ObjectInfo(item["Key"][strip:], int(item["Size"]))
+                    yield ObjectInfo(
+                        item["Key"][strip:],
+                        int(item["Size"]),
+                        int(item["LastModified"].timestamp() * 1000),
+                    )
 
     def list_dirs(self, prefix: str) -> builtins.list[str]:
         paginator = self.client.get_paginator("list_objects_v2")

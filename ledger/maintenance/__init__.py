@@ -1,0 +1,1 @@
+"""Table maintenance: merges, vacuum, partition drops and rewrites (see docs/merges.md)."""

@@ -1,0 +1,345 @@
+"""Merges: rewrite the chosen files of each partition through the table's merge policy.
+
+Optimistic, with no lock: the merge reads a snapshot, writes its new files, and commits one log
+entry that tombstones its inputs and adds its outputs. At commit, a partition whose inputs are
+no longer all alive (another merge, a drop or a rewrite got there first) is left out and its new
+files deleted; appends that raced the merge do not matter, since the merge never touched their
+files. Merges rewrite entries without changing what they mean, so transactions never conflict
+with them.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from ledger.engines import duckdb as engine
+from ledger.errors import ConflictError, SchemaError, TypeMismatchError, UnknownColumnError
+from ledger.log.commit import commit_entry, next_timestamp
+from ledger.log.entries import FileMarker, LogFile
+from ledger.log.state import TableState
+from ledger.maintenance.plan import PartitionPlan, plan_merge
+from ledger.partitioning import PartitionSpec
+from ledger.progress import progress
+from ledger.schema import ROW_ID
+from ledger.snapshot import PartitionFilter
+from ledger.transaction import check_timeout
+from ledger.trx_ids import reserve_trx_id
+from ledger.writer import ROW_GROUP_ROWS, DataWriter, SortedFileSink, file_schema, sort_columns
+from merge_policies import load_policy
+from merge_policies.base import MergeContext, MergePolicy
+
+if TYPE_CHECKING:
+    from ledger.table import Table
+
+log = logging.getLogger(__name__)
+
+MERGE = "merge"
+# Machines' clocks may disagree by this much; time-based rules wait this much longer.
+CLOCK_SKEW_MS = 60_000
+_TARGET_ROW_GROUP_BYTES = 64 * 1024 * 1024
+_TARGET_FILE_BYTES = 512 * 1024 * 1024
+_BATCH_ROWS = 128 * 1024
+
+
+@dataclass(frozen=True)
+class PartitionMerge:
+    """What the merge did to one partition."""
+
+    partition: dict[str, str | None]
+    files_in: int
+    files_out: int
+    entries_in: int
+    entries_out: int
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    """The outcome of :meth:`Table.merge`. ``version`` is None when nothing was committed."""
+
+    version: int | None
+    merged: tuple[PartitionMerge, ...]
+    # Partitions whose files another commit merged, dropped or rewrote first: not committed.
+    conflicts: tuple[dict[str, str | None], ...] = ()
+
+    @property
+    def files_in(self) -> int:
+        return sum(p.files_in for p in self.merged)
+
+    @property
+    def files_out(self) -> int:
+        return sum(p.files_out for p in self.merged)
+
+    @property
+    def entries_in(self) -> int:
+        return sum(p.entries_in for p in self.merged)
+
+    @property
+    def entries_out(self) -> int:
+        return sum(p.entries_out for p in self.merged)
+
+
+def merge_table(
+    table: Table,
+    *,
+    partitions: PartitionFilter = None,
+    files: Sequence[str] | None = None,
+    max_file_size: int | None = None,
+    max_files: int | None = None,
+    min_files: int = 2,
+    order: str = "ascending",
+    max_partitions: int | None = None,
+    show_progress: bool | None = None,
+) -> MergeResult:
+    started_ms = int(time.time() * 1000)  # before the snapshot: see settled_trx_id
+    base = table._latest_state()
+    options: dict[str, Any] = {}
+    if max_file_size is not None:
+        options["max_file_size"] = max_file_size
+    if max_files is not None:
+        options["max_files"] = max_files
+    plans = plan_merge(
+        base,
+        partitions=partitions,
+        files=files,
+        min_files=min_files,
+        order=order,
+        max_partitions=max_partitions,
+        **options,
+    )
+    if not plans:
+        return MergeResult(None, ())
+    policy = load_policy(base.config.policy, base.schema, base.config)
+    trx_id = reserve_trx_id(table.store, table.prefix, base.max_trx_id)
+    settled = settled_trx_id(base, started_ms)
+    outputs: dict[str, list[FileMarker]] = {}
+    try:
+        with progress(
+            sum(p.entries for p in plans), f"merge {table.name}", "entries", show_progress
+        ) as advance:
+            for plan in plans:
+                outputs[plan.folder] = _merge_partition(table, base, policy, plan, settled)
+                advance(plan.entries)
+        return _commit(table, base, plans, outputs, trx_id, started_ms, settled)
+    except BaseException:
+        _delete(table, [m for markers in outputs.values() for m in markers])
+        raise
+
+
+def settled_trx_id(state: TableState, now_ms: int) -> int | None:
+    """A ``trx_id`` at or below which every transaction has committed before ``now_ms`` or
+    never will: transactions are refused at commit once open longer than the table's
+    transaction timeout, a data file's transactions began before the file was written, and
+    trx_ids are reserved in increasing order. Read the state *after* taking ``now_ms``."""
+    cutoff = now_ms - state.config.transaction_timeout_ms - CLOCK_SKEW_MS
+    old = [m.trx_max for m in state.files.values() if m.created_ms < cutoff]
+    return max(old) if old else None
+
+
+def _merge_partition(
+    table: Table, base: TableState, policy: MergePolicy, plan: PartitionPlan, settled: int | None
+) -> list[FileMarker]:
+    config = base.config
+    schema = file_schema(base.schema, config)
+    key_only = not config.partition_by or config.partition_by_key_only
+    context = MergeContext(
+        source=engine.ENTRIES,
+        columns=tuple(schema.names),
+        key_columns=config.key_columns,
+        value_columns=(*base.schema.names, *([ROW_ID] if config.generated_row_id else [])),
+        covers_every_entry_of_its_keys=plan.covers_partition and key_only,
+        settled_trx_id=settled,
+    )
+    return write_query_result(
+        table,
+        base,
+        plan.partition,
+        plan.inputs,
+        policy.merge_sql(context),
+        f"merge policy {policy.name!r}",
+    )
+
+
+def write_query_result(
+    table: Table,
+    base: TableState,
+    partition: dict[str, str | None],
+    inputs: Sequence[FileMarker],
+    sql: str,
+    what: str,
+) -> list[FileMarker]:
+    """Run ``sql`` over the entries of ``inputs`` and write the result, sorted, into new files of
+    the partition; the result's columns are checked against the data files' first."""
+    config = base.config
+    schema = file_schema(base.schema, config)
+    rows = max(1, sum(m.rows for m in inputs))
+    bytes_per_row = max(1.0, sum(m.size for m in inputs) / rows)
+    row_group_rows = int(min(1 << 20, max(ROW_GROUP_ROWS, _TARGET_ROW_GROUP_BYTES / bytes_per_row)))
+    file_rows = int(max(row_group_rows, _TARGET_FILE_BYTES / bytes_per_row))
+    writer = DataWriter(
+        table.store,
+        table.prefix,
+        base.schema,
+        config,
+        PartitionSpec.parse(list(config.partition_by), base.schema),
+    )
+    sink = SortedFileSink(writer, partition, file_rows=file_rows, row_group_rows=row_group_rows)
+    try:
+        try:
+            with engine.query_entries(
+                table.store, table.prefix, inputs, schema, sql, sort_columns(config), _BATCH_ROWS
+            ) as reader:
+                _check_result_schema(reader.schema, schema, what)
+                for batch in reader:
+                    try:
+                        sink.write(batch)
+                    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+                        raise TypeMismatchError(
+                            f"{what}: its result does not fit the table's column types: {e}"
+                        ) from e
+        except engine.QUERY_ERRORS as e:
+            raise SchemaError(f"{what} does not apply to table {table.name!r}: {e}") from e
+        return sink.close()
+    except BaseException:
+        sink.abort()
+        _delete(table, sink.markers)
+        raise
+
+
+def _check_result_schema(result: pa.Schema, target: pa.Schema, what: str) -> None:
+    missing = [n for n in target.names if n not in result.names]
+    extra = [n for n in result.names if n not in target.names]
+    if missing or extra:
+        raise UnknownColumnError(
+            f"{what} must return exactly the data files' columns {target.names}; "
+            f"missing {missing}, unexpected {extra}"
+        )
+    for field in target:
+        got = result.field(field.name).type
+        if got != field.type and not _castable(got, field.type):
+            raise TypeMismatchError(
+                f"{what} returns column {field.name!r} as {got}, which does not convert to the "
+                f"table's {field.type}"
+            )
+
+
+def _castable(source: pa.DataType, target: pa.DataType) -> bool:
+    try:
+        pa.array([], source).cast(target)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return False
+    numeric = (pa.types.is_integer, pa.types.is_floating, pa.types.is_decimal)
+    same_family = (
+        any(f(source) and f(target) for f in numeric)
+        or (pa.types.is_integer(source) and pa.types.is_decimal(target))
+        or (pa.types.is_decimal(source) and pa.types.is_integer(target))
+    )
+    return (
+        same_family
+        or (pa.types.is_temporal(source) and pa.types.is_temporal(target))
+        or (
+            (pa.types.is_string(source) or pa.types.is_large_string(source))
+            and (pa.types.is_string(target) or pa.types.is_large_string(target))
+        )
+    )
+
+
+def _commit(
+    table: Table,
+    base: TableState,
+    plans: list[PartitionPlan],
+    outputs: dict[str, list[FileMarker]],
+    trx_id: int,
+    started_ms: int,
+    settled: int | None,
+) -> MergeResult:
+    outcome: dict[str, list[PartitionPlan]] = {"merged": [], "conflicts": []}
+
+    def build(latest: TableState) -> LogFile | None:
+        check_timeout(latest, started_ms, table.name)
+        merged: list[PartitionPlan] = []
+        conflicts: list[PartitionPlan] = []
+        for plan in plans:
+            (merged if _still_mergeable(base, latest, plan, settled) else conflicts).append(plan)
+        outcome["merged"], outcome["conflicts"] = merged, conflicts
+        if not merged:
+            return None
+        now = next_timestamp(latest)
+        files = [m.tombstone(now) for plan in merged for m in plan.inputs]
+        files += [m for plan in merged for m in outputs[plan.folder]]
+        return LogFile(
+            version=latest.version + 1,
+            timestamp_ms=now,
+            operation=MERGE,
+            schema=latest.schema,
+            files=tuple(files),
+            trx_id=trx_id,
+            info={
+                "policy": str(base.config.policy.get("name")),
+                "entries_in": sum(p.entries for p in merged),
+                "entries_out": sum(m.rows for p in merged for m in outputs[p.folder]),
+            },
+        )
+
+    try:
+        state, entry = commit_entry(table._log, base, build)
+    except ConflictError:
+        _delete(table, [m for markers in outputs.values() for m in markers])
+        raise
+    table._adopt_state(state)
+    conflicts = outcome["conflicts"] if entry is not None else plans
+    _delete(table, [m for plan in conflicts for m in outputs[plan.folder]])
+    for plan in conflicts:
+        log.warning(
+            "table %s: merge of partition %s skipped: another commit changed its files first",
+            table.name,
+            plan.folder or "(unpartitioned)",
+        )
+    merged = outcome["merged"] if entry is not None else []
+    return MergeResult(
+        None if entry is None else entry.version,
+        tuple(
+            PartitionMerge(
+                plan.partition,
+                len(plan.inputs),
+                len(outputs[plan.folder]),
+                plan.entries,
+                sum(m.rows for m in outputs[plan.folder]),
+            )
+            for plan in merged
+        ),
+        tuple(plan.partition for plan in conflicts),
+    )
+
+
+def _still_mergeable(
+    base: TableState, latest: TableState, plan: PartitionPlan, settled: int | None
+) -> bool:
+    for marker in plan.inputs:
+        current = latest.files.get(marker.path)
+        if current is None or not current.alive:
+            return False
+    if plan.covers_partition and settled is not None:
+        # Delete marks may have been dropped on the grounds that every entry of their keys was
+        # merged: a file committed since the snapshot with an older transaction voids that.
+        for marker in latest.alive_files:
+            if (
+                marker.path not in base.files
+                and dict(marker.partition) == plan.partition
+                and marker.trx_min <= settled
+            ):
+                return False
+    return True
+
+
+def _delete(table: Table, markers: Sequence[FileMarker]) -> None:
+    for marker in markers:
+        try:
+            table.store.delete(table.prefix + marker.path)
+        except Exception as e:  # best effort: vacuum collects orphans later
+            log.warning("could not delete uncommitted file %s: %s", marker.path, e)

@@ -1,0 +1,190 @@
+"""Partition drops (TTL, bulk removal) and rewrites (purging rows, e.g. one user's data).
+
+A drop is log-only: one commit tombstones every alive file of the chosen partitions, chosen on
+the latest state at commit time, and touches nothing else (the log records changes, so every
+other file simply stays alive; IceDB rewrote the alive list and lost files of other partitions).
+A rewrite passes each file of the chosen partitions through a filter query and commits the
+results atomically; like a merge, it gives way when another commit changed those files first.
+Transactions that read the dropped or rewritten partitions before the commit conflict, since the
+entries they would cancel are gone.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from ledger.engines import duckdb as engine
+from ledger.errors import ConflictError, InvalidArgumentError, InvalidPredicateError
+from ledger.log.commit import commit_entry, next_timestamp
+from ledger.log.entries import FileMarker, LogFile
+from ledger.log.state import TableState
+from ledger.maintenance.merge import _delete, write_query_result
+from ledger.partitioning import PartitionSpec
+from ledger.predicates import check_predicate
+from ledger.pruning import prune_by_partitions
+from ledger.transaction import check_timeout
+from ledger.trx_ids import reserve_trx_id
+
+if TYPE_CHECKING:
+    from ledger.table import Table
+
+DROP_PARTITIONS = "drop_partitions"
+REWRITE_PARTITIONS = "rewrite_partitions"
+
+PartitionChoice = Mapping[str, Any] | Iterable[Mapping[str, Any]] | None
+
+
+@dataclass(frozen=True)
+class PartitionChange:
+    """The outcome of a drop or rewrite; ``version`` is None when nothing was committed."""
+
+    version: int | None
+    files_removed: int
+    files_added: int
+    entries_removed: int
+
+
+def drop_partitions(
+    table: Table, partitions: PartitionChoice = None, *, where: str | None = None
+) -> PartitionChange:
+    base = table._latest_state()
+    spec = _spec(table, base)
+    choose = _chooser(spec, partitions, where)
+    outcome: dict[str, list[FileMarker]] = {"dropped": []}
+
+    def build(latest: TableState) -> LogFile | None:
+        doomed = choose(latest.alive_files)
+        outcome["dropped"] = doomed
+        if not doomed:
+            return None
+        now = next_timestamp(latest)
+        return LogFile(
+            version=latest.version + 1,
+            timestamp_ms=now,
+            operation=DROP_PARTITIONS,
+            schema=latest.schema,
+            files=tuple(m.tombstone(now) for m in doomed),
+            info={"deleted": sum(m.dml_sum for m in doomed)},
+        )
+
+    state, entry = commit_entry(table._log, base, build)
+    table._adopt_state(state)
+    dropped = outcome["dropped"] if entry is not None else []
+    return PartitionChange(
+        None if entry is None else entry.version,
+        len(dropped),
+        0,
+        sum(m.rows for m in dropped),
+    )
+
+
+def rewrite_partitions(table: Table, partitions: PartitionChoice, sql: str) -> PartitionChange:
+    started_ms = int(time.time() * 1000)
+    if not isinstance(sql, str) or not sql.strip():
+        raise InvalidArgumentError(
+            "rewrite_partitions needs a query over 'entries', e.g. "
+            '"SELECT * FROM entries WHERE user_id <> 42"'
+        )
+    base = table._latest_state()
+    spec = _spec(table, base)
+    chosen = _chooser(spec, partitions, None)(base.alive_files)
+    if not chosen:
+        return PartitionChange(None, 0, 0, 0)
+    trx_id = reserve_trx_id(table.store, table.prefix, base.max_trx_id)
+    replaced: list[FileMarker] = []
+    added: list[FileMarker] = []
+    try:
+        for marker in chosen:
+            outputs = write_query_result(
+                table, base, dict(marker.partition), [marker], sql, "rewrite query"
+            )
+            if sum(m.rows for m in outputs) == marker.rows:
+                _delete(table, outputs)  # nothing filtered out: keep the file as it is
+                continue
+            replaced.append(marker)
+            added.extend(outputs)
+        if not replaced:
+            return PartitionChange(None, 0, 0, 0)
+
+        def build(latest: TableState) -> LogFile:
+            check_timeout(latest, started_ms, table.name)
+            for marker in replaced:
+                current = latest.files.get(marker.path)
+                if current is None or not current.alive:
+                    raise ConflictError(
+                        f"table {table.name!r}: file {marker.path} was merged, dropped or "
+                        "rewritten by another commit during this rewrite; nothing was "
+                        "committed. Run the rewrite again"
+                    )
+            now = next_timestamp(latest)
+            return LogFile(
+                version=latest.version + 1,
+                timestamp_ms=now,
+                operation=REWRITE_PARTITIONS,
+                schema=latest.schema,
+                files=(*(m.tombstone(now) for m in replaced), *added),
+                trx_id=trx_id,
+                info={"entries_removed": sum(m.rows for m in replaced) - _rows(added)},
+            )
+
+        state, entry = commit_entry(table._log, base, build)
+    except BaseException:
+        _delete(table, added)
+        raise
+    table._adopt_state(state)
+    return PartitionChange(
+        None if entry is None else entry.version,
+        len(replaced),
+        len(added),
+        sum(m.rows for m in replaced) - _rows(added),
+    )
+
+
+def _rows(markers: list[FileMarker]) -> int:
+    return sum(m.rows for m in markers)
+
+
+def _spec(table: Table, state: TableState) -> PartitionSpec:
+    return PartitionSpec.parse(list(state.config.partition_by), state.schema)
+
+
+def _chooser(spec: PartitionSpec, partitions: PartitionChoice, where: str | None) -> Any:
+    """A function from alive files to those in the chosen partitions."""
+    if partitions is not None and where is not None:
+        raise InvalidArgumentError("choose partitions by values or by where=, not both")
+    if partitions is None and where is None:
+        if spec.fields:
+            raise InvalidArgumentError(
+                "name the partitions ({field: value or [values]}) or pass where='predicate'; "
+                "to remove every row use delete_where or drop the table"
+            )
+        return lambda files: list(files)
+    if not spec.fields:
+        raise InvalidArgumentError("the table is not partitioned; there are no partitions to pick")
+    if partitions is not None:
+        filters = spec.normalise_filter(partitions)
+        return lambda files: prune_by_partitions(list(files), filters)
+    predicate = check_predicate(str(where))
+
+    def by_predicate(files: list[FileMarker]) -> list[FileMarker]:
+        names = spec.names
+        distinct = sorted({tuple(m.partition.get(n) for n in names) for m in files}, key=repr)
+        values = pa.table(
+            {n: pa.array([v[i] for v in distinct], pa.string()) for i, n in enumerate(names)}
+        )
+        try:
+            matching = engine.partition_values_matching(values, predicate)
+        except engine.QUERY_ERRORS as e:
+            raise InvalidPredicateError(
+                f"where={where!r} does not apply to the partition fields {names} (their values "
+                f"are text, e.g. '2026-11-21' for day(ts)): {e}"
+            ) from e
+        chosen = {tuple(row[n] for n in names) for row in matching.to_pylist()}
+        return [m for m in files if tuple(m.partition.get(n) for n in names) in chosen]
+
+    return by_predicate

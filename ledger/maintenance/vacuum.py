@@ -1,0 +1,172 @@
+"""Vacuum: delete what no snapshot newer than the grace period can read.
+
+1. Data files tombstoned longer ago than ``grace``: a ``vacuum`` commit removes their markers
+   from the state (and a checkpoint is written at once), then the files are deleted.
+2. Orphan data files, written by an operation that failed or was aborted and referenced by no
+   commit: deleted once older than both ``grace`` and the table's transaction timeout. The data
+   folder is listed *before* the state is read, and a transaction cannot commit after its
+   timeout, so a file that is still going to be committed is never taken for an orphan.
+3. Log files older than the newest checkpoint that every snapshot within ``grace`` can start
+   from, and ``trx_id`` reservations at or below the largest committed one.
+
+Vacuum takes no lock: merges, appends and other vacuums may run at the same time. Deleting a
+file twice, or expunging a marker another vacuum already expunged, is harmless.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ledger.errors import InvalidArgumentError
+from ledger.log.commit import commit_entry, next_timestamp, write_checkpoint
+from ledger.log.entries import LogFile
+from ledger.log.state import TableState
+from ledger.maintenance.merge import CLOCK_SKEW_MS
+from ledger.trx_ids import ID_DIGITS, reservation_prefix
+
+if TYPE_CHECKING:
+    from ledger.table import Table
+
+log = logging.getLogger(__name__)
+
+VACUUM = "vacuum"
+
+
+@dataclass(frozen=True)
+class VacuumResult:
+    """What :meth:`Table.vacuum` deleted. ``version`` is the vacuum commit (None if none)."""
+
+    version: int | None
+    data_files_deleted: int
+    orphans_deleted: int
+    log_files_deleted: int
+    reservations_deleted: int
+
+
+def vacuum_table(table: Table, grace: dt.timedelta | float) -> VacuumResult:
+    grace_ms = _grace_ms(grace)
+    now = int(time.time() * 1000)
+    data_prefix = table.prefix + "_data/"
+    listed = list(table.store.list(data_prefix))  # before the state: see the module docstring
+    state = table._latest_state()
+    cutoff = now - grace_ms
+    expired = sorted(
+        m.path for m in state.files.values() if not m.alive and (m.tombstoned_ms or 0) < cutoff
+    )
+    version = None
+    if expired:
+        version, state = _expunge(table, state, expired)
+    deleted = _delete_keys(table, [table.prefix + p for p in expired])
+
+    orphan_cutoff = now - max(grace_ms, state.config.transaction_timeout_ms) - CLOCK_SKEW_MS
+    known = set(state.files) | set(expired)
+    orphans = [
+        info.key
+        for info in listed
+        if info.key[len(table.prefix) :] not in known
+        and info.key.endswith(".parquet")
+        and info.modified_ms < orphan_cutoff
+    ]
+    orphans_deleted = _delete_keys(table, orphans)
+    log_deleted = _vacuum_log(table, cutoff)
+    reservations_deleted = _vacuum_reservations(table, state)
+    log.info(
+        "table %s: vacuum deleted %d data files, %d orphans, %d log files, %d reservations",
+        table.name,
+        deleted,
+        orphans_deleted,
+        log_deleted,
+        reservations_deleted,
+    )
+    return VacuumResult(version, deleted, orphans_deleted, log_deleted, reservations_deleted)
+
+
+def _grace_ms(grace: dt.timedelta | float) -> int:
+    if isinstance(grace, dt.timedelta):
+        seconds = grace.total_seconds()
+    elif isinstance(grace, int | float) and not isinstance(grace, bool):
+        seconds = float(grace)
+    else:
+        raise InvalidArgumentError(
+            f"grace must be a timedelta or a number of seconds, got {type(grace).__name__}"
+        )
+    if seconds < 0:
+        raise InvalidArgumentError(f"grace must not be negative, got {seconds} s")
+    return int(seconds * 1000)
+
+
+def _expunge(table: Table, base: TableState, expired: list[str]) -> tuple[int | None, TableState]:
+    def build(latest: TableState) -> LogFile | None:
+        still = tuple(p for p in expired if p in latest.files and not latest.files[p].alive)
+        if not still:
+            return None  # another vacuum got there first
+        return LogFile(
+            version=latest.version + 1,
+            timestamp_ms=next_timestamp(latest),
+            operation=VACUUM,
+            schema=latest.schema,
+            expunged=still,
+            info={"expunged": len(still)},
+        )
+
+    state, entry = commit_entry(table._log, base, build)
+    table._adopt_state(state)
+    if entry is not None:
+        # Readers start from this checkpoint, so they never replay the expunged markers.
+        write_checkpoint(table._log, state)
+    return (None if entry is None else entry.version), state
+
+
+def _vacuum_log(table: Table, cutoff_ms: int) -> int:
+    """Delete log files no snapshot committed after ``cutoff_ms`` (nor the one current at it)
+    needs: everything before the newest checkpoint at or below that snapshot's version."""
+    table_log = table._log
+    listing = table_log.listing()
+    versions = sorted(listing.commits)
+    if not versions or not listing.checkpoints:
+        return 0
+    # The version current at the cutoff: the last commit at or before it (binary search, since
+    # commit times strictly increase along the log).
+    low, high, oldest_needed = 0, len(versions) - 1, None
+    while low <= high:
+        middle = (low + high) // 2
+        entry = table_log.read(listing.commits[versions[middle]])
+        if entry.timestamp_ms <= cutoff_ms:
+            oldest_needed, low = versions[middle], middle + 1
+        else:
+            high = middle - 1
+    if oldest_needed is None:
+        return 0
+    usable = [v for v in listing.checkpoints if v <= oldest_needed]
+    if not usable:
+        return 0
+    keep_from = max(usable)
+    doomed = [listing.commits[v] for v in versions if v <= keep_from]
+    doomed += [listing.checkpoints[v] for v in listing.checkpoints if v < keep_from]
+    # Oldest first: a crash part-way leaves a log that still starts at a readable point.
+    doomed.sort()
+    return _delete_keys(table, doomed)
+
+
+def _vacuum_reservations(table: Table, state: TableState) -> int:
+    """Reservations at or below the committed maximum never matter again (new ids are always
+    above it); those above it may belong to running transactions and stay."""
+    prefix = reservation_prefix(table.prefix)
+    limit = f"{prefix}{state.max_trx_id:0{ID_DIGITS}d}"
+    doomed = [info.key for info in table.store.list(prefix) if info.key <= limit]
+    return _delete_keys(table, doomed)
+
+
+def _delete_keys(table: Table, keys: list[str]) -> int:
+    deleted = 0
+    for key in keys:
+        try:
+            table.store.delete(key)
+            deleted += 1
+        except FileNotFoundError:
+            pass
+    return deleted

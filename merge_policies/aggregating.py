@@ -1,0 +1,118 @@
+"""Aggregating (rollup tables): one entry per group key, its measures merged.
+
+The table's primary key is the group key; every other column is a measure with a merge function:
+``sum`` and ``count`` (which merge by summing, each entry weighted by its ``dml_type``, so a
+delete mark subtracts what its insertion added; ``avg`` is a sum measure divided by a count
+measure), or ``min``/``max``. Min and max cannot be undone by a delete mark, so they are only
+allowed on ``insert_only`` tables, which refuse delete marks.
+
+The merged entry of a group is an insertion carrying the group's totals (and the latest
+``trx_id``/``trx_seq`` of the group). A group whose count measure sums to zero holds no rows and
+is dropped; without a count measure no group is ever dropped, so totals that reach zero do not
+make a group vanish.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from ledger.errors import InvalidArgumentError
+from ledger.log.entries import TableConfig
+from ledger.schema import DML_TYPE, TRX_ID, TRX_SEQ, TableSchema, arrow_to_sql
+from ledger.sql import ident, idents
+from merge_policies.base import ENTRY_ORDER, MergeContext, check_options
+
+NAME = "aggregating"
+FUNCTIONS = ("sum", "count", "min", "max")
+UNDOABLE = ("sum", "count")
+_EXAMPLE = '{"name": "aggregating", "measures": {"amount": "sum", "events": "count"}}'
+
+
+@dataclass(frozen=True)
+class AggregatingPolicy:
+    measures: tuple[tuple[str, str, str], ...]  # (column, function, SQL type)
+    insert_only: bool
+    name: str = NAME
+
+    def merge_sql(self, context: MergeContext) -> str:
+        keys = idents(list(context.key_columns))
+        dml = ident(DML_TYPE)
+        selected = [keys]
+        for column, function, sql_type in self.measures:
+            col = ident(column)
+            if function in UNDOABLE:
+                selected.append(f"CAST(sum({dml} * {col}) AS {sql_type}) AS {col}")
+            else:
+                selected.append(f"{function}({col}) AS {col}")
+        selected += [
+            f"CAST(1 AS TINYINT) AS {dml}",
+            f"CAST(max({ENTRY_ORDER}) // 4294967296 AS BIGINT) AS {ident(TRX_ID)}",
+            f"CAST(max({ENTRY_ORDER}) % 4294967296 AS INTEGER) AS {ident(TRX_SEQ)}",
+        ]
+        counts = [ident(c) for c, f, _ in self.measures if f == "count"]
+        having = f" HAVING coalesce(sum({dml} * {counts[0]}), 0) <> 0" if counts else ""
+        return f"SELECT {', '.join(selected)} FROM {context.source} GROUP BY {keys}{having}"
+
+
+def build(
+    options: Mapping[str, Any], schema: TableSchema, config: TableConfig
+) -> AggregatingPolicy:
+    check_options(NAME, options, ("measures", "insert_only"), _EXAMPLE)
+    if config.generated_row_id:
+        raise InvalidArgumentError(
+            "the aggregating policy merges entries per group key: give the table a primary key "
+            "(the group-by columns)"
+        )
+    measures = options.get("measures")
+    if not isinstance(measures, Mapping) or not measures:
+        raise InvalidArgumentError(f"merge policy 'aggregating' needs measures, e.g. {_EXAMPLE}")
+    insert_only = options.get("insert_only", False)
+    if not isinstance(insert_only, bool):
+        raise InvalidArgumentError("merge policy 'aggregating': insert_only must be true or false")
+    others = [c for c in schema.names if c not in config.primary_key]
+    unknown = [c for c in measures if c not in others]
+    if unknown:
+        raise InvalidArgumentError(
+            f"merge policy 'aggregating': measures {unknown} are not non-key columns of the "
+            f"table (non-key columns: {others})"
+        )
+    missing = [c for c in others if c not in measures]
+    if missing:
+        raise InvalidArgumentError(
+            f"merge policy 'aggregating': columns {missing} have no merge function; every "
+            f"non-key column is a measure ({list(FUNCTIONS)})"
+        )
+    out = []
+    for column in others:
+        function = measures[column]
+        if function not in FUNCTIONS:
+            raise InvalidArgumentError(
+                f"merge policy 'aggregating': measure {column!r} has merge function "
+                f"{function!r}; choose one of {list(FUNCTIONS)} (avg is a sum measure divided "
+                "by a count measure)"
+            )
+        data_type = schema.type_of(column)
+        if function == "count" and not pa.types.is_integer(data_type):
+            raise InvalidArgumentError(
+                f"merge policy 'aggregating': count measure {column!r} must be an integer column"
+            )
+        if function in UNDOABLE and not (
+            pa.types.is_integer(data_type)
+            or pa.types.is_decimal(data_type)
+            or pa.types.is_floating(data_type)
+        ):
+            raise InvalidArgumentError(
+                f"merge policy 'aggregating': {function} measure {column!r} must be numeric"
+            )
+        if function not in UNDOABLE and not insert_only:
+            raise InvalidArgumentError(
+                f"merge policy 'aggregating': measure {column!r} uses {function}, which a delete "
+                "mark cannot undo; use it only on a table that never receives delete marks and "
+                'say so with "insert_only": true (the table then refuses updates and deletes)'
+            )
+        out.append((column, function, arrow_to_sql(data_type)))
+    return AggregatingPolicy(tuple(out), insert_only)

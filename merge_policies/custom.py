@@ -1,0 +1,62 @@
+"""Custom SQL (IceDB's custom merge query): the user's query replaces the merged entries.
+
+The query reads the merged entries from the relation ``entries`` (every column of the data files,
+system columns included) and must return exactly the data files' columns; the result's schema is
+checked against the table's before anything is written. Views are only guaranteed unchanged by
+the built-in policies: what a custom query does to the ledger's meaning is the user's contract.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import sqlglot
+from sqlglot import exp
+
+from ledger.errors import InvalidArgumentError
+from ledger.log.entries import TableConfig
+from ledger.schema import TableSchema
+from merge_policies.base import MergeContext, check_options
+
+NAME = "custom"
+SOURCE = "entries"
+_EXAMPLE = (
+    '{"name": "custom", "sql": "SELECT * FROM entries QUALIFY row_number() OVER '
+    '(PARTITION BY id ORDER BY trx_id DESC) = 1"}'
+)
+
+
+@dataclass(frozen=True)
+class CustomPolicy:
+    sql: str
+    name: str = NAME
+
+    def merge_sql(self, context: MergeContext) -> str:
+        if context.source != SOURCE:
+            raise InvalidArgumentError(
+                f"custom merge queries read {SOURCE!r}, not {context.source!r}"
+            )
+        return self.sql
+
+
+def build(options: Mapping[str, Any], schema: TableSchema, config: TableConfig) -> CustomPolicy:
+    check_options(NAME, options, ("sql",), _EXAMPLE)
+    sql = options.get("sql")
+    if not isinstance(sql, str) or not sql.strip():
+        raise InvalidArgumentError(f"merge policy 'custom' needs its query as sql, e.g. {_EXAMPLE}")
+    try:
+        tree = sqlglot.parse_one(sql, read="duckdb")
+    except sqlglot.errors.ParseError as e:
+        raise InvalidArgumentError(f"merge policy 'custom': the query does not parse: {e}") from e
+    if not isinstance(tree, exp.Query):
+        raise InvalidArgumentError(
+            f"merge policy 'custom': the query must be a SELECT over {SOURCE}, got "
+            f"{type(tree).__name__}"
+        )
+    if not any(t.name == SOURCE and not t.db for t in tree.find_all(exp.Table)):
+        raise InvalidArgumentError(
+            f"merge policy 'custom': the query must read the merged entries from {SOURCE!r}"
+        )
+    return CustomPolicy(sql)

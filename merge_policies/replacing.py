@@ -1,0 +1,91 @@
+"""Replacing (dimension tables): keep the latest entry of each key.
+
+"Latest" is by ``trx_id``/``trx_seq``, or by a user version column first (ties, and NULL
+versions, fall back to the ledger order). The visible row of a key is its latest entry unless
+that entry is a delete mark.
+
+A delete mark that is a key's latest entry hides every older entry of the key, including one a
+slow transaction has not committed yet. It is dropped only when dropping cannot bring a deleted
+row back (ClickHouse's ReplacingMergeTree lost deletes this way):
+
+1. the merge reads every alive file of its partition, and no key can have entries in another
+   partition (the table is unpartitioned or partitioned by key columns only), so no older entry
+   of the key is left outside the merge; and
+2. every transaction that began before the mark's transaction has committed or can no longer
+   commit: the mark's ``trx_id`` is at or below the settled bound (transactions open longer than
+   the table's ``transaction_timeout`` are refused at commit, so an entry written more than that
+   long ago bounds every transaction that reserved a smaller ``trx_id``).
+
+Otherwise the mark stays, as the single entry of its key, until a later merge may drop it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from ledger.errors import InvalidArgumentError
+from ledger.log.entries import TableConfig
+from ledger.schema import DML_TYPE, TRX_ID, TRX_SEQ, TableSchema
+from ledger.sql import ident, idents
+from merge_policies.base import MergeContext, check_columns, check_options
+
+NAME = "replacing"
+
+
+@dataclass(frozen=True)
+class ReplacingPolicy:
+    version_column: str | None = None
+    name: str = NAME
+
+    def latest_first(self) -> str:
+        """ORDER BY text putting each key's latest entry first."""
+        order = [f"{ident(TRX_ID)} DESC", f"{ident(TRX_SEQ)} DESC"]
+        if self.version_column is not None:
+            order.insert(0, f"{ident(self.version_column)} DESC NULLS LAST")
+        return ", ".join(order)
+
+    def merge_sql(self, context: MergeContext) -> str:
+        keys = idents(list(context.key_columns))
+        columns = idents(list(context.columns))
+        latest = (
+            f"SELECT {columns} FROM {context.source} "
+            f"QUALIFY row_number() OVER (PARTITION BY {keys} ORDER BY {self.latest_first()}) = 1"
+        )
+        if not context.covers_every_entry_of_its_keys or context.settled_trx_id is None:
+            return latest
+        return (
+            f"SELECT {columns} FROM ({latest}) "
+            f"WHERE NOT ({ident(DML_TYPE)} = -1 AND {ident(TRX_ID)} <= {context.settled_trx_id})"
+        )
+
+
+def build(options: Mapping[str, Any], schema: TableSchema, config: TableConfig) -> ReplacingPolicy:
+    check_options(
+        NAME, options, ("version_column",), '{"name": "replacing", "version_column": "updated_at"}'
+    )
+    if config.generated_row_id:
+        raise InvalidArgumentError(
+            "the replacing policy keeps the latest entry per key, so the table needs a primary key"
+        )
+    version = options.get("version_column")
+    if version is None:
+        return ReplacingPolicy()
+    (column,) = check_columns(
+        NAME, "version_column", [version] if isinstance(version, str) else version, schema, config
+    )
+    data_type = schema.type_of(column)
+    if not (
+        pa.types.is_integer(data_type)
+        or pa.types.is_decimal(data_type)
+        or pa.types.is_floating(data_type)
+        or pa.types.is_temporal(data_type)
+    ):
+        raise InvalidArgumentError(
+            f"merge policy 'replacing': version_column {column!r} is {data_type}; use a number, "
+            "date or timestamp that grows with every new version of a row"
+        )
+    return ReplacingPolicy(column)
