@@ -55,3 +55,83 @@ def entry_count(table: Table, version: int | None = None) -> int:
         return int(table.scan(version=version, con=con).aggregate("count(*)").fetchall()[0][0])
     finally:
         con.close()
+
+
+# --- what each policy's generated views answer (the reference the merge invariant is checked
+# against until views/ generates them; see docs/merges.md) ---------------------------------------
+
+
+def policy_answer(table: Table, version: int | None = None) -> Any:
+    """Everything a view of the table answers, in a comparable form, by the table's policy.
+
+    collapsing and custom: visible rows; replacing: the latest entry per key unless a mark;
+    dedup: visible rows after dropping repeats; aggregating: the rollup per group key.
+    Plus, for every policy but aggregating, sign-weighted totals over every column.
+    """
+    policy = dict(table.config["policy"])
+    name = policy["name"]
+    con = engine.connect()
+    try:
+        table.scan(version=version, con=con).create_view("raw")
+        key = list(table.primary_key) or [ROW_ID]
+        values = _value_columns(table)
+        source = "raw"
+        if name == "dedup":
+            columns = list(policy.get("dedup_key") or [*key, "trx_id", "trx_seq"])
+            if "dml_type" not in columns:
+                columns.append("dml_type")
+            con.execute(
+                "CREATE TEMP VIEW deduped AS SELECT * FROM raw QUALIFY row_number() OVER "
+                f"(PARTITION BY {idents(columns)} ORDER BY trx_id, trx_seq) = 1"
+            )
+            source = "deduped"
+        if name == "aggregating":
+            return _rollup(con, key, policy["measures"])
+        if name == "replacing":
+            order = "trx_id DESC, trx_seq DESC"
+            if policy.get("version_column"):
+                order = f"{idents([policy['version_column']])} DESC NULLS LAST, {order}"
+            rows = con.sql(
+                f"SELECT {idents(values)}, dml_type FROM {source} QUALIFY row_number() OVER "
+                f"(PARTITION BY {idents(key)} ORDER BY {order}) = 1"
+            ).fetchall()
+            visible = sorted((r[:-1] for r in rows if r[-1] == 1), key=repr)
+        else:
+            con.execute(f"CREATE TEMP TABLE live AS {live_entries_sql(source, values)}")
+            visible = sorted(con.sql(visible_rows_sql("live", key, values)).fetchall(), key=repr)
+        return {"visible": visible, "totals": _totals(con, source, values)}
+    finally:
+        con.close()
+
+
+def _totals(con: Any, source: str, values: list[str]) -> dict[str, Any]:
+    """SUM, COUNT and AVG over the marked ledger, weighting each entry by its dml_type."""
+    out: dict[str, Any] = {
+        "count": con.sql(f"SELECT CAST(sum(dml_type) AS BIGINT) FROM {source}").fetchall()[0][0]
+    }
+    for column in values:
+        quoted = idents([column])
+        present = f"sum(dml_type * CAST({quoted} IS NOT NULL AS INT))"
+        try:
+            out[column] = con.sql(
+                f"SELECT sum(dml_type * {quoted}), "
+                f"sum(dml_type * {quoted}) / nullif({present}, 0) FROM {source}"
+            ).fetchall()[0]
+        except Exception:  # not a numeric column: its weighted count only
+            out[column] = con.sql(f"SELECT CAST({present} AS BIGINT) FROM {source}").fetchall()[0]
+    return out
+
+
+def _rollup(con: Any, key: list[str], measures: dict[str, str]) -> list[tuple[Any, ...]]:
+    selected = []
+    for column, function in measures.items():
+        quoted = idents([column])
+        selected.append(
+            f"sum(dml_type * {quoted})" if function in ("sum", "count") else f"{function}({quoted})"
+        )
+    counts = [c for c, f in measures.items() if f == "count"]
+    having = f" HAVING coalesce(sum(dml_type * {idents(counts[:1])}), 0) <> 0" if counts else ""
+    rows = con.sql(
+        f"SELECT {idents(key)}, {', '.join(selected)} FROM raw GROUP BY {idents(key)}{having}"
+    ).fetchall()
+    return sorted(rows, key=repr)
