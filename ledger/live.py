@@ -29,6 +29,21 @@ def live_entries_sql(source: str, value_columns: Sequence[str]) -> str:
     )
 
 
+def latest_entries_sql(
+    source: str, key_columns: Sequence[str], value_columns: Sequence[str], latest_first: str
+) -> str:
+    """For replacing tables: the latest entry of each key (by ``latest_first``, an ORDER BY),
+    kept only when it is an insertion, in the shape of :func:`live_entries_sql` (one live entry
+    per key, which is both the visible row and the entry an update cancels)."""
+    cols = idents(list(value_columns))
+    return (
+        f"SELECT {cols}, CAST(1 AS BIGINT) AS {NET}, CAST(0 AS HUGEINT) AS {ORDER} FROM ("
+        f"SELECT {cols}, {ident(DML_TYPE)} FROM {source} QUALIFY row_number() OVER "
+        f"(PARTITION BY {idents(list(key_columns))} ORDER BY {latest_first}) = 1"
+        f") WHERE {ident(DML_TYPE)} = 1"
+    )
+
+
 def visible_rows_sql(live: str, key_columns: Sequence[str], value_columns: Sequence[str]) -> str:
     """The latest live row of each key, from a relation made by :func:`live_entries_sql`."""
     return (

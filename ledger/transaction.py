@@ -53,6 +53,8 @@ from ledger.schema import (
 )
 from ledger.trx_ids import reserve_trx_id
 from ledger.writer import DataWriter, file_schema
+from merge_policies import load_policy
+from merge_policies.replacing import ReplacingPolicy
 
 if TYPE_CHECKING:
     from ledger.table import Table
@@ -550,6 +552,7 @@ class Transaction:
                 self._value_columns,
                 keys=keys,
                 predicate=predicate,
+                latest_first=self._latest_first(),
             )
         except engine.QUERY_ERRORS as e:
             if predicate is None:
@@ -558,6 +561,13 @@ class Transaction:
                 f"predicate {predicate!r} does not apply to table {self._table.name!r} "
                 f"(columns {self._schema.names}): {e}"
             ) from e
+
+    def _latest_first(self) -> str | None:
+        """Replacing tables read a key's latest entry only (merges drop older ones)."""
+        if self._config.policy.get("name") != "replacing":
+            return None
+        policy = load_policy(self._config.policy, self._schema, self._config)
+        return policy.latest_first() if isinstance(policy, ReplacingPolicy) else None
 
     def _check_conflicts(self, latest: TableState, intervening: Sequence[LogFile]) -> None:
         """Raise if a commit since the snapshot wrote entries for a key this transaction read,

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.dataset as pads
 
 from ledger.errors import StorageError
-from ledger.live import expand_sql, live_entries_sql, visible_rows_sql
+from ledger.live import expand_sql, latest_entries_sql, live_entries_sql, visible_rows_sql
 from ledger.log.entries import FileMarker
 from ledger.schema import DML_TYPE
 from ledger.sql import ident, idents
@@ -118,9 +118,13 @@ def live_rows(
     *,
     keys: pa.Table | None,
     predicate: str | None,
+    latest_first: str | None = None,
 ) -> tuple[pa.Table, pa.Table]:
     """For the given keys (or every key), the visible row of each key and every live entry
-    (matching ``predicate`` if given), one row per entry to cancel (see ledger.live)."""
+    (matching ``predicate`` if given), one row per entry to cancel (see ledger.live).
+
+    ``latest_first`` (an ORDER BY) switches to replacing semantics: a key's only live entry is
+    its latest entry, if that is an insertion."""
     with closing(connect()) as con, storage_errors(f"reading {table_prefix.rstrip('/')!r}"):
         scan_files(con, store, table_prefix, files, schema).create_view("ledger_entries")
         source = "ledger_entries"
@@ -130,7 +134,11 @@ def live_rows(
                 f"(SELECT * FROM ledger_entries SEMI JOIN ledger_keys "
                 f"USING ({idents(list(key_columns))}))"
             )
-        live = live_entries_sql(source, value_columns)
+        live = (
+            live_entries_sql(source, value_columns)
+            if latest_first is None
+            else latest_entries_sql(source, key_columns, value_columns, latest_first)
+        )
         if predicate is not None:
             live = f"SELECT * FROM ({live}) WHERE ({predicate})"
         con.execute(f"CREATE TEMP TABLE ledger_live AS {live}")

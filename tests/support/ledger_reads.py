@@ -66,7 +66,8 @@ def policy_answer(table: Table, version: int | None = None) -> Any:
 
     collapsing and custom: visible rows; replacing: the latest entry per key unless a mark;
     dedup: visible rows after dropping repeats; aggregating: the rollup per group key.
-    Plus, for every policy but aggregating, sign-weighted totals over every column.
+    Plus, for every policy but aggregating, sign-weighted totals over every column (over the
+    visible rows for replacing tables).
     """
     policy = dict(table.config["policy"])
     name = policy["name"]
@@ -91,11 +92,15 @@ def policy_answer(table: Table, version: int | None = None) -> Any:
             order = "trx_id DESC, trx_seq DESC"
             if policy.get("version_column"):
                 order = f"{idents([policy['version_column']])} DESC NULLS LAST, {order}"
-            rows = con.sql(
-                f"SELECT {idents(values)}, dml_type FROM {source} QUALIFY row_number() OVER "
-                f"(PARTITION BY {idents(key)} ORDER BY {order}) = 1"
-            ).fetchall()
-            visible = sorted((r[:-1] for r in rows if r[-1] == 1), key=repr)
+            # Replacing merges drop superseded entries and their marks, so a replacing table's
+            # totals are over its visible rows, not its signs.
+            con.execute(
+                f"CREATE TEMP TABLE latest AS SELECT {idents(values)}, dml_type FROM {source} "
+                f"QUALIFY row_number() OVER (PARTITION BY {idents(key)} ORDER BY {order}) = 1"
+            )
+            con.execute("DELETE FROM latest WHERE dml_type = -1")
+            visible = sorted(con.sql(f"SELECT {idents(values)} FROM latest").fetchall(), key=repr)
+            return {"visible": visible, "totals": _totals(con, "latest", values)}
         else:
             con.execute(f"CREATE TEMP TABLE live AS {live_entries_sql(source, values)}")
             visible = sorted(con.sql(visible_rows_sql("live", key, values)).fetchall(), key=repr)
