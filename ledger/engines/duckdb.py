@@ -231,7 +231,8 @@ def query_entries(
     """
     with closing(connect()) as con, storage_errors(f"merging {table_prefix.rstrip('/')!r}"):
         scan_files(con, store, table_prefix, files, schema).create_view(ENTRIES)
-        order = ", ".join(f"{ident(c)} ASC NULLS FIRST" for c in order_by)
+        # NULLS LAST, as pyarrow sorts the files appends write.
+        order = ", ".join(f"{ident(c)} ASC NULLS LAST" for c in order_by)
         relation = con.sql(f"SELECT * FROM ({sql}) ORDER BY {order}")
         yield relation.fetch_arrow_reader(batch_rows)
 

@@ -125,10 +125,12 @@ def merge_table(
             for plan in plans:
                 outputs[plan.folder] = _merge_partition(table, base, policy, plan, settled)
                 advance(plan.entries)
-        return _commit(table, base, plans, outputs, trx_id, started_ms, settled)
     except BaseException:
         _delete(table, [m for markers in outputs.values() for m in markers])
         raise
+    # From here on, files are deleted only when the commit certainly did not land: a storage
+    # error on the log write leaves it unknown, and deleting then could lose committed files.
+    return _commit(table, base, plans, outputs, trx_id, started_ms, settled)
 
 
 def settled_trx_id(state: TableState, now_ms: int) -> int | None:

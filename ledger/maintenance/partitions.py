@@ -108,32 +108,36 @@ def rewrite_partitions(table: Table, partitions: PartitionChoice, sql: str) -> P
                 continue
             replaced.append(marker)
             added.extend(outputs)
-        if not replaced:
-            return PartitionChange(None, 0, 0, 0)
-
-        def build(latest: TableState) -> LogFile:
-            check_timeout(latest, started_ms, table.name)
-            for marker in replaced:
-                current = latest.files.get(marker.path)
-                if current is None or not current.alive:
-                    raise ConflictError(
-                        f"table {table.name!r}: file {marker.path} was merged, dropped or "
-                        "rewritten by another commit during this rewrite; nothing was "
-                        "committed. Run the rewrite again"
-                    )
-            now = next_timestamp(latest)
-            return LogFile(
-                version=latest.version + 1,
-                timestamp_ms=now,
-                operation=REWRITE_PARTITIONS,
-                schema=latest.schema,
-                files=(*(m.tombstone(now) for m in replaced), *added),
-                trx_id=trx_id,
-                info={"entries_removed": sum(m.rows for m in replaced) - _rows(added)},
-            )
-
-        state, entry = commit_entry(table._log, base, build)
     except BaseException:
+        _delete(table, added)
+        raise
+    if not replaced:
+        return PartitionChange(None, 0, 0, 0)
+
+    def build(latest: TableState) -> LogFile:
+        check_timeout(latest, started_ms, table.name)
+        for marker in replaced:
+            current = latest.files.get(marker.path)
+            if current is None or not current.alive:
+                raise ConflictError(
+                    f"table {table.name!r}: file {marker.path} was merged, dropped or "
+                    "rewritten by another commit during this rewrite; nothing was "
+                    "committed. Run the rewrite again"
+                )
+        now = next_timestamp(latest)
+        return LogFile(
+            version=latest.version + 1,
+            timestamp_ms=now,
+            operation=REWRITE_PARTITIONS,
+            schema=latest.schema,
+            files=(*(m.tombstone(now) for m in replaced), *added),
+            trx_id=trx_id,
+            info={"entries_removed": sum(m.rows for m in replaced) - _rows(added)},
+        )
+
+    try:
+        state, entry = commit_entry(table._log, base, build)
+    except ConflictError:  # certainly not committed; any other error leaves the files be
         _delete(table, added)
         raise
     table._adopt_state(state)

@@ -68,6 +68,10 @@ def plan_merge(
     for marker in alive:
         by_folder.setdefault(spec.path(marker.partition), []).append(marker)
     if files is not None:
+        if partitions is not None:
+            raise InvalidArgumentError("pass files or partitions, not both")
+        if isinstance(files, str):
+            raise InvalidArgumentError("files must be a list of paths, not one string")
         wanted = set(files)
         known = {m.path for m in alive}
         unknown = sorted(wanted - known)
@@ -77,7 +81,7 @@ def plan_merge(
                 "the table, as in Snapshot.markers())"
             )
         chosen = [m for m in alive if m.path in wanted]
-        min_files = 1
+        min_files, max_files = 1, len(chosen) + 2
     else:
         chosen = (
             alive

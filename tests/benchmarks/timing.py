@@ -19,7 +19,13 @@ def env_int(name: str, default: int) -> int:
     return default if value is None or not value.strip() else int(value)
 
 
-REPEATS = env_int("LEDGER_BENCH_REPEATS", 7)
+def repeats(default: int) -> int:
+    """Repetitions of a benchmark: ``LEDGER_BENCH_REPEATS`` if set, else the benchmark's own
+    default (slow benchmarks pick fewer than the usual 7)."""
+    return env_int("LEDGER_BENCH_REPEATS", default)
+
+
+REPEATS = repeats(7)
 
 
 def timed(action: Callable[[], Any]) -> tuple[float, Any]:

@@ -1,0 +1,425 @@
+"""Merge throughput: a full merge (``table.merge(min_files=1)``) of one 10M-entry partition of a
+collapsing table, 10% of whose entries are delete marks, against a plain DuckDB
+``COPY (SELECT * FROM read_parquet([...]) ORDER BY k, trx_id, trx_seq) TO ... (snappy)`` of the
+same files in the same run.
+
+ratio_throughput = baseline_time / merge_time (1.0 means the merge rewrites entries as fast as a
+bare sorted copy; target >= 0.7). Throughputs count *input* entries per second.
+
+The table is built once: 9M insertions of shuffled keys over several commits (so several files
+whose key ranges overlap), then 1M delete marks carrying the values of existing rows, so each one
+cancels an insertion and the merge must drop 2M entries. The built folder stays pristine; every
+repetition merges a fresh copy of it (the copy and the open are not timed). The merge and the
+copy are interleaved within each repetition, with dirty pages flushed before each, so that noise
+from the shared machine hits both alike.
+
+A full merge of 10M entries takes a while, so this benchmark defaults to 3 repetitions
+(``LEDGER_BENCH_REPEATS`` still overrides it; ``LEDGER_BENCH_MERGE_ENTRIES`` shrinks the table).
+After the repetitions, one instrumented merge and a few single queries split the time into
+phases (``merge_breakdown``): information only, never asserted.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from contextlib import closing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+from sqlglot import exp
+
+import ledger
+import ledger.writer
+from ledger.engines import duckdb as engine
+from ledger.maintenance import merge as merging
+from ledger.schema import DML_TYPE, TRX_ID, TRX_SEQ
+from ledger.sql import ident
+from ledger.writer import file_schema, sort_columns
+from merge_policies import load_policy
+from merge_policies.base import MergeContext
+from tests.benchmarks.timing import env_int, repeats, summary, timed
+
+ENTRIES = env_int("LEDGER_BENCH_MERGE_ENTRIES", 10_000_000)
+MARKS = ENTRIES // 10
+INSERTS = ENTRIES - MARKS
+INSERT_COMMITS = 6
+MARK_COMMITS = 2
+REPEATS = repeats(3)
+NAME = "ledger"
+SCHEMA = {
+    "k": "BIGINT",
+    "a": "BIGINT",
+    "q": "INTEGER",
+    "b": "DOUBLE",
+    "s": "VARCHAR",
+    "ts": "TIMESTAMP",
+}
+TARGET = ">= 0.7"
+
+pytestmark = pytest.mark.timeout(3600)
+
+
+@dataclass(frozen=True)
+class MergeInput:
+    """A built table that is never merged, and what a correct full merge of it returns."""
+
+    warehouse: Path
+    files: list[str]  # its data files, absolute local paths
+    input_bytes: int
+    surviving_key_sum: int  # sum of k over the insertions no delete mark cancels
+
+
+def make_rows(n: int) -> pa.Table:
+    """n rows in the table's exact Arrow types: shuffled distinct BIGINT keys (so every commit
+    spans the whole key range), a BIGINT and an INTEGER of moderate cardinality, a DOUBLE, a
+    VARCHAR of 5,000 distinct values and a TIMESTAMP spread over a month."""
+    rng = np.random.default_rng(20240301)
+    notes = pa.array([f"note-{i:05d}-{'x' * (i % 17)}" for i in range(5_000)], pa.string())
+    start = np.datetime64("2024-01-01T00:00:00", "us")
+    month_us = 30 * 86_400 * 1_000_000
+    return pa.table(
+        {
+            "k": pa.array(rng.permutation(n).astype(np.int64)),
+            "a": pa.array(rng.integers(0, 10_000, n, dtype=np.int64)),
+            "q": pa.array(rng.integers(-1_000, 1_000, n, dtype=np.int32)),
+            "b": pa.array(rng.random(n) * 100.0),
+            "s": notes.take(pa.array(rng.integers(0, len(notes), n))),
+            "ts": pa.array(
+                start + rng.integers(0, month_us, n).astype("timedelta64[us]"), pa.timestamp("us")
+            ),
+        }
+    )
+
+
+def _slices(n: int, parts: int) -> Iterator[tuple[int, int]]:
+    bounds = np.linspace(0, n, parts + 1).astype(int)
+    yield from ((int(b), int(e - b)) for b, e in itertools.pairwise(bounds))
+
+
+@pytest.fixture(scope="module")
+def merge_input(
+    tmp_path_factory: pytest.TempPathFactory, bench_results: dict[str, Any]
+) -> Iterator[MergeInput]:
+    root = tmp_path_factory.mktemp("merge_throughput")
+    warehouse = root / "pristine"
+    started = time.perf_counter()
+    table = ledger.connect(str(warehouse)).create_table(
+        NAME, SCHEMA, primary_key=["k"], policy="collapsing"
+    )
+    rows = make_rows(INSERTS)
+    for offset, length in _slices(INSERTS, INSERT_COMMITS):
+        assert table.insert(rows.slice(offset, length)).inserted == length
+    # Each mark carries the values of one distinct insertion, so it cancels exactly that one.
+    marked = np.random.default_rng(7).choice(INSERTS, MARKS, replace=False)
+    marks = rows.take(pa.array(marked))
+    marks = marks.append_column(DML_TYPE, pa.repeat(pa.scalar(-1, pa.int8()), MARKS))
+    for offset, length in _slices(MARKS, MARK_COMMITS):
+        assert table.append_entries(marks.slice(offset, length)).deleted == length
+    build_s = time.perf_counter() - started
+
+    markers = table.snapshot().markers()
+    assert sum(m.rows for m in markers) == ENTRIES
+    assert table.count() == INSERTS - MARKS
+    key_sum = INSERTS * (INSERTS - 1) // 2 - pc.sum(marks.column("k")).as_py()
+    files = table.files()
+    bench_results["merge_input"] = {
+        "entries": ENTRIES,
+        "insertions": INSERTS,
+        "delete_marks": MARKS,
+        "commits": table.version,
+        "files": len(files),
+        "bytes": sum(m.size for m in markers),
+        "build_s": round(build_s, 2),
+        "note": "information only: the table every repetition merges a fresh copy of",
+    }
+    yield MergeInput(warehouse, files, sum(m.size for m in markers), key_sum)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def _literal(text: str) -> str:
+    return str(exp.Literal.string(text).sql(dialect="duckdb"))
+
+
+def _copy_sql(files: list[str], out: Path, order: bool = True) -> str:
+    """The baseline: DuckDB reading the same files and writing one sorted snappy Parquet file."""
+    file_list = "[" + ", ".join(_literal(f) for f in files) + "]"
+    order_by = f" ORDER BY {ident('k')}, {ident(TRX_ID)}, {ident(TRX_SEQ)}" if order else ""
+    return (
+        f"COPY (SELECT * FROM read_parquet({file_list}){order_by}) "
+        f"TO {_literal(str(out))} (FORMAT parquet, COMPRESSION snappy)"
+    )
+
+
+def run_baseline(source: MergeInput, out: Path, order: bool = True) -> tuple[float, int]:
+    """Seconds of the COPY, and the bytes it wrote (its output checked, then deleted)."""
+    with closing(engine.connect()) as con:
+        sql = _copy_sql(source.files, out, order)
+        os.sync()  # earlier writes must not be flushed on this run's time
+        elapsed, _ = timed(lambda: con.execute(sql))
+    assert pq.read_metadata(out).num_rows == ENTRIES
+    size = out.stat().st_size
+    out.unlink()
+    return elapsed, size
+
+
+@dataclass(frozen=True)
+class MergeRun:
+    seconds: float
+    result: merging.MergeResult
+    bytes_written: int
+
+
+def run_merge(source: MergeInput, work: Path) -> MergeRun:
+    """Merge a fresh copy of the pristine table; only ``table.merge`` is timed."""
+    shutil.copytree(source.warehouse, work)
+    try:
+        table = ledger.connect(str(work)).table(NAME)
+        os.sync()
+        elapsed, result = timed(lambda: table.merge(min_files=1))
+        _check_merged(table, result, source)
+        written = sum(m.size for m in table.snapshot().markers())
+    finally:
+        shutil.rmtree(work)  # keep the disk (and page cache) small
+    return MergeRun(elapsed, result, written)
+
+
+def _check_merged(table: ledger.Table, result: merging.MergeResult, source: MergeInput) -> None:
+    assert result.version == table.version and not result.conflicts
+    assert result.files_in == len(source.files)
+    assert result.entries_in == ENTRIES
+    # Every mark cancels one insertion; the marks and what they cancelled are gone.
+    assert result.entries_out == INSERTS - MARKS
+    assert table.count() == INSERTS - MARKS
+    totals = table.scan().aggregate(f"count(*), sum(k), min({DML_TYPE})").fetchall()
+    assert totals == [(INSERTS - MARKS, source.surviving_key_sum, 1)]
+
+
+def _ratio(baseline_s: float, ours_s: float) -> float:
+    return round(baseline_s / ours_s, 3)
+
+
+def test_merge_10m_entries_collapsing(
+    merge_input: MergeInput,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    bench_results: dict[str, Any],
+) -> None:
+    samples: dict[str, list[float]] = {"merge": [], "copy": []}
+    runs: list[MergeRun] = []
+    copy_bytes = 0
+    for repetition in range(REPEATS):
+        # Alternate which goes first, so a slow spell of the machine does not favour one side.
+        order = ["merge", "copy"] if repetition % 2 == 0 else ["copy", "merge"]
+        for name in order:
+            if name == "merge":
+                run = run_merge(merge_input, tmp_path / f"merge-{repetition}")
+                runs.append(run)
+                samples["merge"].append(run.seconds)
+            else:
+                seconds, copy_bytes = run_baseline(merge_input, tmp_path / f"copy-{repetition}.pq")
+                samples["copy"].append(seconds)
+
+    ours, baseline = summary(samples["merge"]), summary(samples["copy"])
+    result = runs[-1].result
+    ratio = _ratio(baseline["median_s"], ours["median_s"])
+    bench_results["merge_10m_entries_collapsing"] = {
+        "entries_in": result.entries_in,
+        "entries_out": result.entries_out,
+        "delete_marks_in": MARKS,
+        "files_in": result.files_in,
+        "files_out": result.files_out,
+        "repeats": REPEATS,
+        "ledger_s": ours["median_s"],
+        "duckdb_copy_s": baseline["median_s"],
+        "ratio_throughput": ratio,
+        "target": TARGET,
+        "meets_target": ratio >= 0.7,
+        "ledger_entries_per_s": round(ENTRIES / ours["median_s"]),
+        "duckdb_copy_entries_per_s": round(ENTRIES / baseline["median_s"]),
+        "bytes_in": merge_input.input_bytes,
+        "ledger_bytes_written": runs[-1].bytes_written,
+        "duckdb_copy_bytes_written": copy_bytes,
+        "ledger_samples_s": ours["samples_s"],
+        "duckdb_copy_samples_s": baseline["samples_s"],
+    }
+    bench_results["merge_breakdown"] = breakdown(merge_input, tmp_path, monkeypatch)
+
+
+# --- where the time goes (information only) ------------------------------------------------------
+
+
+class _Clock:
+    """Exclusive seconds per phase: time spent in a nested timed call counts for the inner
+    phase only (e.g. Parquet encoding inside the sink's write)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._nested: list[float] = []  # per open timed call, the time of the calls inside it
+
+    def add(self, phase: str, seconds: float) -> None:
+        self.seconds[phase] = self.seconds.get(phase, 0.0) + seconds
+
+    def wrap(self, phase: str, function: Callable[..., Any]) -> Callable[..., Any]:
+        def timed_call(*args: Any, **kwargs: Any) -> Any:
+            self._nested.append(0.0)
+            start = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                elapsed = time.perf_counter() - start
+                self.add(phase, elapsed - self._nested.pop())
+                if self._nested:
+                    self._nested[-1] += elapsed
+
+        return timed_call
+
+
+class _TimedReader:
+    """A record batch reader that charges the wait for its first batch (DuckDB scanning,
+    running the policy and sorting everything) apart from the wait for the later ones."""
+
+    def __init__(self, reader: pa.RecordBatchReader, clock: _Clock) -> None:
+        self.schema = reader.schema
+        self._reader = reader
+        self._clock = clock
+
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        phase = "query_until_first_batch_s"
+        while True:
+            start = time.perf_counter()
+            try:
+                batch = self._reader.read_next_batch()
+            except StopIteration:
+                self._clock.add(phase, time.perf_counter() - start)
+                return
+            self._clock.add(phase, time.perf_counter() - start)
+            phase = "fetch_later_batches_s"
+            yield batch
+
+
+def instrumented_merge(
+    source: MergeInput, work: Path, monkeypatch: pytest.MonkeyPatch
+) -> dict[str, float]:
+    """One merge with its phases timed by wrapping the functions the merge calls."""
+    clock = _Clock()
+    query_entries = engine.query_entries
+
+    def timed_query_entries(*args: Any, **kwargs: Any) -> Any:
+        class _Context:
+            def __enter__(self) -> _TimedReader:
+                self._inner = query_entries(*args, **kwargs)
+                start = time.perf_counter()
+                reader = self._inner.__enter__()
+                clock.add("query_open_reader_s", time.perf_counter() - start)
+                return _TimedReader(reader, clock)
+
+            def __exit__(self, *exc: Any) -> Any:
+                return self._inner.__exit__(*exc)
+
+        return _Context()
+
+    with monkeypatch.context() as patch:
+        patch.setattr(merging.engine, "query_entries", timed_query_entries)
+        patch.setattr(
+            merging.SortedFileSink,
+            "write",
+            clock.wrap("sink_write_s", merging.SortedFileSink.write),
+        )
+        patch.setattr(
+            merging.SortedFileSink,
+            "close",
+            clock.wrap("sink_close_s", merging.SortedFileSink.close),
+        )
+        patch.setattr(
+            ledger.writer._OpenFile,
+            "write",
+            clock.wrap("parquet_encode_s", ledger.writer._OpenFile.write),
+        )
+        patch.setattr(
+            ledger.writer._OpenFile,
+            "close",
+            clock.wrap("parquet_close_s", ledger.writer._OpenFile.close),
+        )
+        patch.setattr(
+            ledger.writer.DataWriter,
+            "make_durable",
+            clock.wrap("fsync_s", ledger.writer.DataWriter.make_durable),
+        )
+        patch.setattr(merging, "_commit", clock.wrap("log_commit_s", merging._commit))
+        run = run_merge(source, work)
+    phases = dict(clock.seconds)
+    phases["everything_else_s"] = run.seconds - sum(phases.values())
+    return {"total_s": round(run.seconds, 3), **{k: round(v, 3) for k, v in phases.items()}}
+
+
+def drain_query(source: MergeInput, sql: str) -> tuple[float, int]:
+    """Seconds to run ``sql`` over the entries through the merge's own engine call and read
+    every batch (nothing written), and the rows it returned."""
+    snapshot = ledger.connect(str(source.warehouse)).table(NAME).snapshot()
+    state = snapshot.state
+    schema = file_schema(state.schema, state.config)
+
+    def drain() -> int:
+        with engine.query_entries(
+            snapshot.store,
+            snapshot.prefix,
+            snapshot.markers(),
+            schema,
+            sql,
+            sort_columns(state.config),
+            merging._BATCH_ROWS,
+        ) as reader:
+            return sum(batch.num_rows for batch in reader)
+
+    os.sync()
+    return timed(drain)
+
+
+def collapsing_sql(source: MergeInput) -> str:
+    """The query a full merge of the table runs (as ``merging._merge_partition`` builds it)."""
+    state = ledger.connect(str(source.warehouse)).table(NAME).snapshot().state
+    config = state.config
+    context = MergeContext(
+        source=engine.ENTRIES,
+        columns=tuple(file_schema(state.schema, config).names),
+        key_columns=config.key_columns,
+        value_columns=tuple(state.schema.names),
+        covers_every_entry_of_its_keys=True,
+        settled_trx_id=None,
+    )
+    return load_policy(config.policy, state.schema, config).merge_sql(context)
+
+
+def breakdown(
+    source: MergeInput, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> dict[str, Any]:
+    policy_s, policy_rows = drain_query(source, collapsing_sql(source))
+    assert policy_rows == INSERTS - MARKS
+    identity_s, identity_rows = drain_query(source, f"SELECT * FROM {engine.ENTRIES}")
+    assert identity_rows == ENTRIES
+    unsorted_copy_s, _ = run_baseline(source, tmp_path / "copy-unsorted.pq", order=False)
+    return {
+        "note": "one run each, information only",
+        "instrumented_merge": instrumented_merge(source, tmp_path / "instrumented", monkeypatch),
+        "policy_query_drained_s": round(policy_s, 3),
+        "identity_query_drained_s": round(identity_s, 3),
+        "duckdb_copy_unsorted_s": round(unsorted_copy_s, 3),
+        "explain": {
+            "instrumented_merge": "phases of one table.merge (exclusive times)",
+            "policy_query_drained_s": (
+                "engine.query_entries with the collapsing SQL, every batch read, nothing written"
+            ),
+            "identity_query_drained_s": "the same with SELECT * FROM entries (scan + sort only)",
+            "duckdb_copy_unsorted_s": "the baseline COPY without ORDER BY (scan + write only)",
+        },
+    }
