@@ -125,7 +125,17 @@ class PartitionSpec:
         such dicts (OR-ed). Values may also be dates or datetimes; they are formatted as the
         partition formats them.
         """
-        filters = [partitions] if isinstance(partitions, Mapping) else list(partitions)
+        example = '{"field": value} or {"field": [values]} (or a list of such mappings)'
+        if isinstance(partitions, Mapping):
+            filters: list[Any] = [partitions]
+        elif isinstance(partitions, list | tuple):
+            filters = list(partitions)
+        else:
+            raise InvalidArgumentError(
+                f"partitions must be {example}, got {type(partitions).__name__}"
+            )
+        if not all(isinstance(f, Mapping) for f in filters):
+            raise InvalidArgumentError(f"partitions must be {example}, got {partitions!r}")
         known = {f.name: f for f in self.fields}
         out = []
         for flt in filters:
@@ -136,6 +146,11 @@ class PartitionSpec:
                         f"{name!r} is not a partition field; the table's fields are {self.names}"
                     )
                 values = wanted if isinstance(wanted, list | tuple | set | frozenset) else [wanted]
+                if any(isinstance(v, Mapping | list | tuple | set | bytes) for v in values):
+                    raise InvalidArgumentError(
+                        f"partition field {name!r}: values must be scalars (text, numbers, "
+                        f"dates), got {wanted!r}"
+                    )
                 norm[name] = {_format_filter_value(known[name], v) for v in values}
             out.append(norm)
         return out

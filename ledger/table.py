@@ -142,7 +142,19 @@ class Table:
                     f"version {version} of {self.name!r} is from before this table was created: "
                     "it belongs to an earlier, dropped table of the same name"
                 )
+            self._check_not_vacuumed(state)
         return Snapshot(self.name, self.store, self.prefix, state)
+
+    def _check_not_vacuumed(self, state: TableState) -> None:
+        """An old version whose files vacuum deleted (their markers are gone from the latest
+        state) cannot be read any more."""
+        latest = self._latest_state()
+        gone = [m.path for m in state.alive_files if m.path not in latest.files]
+        if gone:
+            raise SnapshotNotFoundError(
+                f"version {state.version} of {self.name!r} is older than vacuum's grace period: "
+                f"{len(gone)} of its data files were deleted (e.g. {gone[0]}); read a newer version"
+            )
 
     def files(
         self,

@@ -51,7 +51,7 @@ from ledger.schema import (
     conform,
     to_arrow,
 )
-from ledger.trx_ids import reserve_trx_id
+from ledger.trx_ids import reservation_key, reserve_trx_id
 from ledger.writer import DataWriter, file_schema
 from merge_policies import load_policy
 from merge_policies.replacing import ReplacingPolicy
@@ -99,6 +99,7 @@ class Transaction:
         if batch is not None and (not isinstance(batch, int) or batch < 0):
             raise InvalidArgumentError(f"batch must be a non-negative integer, got {batch!r}")
         self._table = table
+        self._started_ms = int(time.time() * 1000)  # before the snapshot: see check_timeout
         self._base: TableState = table._latest_state()
         self._schema = self._base.schema
         self._config = self._base.config
@@ -107,7 +108,6 @@ class Transaction:
         self._replay = self._app is not None and self._base.apps.get(self._app.app_id, -1) >= (
             self._app.batch
         )
-        self._started_ms = int(time.time() * 1000)
         self._trx_id: int | None = None
         self._next_seq = 0
         self._next_row = 0
@@ -199,6 +199,7 @@ class Transaction:
                     "delete marks on a table without a primary key must carry the _row_id "
                     "of the entry they cancel"
                 )
+            self._refuse_marks_if_insert_only(int(pc.sum(marks).as_py() or 0))
             rows = self._conform(chunk.drop_columns([DML_TYPE]), require_keys=True)
             entries = self._entries(rows, 1)
             entries = entries.set_column(entries.schema.get_field_index(DML_TYPE), DML_TYPE, signs)
@@ -486,15 +487,15 @@ class Transaction:
             raise InvalidArgumentError("a transaction can insert at most 2^32 rows")
         return pa.array(np.arange(start, start + n, dtype=np.int64) + (self.trx_id << 32))
 
-    def _write(self, entries: pa.Table) -> int:
-        if (
-            self._config.policy.get("insert_only")
-            and pc.any(pc.equal(entries.column(DML_TYPE), -1)).as_py()
-        ):
+    def _refuse_marks_if_insert_only(self, marks: int) -> None:
+        """Checked before any entry is made (so before a trx_id is reserved)."""
+        if marks and self._config.policy.get("insert_only"):
             raise InvalidArgumentError(
                 f"table {self._table.name!r} is insert_only (its merge policy keeps min/max, "
                 "which a delete mark cannot undo): it refuses updates, deletes and delete marks"
             )
+
+    def _write(self, entries: pa.Table) -> int:
         writer = DataWriter(
             self._table.store,
             self._table.prefix,
@@ -506,6 +507,7 @@ class Transaction:
         return int(entries.num_rows)
 
     def _replace(self, rows: pa.Table, latest: pa.Table, marks: pa.Table) -> int:
+        self._refuse_marks_if_insert_only(marks.num_rows)
         rows = engine.fill_missing(rows, latest, self.key_columns, self._value_columns)
         entries = pa.concat_tables([self._entries(marks, -1), self._entries(rows, 1)])
         self._write(entries)
@@ -515,6 +517,7 @@ class Transaction:
         return int(rows.num_rows)
 
     def _mark(self, marks: pa.Table, keys: pa.Table) -> int:
+        self._refuse_marks_if_insert_only(marks.num_rows)
         if marks.num_rows:
             self._write(self._entries(marks, -1))
         self._touched.append(self._keys_of(keys))
@@ -522,11 +525,16 @@ class Transaction:
         return int(marks.num_rows)
 
     def _discard_files(self) -> None:
-        for marker in self._added:
+        """Delete what a transaction that certainly did not commit wrote: its data files and
+        its trx_id reservation (an id that never commits may be reserved again)."""
+        keys = [self._table.prefix + marker.path for marker in self._added]
+        if self._trx_id is not None:
+            keys.append(reservation_key(self._table.prefix, self._trx_id))
+        for key in keys:
             try:
-                self._table.store.delete(self._table.prefix + marker.path)
+                self._table.store.delete(key)
             except Exception as e:  # best effort: vacuum collects orphans later
-                log.warning("could not delete uncommitted file %s: %s", marker.path, e)
+                log.warning("could not delete uncommitted file %s: %s", key, e)
 
     # --- internals: reads ----------------------------------------------------------------------
 

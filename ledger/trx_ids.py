@@ -21,6 +21,10 @@ def reservation_prefix(table_prefix: str) -> str:
     return table_prefix + "_trx/"
 
 
+def reservation_key(table_prefix: str, trx_id: int) -> str:
+    return f"{reservation_prefix(table_prefix)}{trx_id:0{ID_DIGITS}d}"
+
+
 def reserve_trx_id(store: Store, table_prefix: str, committed_max: int) -> int:
     """Reserve and return a fresh ``trx_id`` above ``committed_max`` and every reservation."""
     prefix = reservation_prefix(table_prefix)
@@ -30,7 +34,7 @@ def reserve_trx_id(store: Store, table_prefix: str, committed_max: int) -> int:
         if name.isdigit():
             candidate = max(candidate, int(name) + 1)
     for _ in range(_MAX_TRIES):
-        if store.put_if_absent(f"{prefix}{candidate:0{ID_DIGITS}d}", b""):
+        if store.put_if_absent(reservation_key(table_prefix, candidate), b""):
             return candidate
         candidate += 1
     raise ConflictError("could not reserve a trx_id: too many concurrent transactions; retry")

@@ -27,10 +27,12 @@ from ledger.log.commit import commit_entry, next_timestamp
 from ledger.log.entries import LogFile, TableConfig
 from ledger.log.state import CREATE, DROP, TableState
 from ledger.log.table_log import TableLog
+from ledger.maintenance.merge import check_query
 from ledger.partitioning import PartitionSpec
 from ledger.schema import TableSchema
 from ledger.storage import Store, open_store
 from ledger.table import Table
+from ledger.writer import file_schema
 from merge_policies import load_policy, normalise_policy
 
 log = logging.getLogger(__name__)
@@ -117,6 +119,10 @@ class Warehouse:
             transaction_timeout_ms=max(1, int(transaction_timeout * 1000)),
         )
         load_policy(config.policy, table_schema, config)  # bad options fail before any write
+        if config.policy["name"] == "custom":
+            check_query(
+                config.policy["sql"], file_schema(table_schema, config), "custom merge query"
+            )
         now = int(time.time() * 1000)
         first = LogFile(0, now, CREATE, table_schema, config=config)
         if self.store.put_if_absent(table_log.commit_key(0), first.to_jsonl()):

@@ -13,7 +13,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.dataset as pads
 
-from ledger.errors import StorageError
+from ledger.errors import InvalidPredicateError, StorageError
 from ledger.live import expand_sql, latest_entries_sql, live_entries_sql, visible_rows_sql
 from ledger.log.entries import FileMarker
 from ledger.schema import DML_TYPE
@@ -234,11 +234,26 @@ def query_entries(
         # NULLS LAST, as pyarrow sorts the files appends write.
         order = ", ".join(f"{ident(c)} ASC NULLS LAST" for c in order_by)
         relation = con.sql(f"SELECT * FROM ({sql}) ORDER BY {order}")
-        yield relation.fetch_arrow_reader(batch_rows)
+        yield relation.to_arrow_reader(batch_rows)
+
+
+def query_result_schema(sql: str, schema: pa.Schema) -> pa.Schema:
+    """The schema ``sql`` returns over ``entries`` with ``schema`` (bound on no rows)."""
+    with closing(connect()) as con:
+        con.register(ENTRIES, schema.empty_table())
+        return con.sql(sql).limit(0).to_arrow_table().schema
 
 
 def partition_values_matching(values: pa.Table, predicate: str) -> pa.Table:
-    """The rows of ``values`` (one column per partition field) matching a SQL predicate."""
+    """The rows of ``values`` (one column per partition field) matching a SQL predicate.
+
+    Raises :class:`InvalidPredicateError` when the predicate is not a boolean expression (DuckDB
+    would accept ``WHERE 1``), and the engine's QUERY_ERRORS when it does not bind."""
     with closing(connect()) as con:
         con.register("partition_values", values)
+        kind = con.sql(f"SELECT ({predicate}) FROM partition_values").types[0]
+        if str(kind) != "BOOLEAN":
+            raise InvalidPredicateError(
+                f"predicate {predicate!r} is {kind}, not a condition (true or false)"
+            )
         return con.sql(f"SELECT * FROM partition_values WHERE ({predicate})").to_arrow_table()

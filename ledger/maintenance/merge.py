@@ -115,7 +115,6 @@ def merge_table(
     if not plans:
         return MergeResult(None, ())
     policy = load_policy(base.config.policy, base.schema, base.config)
-    trx_id = reserve_trx_id(table.store, table.prefix, base.max_trx_id)
     settled = settled_trx_id(base, started_ms)
     outputs: dict[str, list[FileMarker]] = {}
     try:
@@ -125,6 +124,12 @@ def merge_table(
             for plan in plans:
                 outputs[plan.folder] = _merge_partition(table, base, policy, plan, settled)
                 advance(plan.entries)
+    except BaseException:
+        _delete(table, [m for markers in outputs.values() for m in markers])
+        raise
+    try:
+        # The id makes the commit recognisable if its response is lost (see log/commit.py).
+        trx_id = reserve_trx_id(table.store, table.prefix, base.max_trx_id)
     except BaseException:
         _delete(table, [m for markers in outputs.values() for m in markers])
         raise
@@ -211,6 +216,15 @@ def write_query_result(
         sink.abort()
         _delete(table, sink.markers)
         raise
+
+
+def check_query(sql: str, target: pa.Schema, what: str) -> None:
+    """Bind ``sql`` over an empty ``entries`` and check its result columns (no data read)."""
+    try:
+        result = engine.query_result_schema(sql, target)
+    except engine.QUERY_ERRORS as e:
+        raise SchemaError(f"{what} does not apply to the table: {e}") from e
+    _check_result_schema(result, target, what)
 
 
 def _check_result_schema(result: pa.Schema, target: pa.Schema, what: str) -> None:

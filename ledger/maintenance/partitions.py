@@ -23,12 +23,13 @@ from ledger.errors import ConflictError, InvalidArgumentError, InvalidPredicateE
 from ledger.log.commit import commit_entry, next_timestamp
 from ledger.log.entries import FileMarker, LogFile
 from ledger.log.state import TableState
-from ledger.maintenance.merge import _delete, write_query_result
+from ledger.maintenance.merge import _delete, check_query, write_query_result
 from ledger.partitioning import PartitionSpec
 from ledger.predicates import check_predicate
 from ledger.pruning import prune_by_partitions
 from ledger.transaction import check_timeout
 from ledger.trx_ids import reserve_trx_id
+from ledger.writer import file_schema
 
 if TYPE_CHECKING:
     from ledger.table import Table
@@ -52,12 +53,14 @@ class PartitionChange:
 def drop_partitions(
     table: Table, partitions: PartitionChoice = None, *, where: str | None = None
 ) -> PartitionChange:
+    started_ms = int(time.time() * 1000)
     base = table._latest_state()
     spec = _spec(table, base)
     choose = _chooser(spec, partitions, where)
     outcome: dict[str, list[FileMarker]] = {"dropped": []}
 
     def build(latest: TableState) -> LogFile | None:
+        check_timeout(latest, started_ms, table.name)
         doomed = choose(latest.alive_files)
         outcome["dropped"] = doomed
         if not doomed:
@@ -93,9 +96,9 @@ def rewrite_partitions(table: Table, partitions: PartitionChoice, sql: str) -> P
     base = table._latest_state()
     spec = _spec(table, base)
     chosen = _chooser(spec, partitions, None)(base.alive_files)
+    check_query(sql, file_schema(base.schema, base.config), "rewrite query")
     if not chosen:
         return PartitionChange(None, 0, 0, 0)
-    trx_id = reserve_trx_id(table.store, table.prefix, base.max_trx_id)
     replaced: list[FileMarker] = []
     added: list[FileMarker] = []
     try:
@@ -108,6 +111,8 @@ def rewrite_partitions(table: Table, partitions: PartitionChoice, sql: str) -> P
                 continue
             replaced.append(marker)
             added.extend(outputs)
+        # The id makes the commit recognisable if its response is lost (see log/commit.py).
+        trx_id = reserve_trx_id(table.store, table.prefix, base.max_trx_id) if replaced else 0
     except BaseException:
         _delete(table, added)
         raise
@@ -173,7 +178,11 @@ def _chooser(spec: PartitionSpec, partitions: PartitionChoice, where: str | None
     if partitions is not None:
         filters = spec.normalise_filter(partitions)
         return lambda files: prune_by_partitions(list(files), filters)
-    predicate = check_predicate(str(where))
+    if not isinstance(where, str):
+        raise InvalidPredicateError(
+            f"where must be a SQL predicate string over the partition fields, got {where!r}"
+        )
+    predicate = check_predicate(where)
 
     def by_predicate(files: list[FileMarker]) -> list[FileMarker]:
         names = spec.names

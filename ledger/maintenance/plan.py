@@ -58,7 +58,11 @@ def plan_merge(
     ):
         if not isinstance(value, int) or isinstance(value, bool) or value < least:
             raise InvalidArgumentError(f"{name} must be an integer >= {least}, got {value!r}")
-    if max_partitions is not None and (not isinstance(max_partitions, int) or max_partitions < 1):
+    if max_partitions is not None and (
+        not isinstance(max_partitions, int)
+        or isinstance(max_partitions, bool)
+        or max_partitions < 1
+    ):
         raise InvalidArgumentError(
             f"max_partitions must be a positive integer, got {max_partitions!r}"
         )

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import math
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -25,7 +26,8 @@ from ledger.errors import InvalidArgumentError
 from ledger.log.commit import commit_entry, next_timestamp, write_checkpoint
 from ledger.log.entries import LogFile
 from ledger.log.state import TableState
-from ledger.maintenance.merge import CLOCK_SKEW_MS
+from ledger.maintenance import merge as merging
+from ledger.transaction import check_timeout
 from ledger.trx_ids import ID_DIGITS, reservation_prefix
 
 if TYPE_CHECKING:
@@ -59,21 +61,25 @@ def vacuum_table(table: Table, grace: dt.timedelta | float) -> VacuumResult:
     )
     version = None
     if expired:
-        version, state = _expunge(table, state, expired)
+        version, state = _expunge(table, state, expired, now)
     deleted = _delete_keys(table, [table.prefix + p for p in expired])
 
-    orphan_cutoff = now - max(grace_ms, state.config.transaction_timeout_ms) - CLOCK_SKEW_MS
+    # Anything a running transaction could still commit, or still aim its commit at, is
+    # younger than this.
+    settled_cutoff = (
+        now - max(grace_ms, state.config.transaction_timeout_ms) - merging.CLOCK_SKEW_MS
+    )
     known = set(state.files) | set(expired)
     orphans = [
         info.key
         for info in listed
         if info.key[len(table.prefix) :] not in known
         and info.key.endswith(".parquet")
-        and info.modified_ms < orphan_cutoff
+        and info.modified_ms < settled_cutoff
     ]
     orphans_deleted = _delete_keys(table, orphans)
-    log_deleted = _vacuum_log(table, cutoff)
-    reservations_deleted = _vacuum_reservations(table, state)
+    log_deleted, settled_trx_id = _vacuum_log(table, settled_cutoff)
+    reservations_deleted = _vacuum_reservations(table, settled_trx_id)
     log.info(
         "table %s: vacuum deleted %d data files, %d orphans, %d log files, %d reservations",
         table.name,
@@ -94,13 +100,18 @@ def _grace_ms(grace: dt.timedelta | float) -> int:
         raise InvalidArgumentError(
             f"grace must be a timedelta or a number of seconds, got {type(grace).__name__}"
         )
-    if seconds < 0:
-        raise InvalidArgumentError(f"grace must not be negative, got {seconds} s")
+    if not math.isfinite(seconds) or seconds < 0:
+        raise InvalidArgumentError(
+            f"grace must be a finite, non-negative duration, got {seconds} s"
+        )
     return int(seconds * 1000)
 
 
-def _expunge(table: Table, base: TableState, expired: list[str]) -> tuple[int | None, TableState]:
+def _expunge(
+    table: Table, base: TableState, expired: list[str], started_ms: int
+) -> tuple[int | None, TableState]:
     def build(latest: TableState) -> LogFile | None:
+        check_timeout(latest, started_ms, table.name)
         still = tuple(p for p in expired if p in latest.files and not latest.files[p].alive)
         if not still:
             return None  # another vacuum got there first
@@ -121,42 +132,52 @@ def _expunge(table: Table, base: TableState, expired: list[str]) -> tuple[int | 
     return (None if entry is None else entry.version), state
 
 
-def _vacuum_log(table: Table, cutoff_ms: int) -> int:
-    """Delete log files no snapshot committed after ``cutoff_ms`` (nor the one current at it)
-    needs: everything before the newest checkpoint at or below that snapshot's version."""
+def _vacuum_log(table: Table, cutoff_ms: int) -> tuple[int, int]:
+    """Delete the log files no snapshot committed after ``cutoff_ms`` (nor the one current at
+    it) needs: everything before the newest checkpoint at or below that snapshot's version.
+
+    ``cutoff_ms`` is also older than any running transaction, so no writer can still aim a
+    commit at a deleted version (its put-if-absent would succeed on the freed name and be lost).
+    Returns the number deleted and the largest ``trx_id`` committed by that checkpoint.
+    """
     table_log = table._log
     listing = table_log.listing()
     versions = sorted(listing.commits)
     if not versions or not listing.checkpoints:
-        return 0
+        return 0, 0
     # The version current at the cutoff: the last commit at or before it (binary search, since
     # commit times strictly increase along the log).
-    low, high, oldest_needed = 0, len(versions) - 1, None
+    low, high, current = 0, len(versions) - 1, None
     while low <= high:
         middle = (low + high) // 2
         entry = table_log.read(listing.commits[versions[middle]])
         if entry.timestamp_ms <= cutoff_ms:
-            oldest_needed, low = versions[middle], middle + 1
+            current, low = versions[middle], middle + 1
         else:
             high = middle - 1
-    if oldest_needed is None:
-        return 0
-    usable = [v for v in listing.checkpoints if v <= oldest_needed]
+    if current is None:
+        return 0, 0
+    usable = [v for v in listing.checkpoints if v <= current]
     if not usable:
-        return 0
+        return 0, 0
     keep_from = max(usable)
+    checkpoint = table_log.read(listing.checkpoints[keep_from])
     doomed = [listing.commits[v] for v in versions if v <= keep_from]
     doomed += [listing.checkpoints[v] for v in listing.checkpoints if v < keep_from]
     # Oldest first: a crash part-way leaves a log that still starts at a readable point.
     doomed.sort()
-    return _delete_keys(table, doomed)
+    return _delete_keys(table, doomed), checkpoint.max_trx_id or 0
 
 
-def _vacuum_reservations(table: Table, state: TableState) -> int:
-    """Reservations at or below the committed maximum never matter again (new ids are always
-    above it); those above it may belong to running transactions and stay."""
+def _vacuum_reservations(table: Table, settled_trx_id: int) -> int:
+    """Delete reservations of ids committed before every running transaction began: such a
+    transaction's snapshot already counts them, so it never reserves at or below them. (A
+    reservation only above a *stale* snapshot's maximum must stay, or that id could be
+    reserved twice.)"""
+    if settled_trx_id <= 0:
+        return 0
     prefix = reservation_prefix(table.prefix)
-    limit = f"{prefix}{state.max_trx_id:0{ID_DIGITS}d}"
+    limit = f"{prefix}{settled_trx_id:0{ID_DIGITS}d}"
     doomed = [info.key for info in table.store.list(prefix) if info.key <= limit]
     return _delete_keys(table, doomed)
 
