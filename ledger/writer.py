@@ -14,7 +14,7 @@ import os
 import time
 import uuid
 from collections.abc import Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -164,8 +164,13 @@ class DataWriter:
 
 class SortedFileSink:
     """Writes already-sorted batches of one partition into files of up to ``file_rows`` rows
-    (each a contiguous run of the order, so files hold disjoint ranges), buffering row groups
-    of ``row_group_rows``. Used by merges and rewrites, which sort in the engine."""
+    (each a contiguous run of the order, so files hold disjoint ranges), in row groups of
+    ``row_group_rows``. Used by merges and rewrites, which sort in the engine.
+
+    Each file is encoded on its own thread while the next file's rows keep arriving, so a large
+    result uses every core (pyarrow encodes without the GIL); pass ``expected_rows`` to cut it
+    into enough files for that.
+    """
 
     def __init__(
         self,
@@ -174,16 +179,24 @@ class SortedFileSink:
         *,
         file_rows: int,
         row_group_rows: int,
+        expected_rows: int = 0,
     ) -> None:
         self._writer = writer
         self._partition = partition
-        self._file_rows = file_rows
+        spread = -(-expected_rows // _WRITE_THREADS)  # ceil: one file per thread
+        self._file_rows = max(row_group_rows, min(file_rows, spread)) if spread else file_rows
         self._row_group_rows = row_group_rows
         self._target = file_schema(writer.schema, writer.config)
         self._pending: list[pa.RecordBatch] = []
         self._pending_rows = 0
-        self._file: _OpenFile | None = None
-        self.markers: list[FileMarker] = []
+        self._files: list[_OpenFile] = []
+        self._current: _OpenFile | None = None
+        self._queued: list[Future[None]] = []
+
+    @property
+    def keys(self) -> list[str]:
+        """Store keys of every file opened so far (to delete them if the operation fails)."""
+        return [f.key for f in self._files]
 
     def write(self, batch: pa.RecordBatch) -> None:
         if batch.num_rows == 0:
@@ -197,83 +210,117 @@ class SortedFileSink:
         """Flush and close; return the markers of every file written."""
         while self._pending_rows:
             self._flush(min(self._pending_rows, self._row_group_rows))
-        if self._file is not None:
-            self.markers.append(self._file.close())
-            self._file = None
-        return self.markers
+        if self._current is not None:
+            self._current.finish()
+            self._current = None
+        return [f.marker() for f in self._files]
 
     def abort(self) -> None:
-        """Close without a marker (the caller deletes what was written)."""
-        if self._file is not None:
-            self._file.stream.close()
-            self._file = None
+        """Stop writing; the caller deletes :attr:`keys`."""
+        for f in self._files:
+            f.abandon()
 
     def _flush(self, rows: int) -> None:
-        group = pa.Table.from_batches(self._pending).slice(0, rows)
-        rest = pa.Table.from_batches(self._pending).slice(rows)
+        pending = pa.Table.from_batches(self._pending)
+        group, rest = pending.slice(0, rows), pending.slice(rows)
         self._pending = rest.to_batches()
         self._pending_rows = rest.num_rows
         group = group.select(self._target.names).cast(self._target)
         while group.num_rows:
-            if self._file is None:
-                self._file = _OpenFile(self._writer, self._partition, group)
-            room = self._file_rows - self._file.rows
-            self._file.write(group.slice(0, room), self._row_group_rows)
+            if self._current is None:
+                self._current = _OpenFile(self._writer, self._partition, group)
+                self._files.append(self._current)
+            room = self._file_rows - self._current.rows
+            self._queued.append(self._current.write(group.slice(0, room), self._row_group_rows))
             group = group.slice(room)
-            if self._file.rows >= self._file_rows:
-                self.markers.append(self._file.close())
-                self._file = None
+            if self._current.rows >= self._file_rows:
+                self._current.finish()
+                self._current = None
+        # Bound the memory held by row groups waiting to be encoded.
+        while len(self._queued) > _MAX_QUEUED_ROW_GROUPS:
+            self._queued.pop(0).result()
+
+
+_MAX_QUEUED_ROW_GROUPS = 4 * _WRITE_THREADS
 
 
 class _OpenFile:
-    """One data file being written by :class:`SortedFileSink`, with its running statistics."""
+    """One data file being written by :class:`SortedFileSink` on its own thread, with its
+    running statistics."""
 
     def __init__(self, owner: DataWriter, partition: dict[str, str | None], first: pa.Table):
         self.owner = owner
         self.partition = partition
-        self.relative, key = owner.new_file_key(partition)
-        self.key = key
-        self.stream = owner.store.filesystem.open_output_stream(owner.store.fs_path(key))
-        self.parquet = pq.ParquetWriter(
-            self.stream,
-            first.schema,
-            compression="snappy",
-            use_dictionary=dictionary_columns(first),
-            column_encoding={
-                c: "DELTA_BINARY_PACKED" for c in _DELTA_ENCODED if c in first.column_names
-            },
-        )
-        self.rows = 0
-        self.dml_sum = 0
-        self.trx: list[int] = []
-        self.key_bounds: list[list[Any]] = [[] for _ in owner.config.key_columns]
+        self.relative, self.key = owner.new_file_key(partition)
+        self.schema = first.schema
+        self.dictionary = dictionary_columns(first)
+        self.rows = 0  # rows handed to the file (written or queued)
+        self._thread = ThreadPoolExecutor(max_workers=1)
+        self._done: Future[FileMarker] | None = None
+        self._stream: Any = None
+        self._parquet: pq.ParquetWriter | None = None
+        self._dml_sum = 0
+        self._trx: list[int] = []
+        self._key_bounds: list[list[Any]] = [[] for _ in owner.config.key_columns]
 
-    def write(self, part: pa.Table, row_group_rows: int) -> None:
-        self.parquet.write_table(part, row_group_size=row_group_rows)
+    def write(self, part: pa.Table, row_group_rows: int) -> Future[None]:
         self.rows += part.num_rows
-        self.dml_sum += int(pc.sum(part.column(DML_TYPE)).as_py() or 0)
+        return self._thread.submit(self._write, part, row_group_rows)
+
+    def finish(self) -> None:
+        self._done = self._thread.submit(self._close)
+        self._thread.shutdown(wait=False)
+
+    def marker(self) -> FileMarker:
+        if self._done is None:
+            raise RuntimeError("file not finished")
+        return self._done.result()
+
+    def abandon(self) -> None:
+        self._thread.shutdown(wait=True, cancel_futures=True)
+        if self._stream is not None and not self._stream.closed:
+            self._stream.close()
+
+    def _write(self, part: pa.Table, row_group_rows: int) -> None:
+        if self._parquet is None:
+            self._stream = self.owner.store.filesystem.open_output_stream(
+                self.owner.store.fs_path(self.key)
+            )
+            self._parquet = pq.ParquetWriter(
+                self._stream,
+                self.schema,
+                compression="snappy",
+                use_dictionary=self.dictionary,
+                column_encoding={
+                    c: "DELTA_BINARY_PACKED" for c in _DELTA_ENCODED if c in self.schema.names
+                },
+            )
+        self._parquet.write_table(part, row_group_size=row_group_rows)
+        self._dml_sum += int(pc.sum(part.column(DML_TYPE)).as_py() or 0)
         bounds = pc.min_max(part.column(TRX_ID))
-        self.trx += [bounds["min"].as_py(), bounds["max"].as_py()]
+        self._trx += [bounds["min"].as_py(), bounds["max"].as_py()]
         for i, column in enumerate(self.owner.config.key_columns):
             bounds = pc.min_max(part.column(column))
-            self.key_bounds[i] += [bounds["min"].as_py(), bounds["max"].as_py()]
+            self._key_bounds[i] += [bounds["min"].as_py(), bounds["max"].as_py()]
 
-    def close(self) -> FileMarker:
-        self.parquet.close()
-        size = self.stream.tell()
-        self.stream.close()
+    def _close(self) -> FileMarker:
+        if self._parquet is None:
+            raise RuntimeError("a file is only opened with rows to write")
+        self._parquet.close()
+        size = self._stream.tell()
+        self._stream.close()
         self.owner.make_durable(self.key)
         return FileMarker(
             path=self.relative,
             size=size,
             created_ms=int(time.time() * 1000),
             rows=self.rows,
-            dml_sum=self.dml_sum,
-            trx_min=min(self.trx),
-            trx_max=max(self.trx),
+            dml_sum=self._dml_sum,
+            trx_min=min(self._trx),
+            trx_max=max(self._trx),
             partition=self.partition,
-            key_min=tuple(json_value(_min(b)) for b in self.key_bounds),
-            key_max=tuple(json_value(_max(b)) for b in self.key_bounds),
+            key_min=tuple(json_value(_min(b)) for b in self._key_bounds),
+            key_max=tuple(json_value(_max(b)) for b in self._key_bounds),
         )
 
 
@@ -317,7 +364,7 @@ def _already_sorted(table: pa.Table, columns: list[str]) -> bool:
     return bool(pc.all(steps).as_py())
 
 
-_DICTIONARY_SAMPLE_ROWS = 8192
+_DICTIONARY_SAMPLE_ROWS = 64 * 1024
 _DICTIONARY_MAX_DISTINCT_RATIO = 0.25
 
 

@@ -7,9 +7,10 @@ measure), or ``min``/``max``. Min and max cannot be undone by a delete mark, so 
 allowed on ``insert_only`` tables, which refuse delete marks.
 
 The merged entry of a group is an insertion carrying the group's totals (and the latest
-``trx_id``/``trx_seq`` of the group). A group whose count measure sums to zero holds no rows and
-is dropped; without a count measure no group is ever dropped, so totals that reach zero do not
-make a group vanish.
+``trx_id``/``trx_seq`` of the group). A group whose count measure and sum measures all net to
+zero (or NULL) among the merged entries holds no rows and adds nothing, and is dropped; without a
+count measure no group is ever dropped, so totals that reach zero do not make a group vanish.
+Rollup totals read a sum over no non-NULL values as 0, so dropping such a group changes nothing.
 """
 
 from __future__ import annotations
@@ -53,8 +54,18 @@ class AggregatingPolicy:
             f"CAST(max({ENTRY_ORDER}) // 4294967296 AS BIGINT) AS {ident(TRX_ID)}",
             f"CAST(max({ENTRY_ORDER}) % 4294967296 AS INTEGER) AS {ident(TRX_SEQ)}",
         ]
-        counts = [ident(c) for c, f, _ in self.measures if f == "count"]
-        having = f" HAVING coalesce(sum({dml} * {counts[0]}), 0) <> 0" if counts else ""
+        counts = [c for c, f, _ in self.measures if f == "count"]
+        having = ""
+        if counts and not self.insert_only:
+            # A group is dropped only when it holds no rows and every total it adds is zero: a
+            # merge of some files may see a correction (same count, other values) whose count
+            # nets to zero while its sums do not.
+            undoable = [ident(c) for c, f, _ in self.measures if f in UNDOABLE]
+            having = (
+                " HAVING NOT ("
+                + " AND ".join(f"coalesce(sum({dml} * {col}), 0) = 0" for col in undoable)
+                + ")"
+            )
         return f"SELECT {', '.join(selected)} FROM {context.source} GROUP BY {keys}{having}"
 
 

@@ -35,27 +35,35 @@ class CollapsingPolicy:
         columns = idents(list(context.columns))
         dml, trx, seq = ident(DML_TYPE), ident(TRX_ID), ident(TRX_SEQ)
         src = context.source
+        # Per group: the entry orders of its insertions and of its marks, newest first; the
+        # entries kept are slices of those lists (see the module docstring).
         return f"""
 WITH marked_keys AS (SELECT DISTINCT {keys} FROM {src} WHERE {dml} = -1),
-corrected AS (
-    SELECT {columns},
-        sum({dml}) OVER grp AS __net,
-        max(CASE WHEN {dml} = 1 THEN {ENTRY_ORDER} END) OVER grp AS __last_insert,
-        max(CASE WHEN {dml} = -1 THEN {ENTRY_ORDER} END) OVER grp AS __last_mark,
-        row_number() OVER (PARTITION BY {values}, {dml} ORDER BY {trx} DESC, {seq} DESC)
-            AS __newest
+groups AS (
+    SELECT {values}, sum({dml}) AS __net,
+        list({ENTRY_ORDER} ORDER BY {ENTRY_ORDER} DESC) FILTER (WHERE {dml} = 1) AS __inserts,
+        list({ENTRY_ORDER} ORDER BY {ENTRY_ORDER} DESC) FILTER (WHERE {dml} = -1) AS __marks
     FROM (SELECT * FROM {src} SEMI JOIN marked_keys USING ({keys}))
-    WINDOW grp AS (PARTITION BY {values})
+    GROUP BY ALL
+),
+kept AS (
+    SELECT {values}, unnest(CASE
+        WHEN __net > 0 THEN list_transform(__inserts[1:__net], lambda o: {{'o': o, 'd': 1}})
+        WHEN coalesce(__inserts[1] > __marks[1], false) THEN list_concat(
+            list_transform(__inserts[1:1], lambda o: {{'o': o, 'd': 1}}),
+            list_transform(__marks[1:1 - __net], lambda o: {{'o': o, 'd': -1}}))
+        ELSE list_transform(__marks[1:-__net], lambda o: {{'o': o, 'd': -1}})
+    END) AS __entry
+    FROM groups
+    WHERE __net <> 0 OR coalesce(__inserts[1] > __marks[1], false)
 )
 SELECT {columns} FROM {src} ANTI JOIN marked_keys USING ({keys})
 UNION ALL
-SELECT {columns} FROM corrected
-WHERE CASE
-    WHEN __net > 0 THEN {dml} = 1 AND __newest <= __net
-    WHEN coalesce(__last_insert > __last_mark, false)
-        THEN __newest <= CASE WHEN {dml} = 1 THEN 1 ELSE 1 - __net END
-    ELSE {dml} = -1 AND __newest <= -__net
-END
+SELECT {values},
+    CAST(__entry.o // 4294967296 AS BIGINT) AS {trx},
+    CAST(__entry.o % 4294967296 AS INTEGER) AS {seq},
+    CAST(__entry.d AS TINYINT) AS {dml}
+FROM kept
 """
 
 

@@ -44,7 +44,7 @@ MERGE = "merge"
 CLOCK_SKEW_MS = 60_000
 _TARGET_ROW_GROUP_BYTES = 64 * 1024 * 1024
 _TARGET_FILE_BYTES = 512 * 1024 * 1024
-_BATCH_ROWS = 128 * 1024
+_BATCH_ROWS = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -195,7 +195,13 @@ def write_query_result(
         config,
         PartitionSpec.parse(list(config.partition_by), base.schema),
     )
-    sink = SortedFileSink(writer, partition, file_rows=file_rows, row_group_rows=row_group_rows)
+    sink = SortedFileSink(
+        writer,
+        partition,
+        file_rows=file_rows,
+        row_group_rows=row_group_rows,
+        expected_rows=rows,
+    )
     try:
         try:
             with engine.query_entries(
@@ -214,7 +220,7 @@ def write_query_result(
         return sink.close()
     except BaseException:
         sink.abort()
-        _delete(table, sink.markers)
+        _delete_keys(table, sink.keys)
         raise
 
 
@@ -354,8 +360,12 @@ def _still_mergeable(
 
 
 def _delete(table: Table, markers: Sequence[FileMarker]) -> None:
-    for marker in markers:
+    _delete_keys(table, [table.prefix + marker.path for marker in markers])
+
+
+def _delete_keys(table: Table, keys: Sequence[str]) -> None:
+    for key in keys:
         try:
-            table.store.delete(table.prefix + marker.path)
+            table.store.delete(key)
         except Exception as e:  # best effort: vacuum collects orphans later
-            log.warning("could not delete uncommitted file %s: %s", marker.path, e)
+            log.warning("could not delete uncommitted file %s: %s", key, e)

@@ -132,7 +132,9 @@ def _rollup(con: Any, key: list[str], measures: dict[str, str]) -> list[tuple[An
     for column, function in measures.items():
         quoted = idents([column])
         selected.append(
-            f"sum(dml_type * {quoted})" if function in ("sum", "count") else f"{function}({quoted})"
+            f"coalesce(sum(dml_type * {quoted}), 0)"
+            if function in ("sum", "count")
+            else f"{function}({quoted})"
         )
     counts = [c for c, f in measures.items() if f == "count"]
     having = f" HAVING coalesce(sum(dml_type * {idents(counts[:1])}), 0) <> 0" if counts else ""
