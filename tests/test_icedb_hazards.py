@@ -280,13 +280,13 @@ def test_a_transaction_older_than_the_timeout_cannot_commit_onto_a_trimmed_log(
     location, monkeypatch
 ):
     _without_clock_skew(monkeypatch)
-    table = _table(location, transaction_timeout=1.0, checkpoint_interval=2)
+    table = _table(location, transaction_timeout=1.5, checkpoint_interval=2)
     _add(table, "us", [1])
     _add(table, "us", [2])
     slow = _other_handle(location).transaction()  # its snapshot: version 2
     slow.insert([{"id": 3, "region": "us", "v": 3}])
     _add(table, "us", [4])
-    time.sleep(1.2)  # slow is now past the timeout
+    time.sleep(1.7)  # slow is now past the timeout
     trimmed = _vacuum_now(table)
     assert trimmed.log_files_deleted > 0  # the name slow would aim at is gone
 

@@ -433,7 +433,7 @@ def test_vacuum_trims_the_log_and_the_table_opens_fresh_and_from_a_stale_handle(
     # Log names younger than the transaction timeout are kept (a writer may aim at them).
     _without_clock_skew(monkeypatch)
     warehouse = local_location.connect()
-    table = _events(warehouse, checkpoint_interval=4, transaction_timeout=0.5)
+    table = _events(warehouse, checkpoint_interval=4, transaction_timeout=1.5)
     stale = local_location.connect().table("events")  # opened at version 0, before any vacuum
     for i in range(6):
         _add(table, 1 + i % 2, [i])
@@ -442,7 +442,7 @@ def test_vacuum_trims_the_log_and_the_table_opens_fresh_and_from_a_stale_handle(
     old_versions = [h.version for h in table.history()]
 
     _vacuum_now(table)  # expunges the merged files and writes a checkpoint at its version
-    time.sleep(0.6)  # past the transaction timeout
+    time.sleep(1.6)  # past the transaction timeout
     _vacuum_now(table)  # every snapshot within grace starts from that checkpoint now
     checkpoint = table.version
     log_keys = {k.rsplit("/", 1)[1] for k in _keys(table, "_log/")}
@@ -504,9 +504,9 @@ def test_vacuum_deletes_reservations_every_running_transaction_is_past(
     local_warehouse, monkeypatch
 ):
     _without_clock_skew(monkeypatch)
-    table = _events(local_warehouse, transaction_timeout=0.5, checkpoint_interval=2)
+    table = _events(local_warehouse, transaction_timeout=1.5, checkpoint_interval=2)
     ids = [_add(table, 1, [i]) for i in range(3)]  # versions 1-3, a checkpoint at 2
-    time.sleep(0.6)  # every transaction that began before now has committed or timed out
+    time.sleep(1.6)  # every transaction that began before now has committed or timed out
     running = table.transaction()
     running.insert([{"id": 10, "ts": dt.datetime(2026, 1, 2), "user_id": 1, "v": 10}])
     assert running.trx_id > max(ids)
