@@ -2,8 +2,10 @@
 
 Random sequences of insert / upsert / update / delete / delete_where / transactions run against
 a ledger table and against an oracle, a plain DuckDB table changed in place (rows carry the order
-they were written in). After every step, per key: the ledger's sum(dml_type) equals the oracle's
-row count, and the ledger's visible row equals the oracle's most recently written row.
+they were written in). Merges of random subsets of the alive files (or the planner's choice) are
+interleaved with the writes: the oracle does nothing for them, since a merge must not change any
+answer (and must never add entries). After every step, per key: the ledger's sum(dml_type) equals
+the oracle's row count, and the ledger's visible row equals the oracle's most recently written row.
 
 Oracle semantics (docs/concepts.md): insert adds rows (a key may get several); upsert and update
 replace all rows of a key by one row whose missing columns keep the key's latest values; delete
@@ -24,7 +26,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
 import ledger
-from tests.support.ledger_reads import sign_sums, visible_rows
+from tests.support.ledger_reads import entry_count, sign_sums, visible_rows
 from tests.support.s3server import BUCKET, S3Endpoint
 
 KEYS = st.integers(min_value=0, max_value=5)
@@ -200,6 +202,27 @@ class LedgerMachine(RuleBasedStateMachine):
             tx.upsert(_unique_keys(rows))
             raise RuntimeError("abort")
         assert self.table.refresh().version == version
+
+    @rule(data=st.data())
+    def merge(self, data: st.DataObject) -> None:
+        entries = entry_count(self.table)
+        how = data.draw(st.sampled_from(["files", "files", "planner", "full"]), label="merge")
+        # Commit order, not paths (file names are random), so that hypothesis can replay a run.
+        markers = sorted(
+            self.table.snapshot().markers(),
+            key=lambda m: (m.trx_min, m.trx_max, repr(sorted(m.partition.items())), m.rows),
+        )
+        if how == "files" and markers:  # any subset, each file in or out with even odds
+            chosen = data.draw(
+                st.lists(st.booleans(), min_size=len(markers), max_size=len(markers))
+            )
+            paths = [m.path for m, c in zip(markers, chosen, strict=True) if c]
+            self.table.merge(files=paths or [markers[-1].path])
+        elif how == "planner":
+            self.table.merge()  # every partition with two files or more
+        else:
+            self.table.merge(min_files=1)
+        assert entry_count(self.table) <= entries, "a merge added entries"
 
     @rule()
     def reopen(self) -> None:
