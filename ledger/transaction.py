@@ -200,6 +200,8 @@ class Transaction:
                     "of the entry they cancel"
                 )
             self._refuse_marks_if_insert_only(int(pc.sum(marks).as_py() or 0))
+            if self._config.generated_row_id and not missing_row_ids:
+                chunk = self._fill_row_ids_of_insertions(chunk, marks)
             rows = self._conform(chunk.drop_columns([DML_TYPE]), require_keys=True)
             entries = self._entries(rows, 1)
             entries = entries.set_column(entries.schema.get_field_index(DML_TYPE), DML_TYPE, signs)
@@ -212,6 +214,25 @@ class Transaction:
             self._deleted += deleted
             self._inserted += entries.num_rows - deleted
         return total
+
+    def _fill_row_ids_of_insertions(self, chunk: pa.Table, marks: pa.ChunkedArray) -> pa.Table:
+        """Insertions given with a NULL ``_row_id`` (next to marks that carry theirs) get new
+        ids; a mark must say which entry it cancels."""
+        ids = chunk.column(ROW_ID)
+        if not ids.null_count:
+            return chunk
+        missing = pc.is_null(ids).combine_chunks()
+        if pc.any(pc.and_(missing, marks.combine_chunks())).as_py():
+            raise MissingKeyError(
+                "delete marks on a table without a primary key must carry the _row_id of the "
+                "entry they cancel"
+            )
+        filled = pc.replace_with_mask(
+            _cast_row_ids(ids.fill_null(0)).combine_chunks(),
+            missing,
+            self._new_row_ids(ids.null_count),
+        )
+        return chunk.set_column(chunk.schema.get_field_index(ROW_ID), ROW_ID, filled)
 
     def upsert(self, data: Any) -> int:
         """Insert rows whose key is new; replace the visible row of keys that exist.

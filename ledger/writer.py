@@ -242,6 +242,7 @@ class SortedFileSink:
 
 
 _MAX_QUEUED_ROW_GROUPS = 4 * _WRITE_THREADS
+_MERGED_DICTIONARY_SAMPLE_ROWS = 64 * 1024
 
 
 class _OpenFile:
@@ -253,7 +254,8 @@ class _OpenFile:
         self.partition = partition
         self.relative, self.key = owner.new_file_key(partition)
         self.schema = first.schema
-        self.dictionary = dictionary_columns(first)
+        # Merged files are large: a bigger sample sees that a column repeats across row groups.
+        self.dictionary = dictionary_columns(first, _MERGED_DICTIONARY_SAMPLE_ROWS)
         self.rows = 0  # rows handed to the file (written or queued)
         self._thread = ThreadPoolExecutor(max_workers=1)
         self._done: Future[FileMarker] | None = None
@@ -364,18 +366,18 @@ def _already_sorted(table: pa.Table, columns: list[str]) -> bool:
     return bool(pc.all(steps).as_py())
 
 
-_DICTIONARY_SAMPLE_ROWS = 64 * 1024
+_DICTIONARY_SAMPLE_ROWS = 8192
 _DICTIONARY_MAX_DISTINCT_RATIO = 0.25
 
 
-def dictionary_columns(table: pa.Table) -> list[str]:
+def dictionary_columns(table: pa.Table, sample_rows: int = _DICTIONARY_SAMPLE_ROWS) -> list[str]:
     """Columns worth dictionary encoding: those with few distinct values in a sample.
 
     Dictionary-encoding a high-cardinality column (keys, row ids, trx_seq, timestamps) hashes
     every value only to fall back to plain encoding, which made writes 2-3x slower and files
     larger; low-cardinality columns (trx_id, dml_type, categories) shrink a lot with it.
     """
-    sample = table.slice(0, _DICTIONARY_SAMPLE_ROWS)
+    sample = table.slice(0, sample_rows)
     rows = max(sample.num_rows, 1)
     chosen = []
     for name in table.column_names:

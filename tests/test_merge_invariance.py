@@ -72,7 +72,7 @@ PICKS = st.lists(KEYS, min_size=1, max_size=3, unique=True)
 # Modest example counts keep the module near a minute on two cores; collapsing, the default
 # policy with the subtlest rule, and aggregating, whose drops depend on sums, get more.
 TEST_SETTINGS = settings(max_examples=12, deadline=None)
-MORE_EXAMPLES = settings(max_examples=20, deadline=None)
+MORE_EXAMPLES = settings(max_examples=16, deadline=None)
 
 
 def _operations(row: st.SearchStrategy[dict[str, Any]], *, keyed: bool) -> st.SearchStrategy:

@@ -171,6 +171,23 @@ def test_tables_without_a_primary_key_get_row_ids_so_any_entry_can_be_cancelled(
     assert table.count() == 0
 
 
+def test_append_entries_without_a_key_mixes_marks_and_new_insertions(warehouse):
+    events = warehouse.create_table("events", {"kind": "VARCHAR", "n": "BIGINT"})
+    events.insert([{"kind": "click", "n": 1}, {"kind": "view", "n": 2}])
+    (row_id,) = [r[1] for r in events.scan().project("kind, _row_id").fetchall() if r[0] == "view"]
+    # a correction: cancel one entry by its _row_id, insert its replacement (new id generated)
+    events.append_entries(
+        [
+            {"kind": "view", "n": 2, "_row_id": row_id, "dml_type": -1},
+            {"kind": "view", "n": 3, "_row_id": None, "dml_type": 1},
+        ]
+    )
+    rows = sorted(r[:2] for r in visible_rows(events))
+    assert rows == [("click", 1), ("view", 3)]
+    with pytest.raises(ledger.MissingKeyError):
+        events.append_entries([{"kind": "view", "n": 3, "_row_id": None, "dml_type": -1}])
+
+
 def test_insert_streams_a_record_batch_reader_in_bounded_files(warehouse, monkeypatch):
     from ledger import transaction
 

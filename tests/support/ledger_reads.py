@@ -110,16 +110,21 @@ def policy_answer(table: Table, version: int | None = None) -> Any:
 
 
 def _totals(con: Any, source: str, values: list[str]) -> dict[str, Any]:
-    """SUM, COUNT and AVG over the marked ledger, weighting each entry by its dml_type."""
+    """SUM, COUNT and AVG over the marked ledger, weighting each entry by its dml_type, as they
+    would be over the visible rows: COUNT of nothing is 0, and SUM and AVG are NULL when no
+    non-NULL value is visible (entries that cancel out leave nothing, whether or not a merge has
+    removed them yet)."""
     out: dict[str, Any] = {
-        "count": con.sql(f"SELECT CAST(sum(dml_type) AS BIGINT) FROM {source}").fetchall()[0][0]
+        "count": con.sql(
+            f"SELECT CAST(coalesce(sum(dml_type), 0) AS BIGINT) FROM {source}"
+        ).fetchall()[0][0]
     }
     for column in values:
         quoted = idents([column])
-        present = f"sum(dml_type * CAST({quoted} IS NOT NULL AS INT))"
+        present = f"coalesce(sum(dml_type * CAST({quoted} IS NOT NULL AS INT)), 0)"
         try:
             out[column] = con.sql(
-                f"SELECT sum(dml_type * {quoted}), "
+                f"SELECT CASE WHEN {present} = 0 THEN NULL ELSE sum(dml_type * {quoted}) END, "
                 f"sum(dml_type * {quoted}) / nullif({present}, 0) FROM {source}"
             ).fetchall()[0]
         except Exception:  # not a numeric column: its weighted count only
