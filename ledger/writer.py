@@ -9,6 +9,7 @@ columns: they live in the file's path and marker, computed from the user columns
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import time
@@ -207,12 +208,15 @@ class SortedFileSink:
             self._flush(self._row_group_rows)
 
     def close(self) -> list[FileMarker]:
-        """Flush and close; return the markers of every file written."""
+        """Flush and close; return the markers of every file written. The first error of any
+        file's thread is raised here."""
         while self._pending_rows:
             self._flush(min(self._pending_rows, self._row_group_rows))
         if self._current is not None:
             self._current.finish()
             self._current = None
+        while self._queued:
+            self._queued.pop(0).result()
         return [f.marker() for f in self._files]
 
     def abort(self) -> None:
@@ -261,6 +265,7 @@ class _OpenFile:
         self._done: Future[FileMarker] | None = None
         self._stream: Any = None
         self._parquet: pq.ParquetWriter | None = None
+        self._failed = False
         self._dml_sum = 0
         self._trx: list[int] = []
         self._key_bounds: list[list[Any]] = [[] for _ in owner.config.key_columns]
@@ -280,10 +285,23 @@ class _OpenFile:
 
     def abandon(self) -> None:
         self._thread.shutdown(wait=True, cancel_futures=True)
-        if self._stream is not None and not self._stream.closed:
-            self._stream.close()
+        with contextlib.suppress(Exception):  # the file is deleted next; only release it
+            if self._parquet is not None and self._parquet.is_open:
+                self._parquet.close()
+        with contextlib.suppress(Exception):
+            if self._stream is not None and not self._stream.closed:
+                self._stream.close()
 
     def _write(self, part: pa.Table, row_group_rows: int) -> None:
+        if self._failed:
+            raise RuntimeError(f"an earlier write of {self.key} failed")
+        try:
+            self._write_row_group(part, row_group_rows)
+        except BaseException:
+            self._failed = True  # later row groups must not land after a gap
+            raise
+
+    def _write_row_group(self, part: pa.Table, row_group_rows: int) -> None:
         if self._parquet is None:
             self._stream = self.owner.store.filesystem.open_output_stream(
                 self.owner.store.fs_path(self.key)
@@ -306,8 +324,8 @@ class _OpenFile:
             self._key_bounds[i] += [bounds["min"].as_py(), bounds["max"].as_py()]
 
     def _close(self) -> FileMarker:
-        if self._parquet is None:
-            raise RuntimeError("a file is only opened with rows to write")
+        if self._failed or self._parquet is None:
+            raise RuntimeError(f"{self.key} was not written completely")
         self._parquet.close()
         size = self._stream.tell()
         self._stream.close()
