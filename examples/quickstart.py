@@ -192,6 +192,22 @@ def main() -> None:
     print(update_commit.read_text())
     print(f"(see docs/format.md; the warehouse stays in {WAREHOUSE})")
 
+    title("12. merge: collapse the corrections away; every answer stays the same")
+    before = len(payments.files())
+    result = payments.merge(min_files=1)  # every partition, even one with a single file
+    print(
+        f"merge (version {result.version}): {result.files_in} files -> {result.files_out}, "
+        f"{result.entries_in} entries -> {result.entries_out}; files alive {before} -> "
+        f"{len(payments.files())}"
+    )
+    show_ledger(payments, BALANCES)
+    with raw_ledger(payments) as con:
+        merged_total = con.sql("SELECT sum(dml_type * amount) FROM ledger").fetchall()[0][0]
+    assert merged_total == ledger_total
+    print("vacuum(grace=1 day) deletes nothing yet: every tombstone is younger than the grace")
+    print(payments.vacuum(dt.timedelta(days=1)))
+    print("(see docs/merges.md for policies, vacuum, drop_partitions and rewrite_partitions)")
+
 
 if __name__ == "__main__":
     main()

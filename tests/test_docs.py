@@ -35,4 +35,5 @@ def test_the_demo_runs_end_to_end(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert "history()" in result.stdout and "time travel" in result.stdout
+    assert "merge (version" in result.stdout
     assert (tmp_path / "wh" / "payments" / "_log" / "00000000000000000000.jsonl").exists()
