@@ -125,13 +125,13 @@ def merge_table(
                 outputs[plan.folder] = _merge_partition(table, base, policy, plan, settled)
                 advance(plan.entries)
     except BaseException:
-        _delete(table, [m for markers in outputs.values() for m in markers])
+        delete_uncommitted(table, [m for markers in outputs.values() for m in markers])
         raise
     try:
         # The id makes the commit recognisable if its response is lost (see log/commit.py).
         trx_id = reserve_trx_id(table.store, table.prefix, base.max_trx_id)
     except BaseException:
-        _delete(table, [m for markers in outputs.values() for m in markers])
+        delete_uncommitted(table, [m for markers in outputs.values() for m in markers])
         raise
     # From here on, files are deleted only when the commit certainly did not land: a storage
     # error on the log write leaves it unknown, and deleting then could lose committed files.
@@ -311,11 +311,11 @@ def _commit(
     try:
         state, entry = commit_entry(table._log, base, build)
     except ConflictError:
-        _delete(table, [m for markers in outputs.values() for m in markers])
+        delete_uncommitted(table, [m for markers in outputs.values() for m in markers])
         raise
     table._adopt_state(state)
     conflicts = outcome["conflicts"] if entry is not None else plans
-    _delete(table, [m for plan in conflicts for m in outputs[plan.folder]])
+    delete_uncommitted(table, [m for plan in conflicts for m in outputs[plan.folder]])
     for plan in conflicts:
         log.warning(
             "table %s: merge of partition %s skipped: another commit changed its files first",
@@ -359,7 +359,8 @@ def _still_mergeable(
     return True
 
 
-def _delete(table: Table, markers: Sequence[FileMarker]) -> None:
+def delete_uncommitted(table: Table, markers: Sequence[FileMarker]) -> None:
+    """Delete files no commit references (best effort; vacuum collects what is left)."""
     _delete_keys(table, [table.prefix + marker.path for marker in markers])
 
 

@@ -23,7 +23,7 @@ from ledger.errors import ConflictError, InvalidArgumentError, InvalidPredicateE
 from ledger.log.commit import commit_entry, next_timestamp
 from ledger.log.entries import FileMarker, LogFile
 from ledger.log.state import TableState
-from ledger.maintenance.merge import _delete, check_query, write_query_result
+from ledger.maintenance.merge import check_query, delete_uncommitted, write_query_result
 from ledger.partitioning import PartitionSpec
 from ledger.predicates import check_predicate
 from ledger.pruning import prune_by_partitions
@@ -107,14 +107,14 @@ def rewrite_partitions(table: Table, partitions: PartitionChoice, sql: str) -> P
                 table, base, dict(marker.partition), [marker], sql, "rewrite query"
             )
             if sum(m.rows for m in outputs) == marker.rows:
-                _delete(table, outputs)  # nothing filtered out: keep the file as it is
+                delete_uncommitted(table, outputs)  # nothing filtered out: keep the file as it is
                 continue
             replaced.append(marker)
             added.extend(outputs)
         # The id makes the commit recognisable if its response is lost (see log/commit.py).
         trx_id = reserve_trx_id(table.store, table.prefix, base.max_trx_id) if replaced else 0
     except BaseException:
-        _delete(table, added)
+        delete_uncommitted(table, added)
         raise
     if not replaced:
         return PartitionChange(None, 0, 0, 0)
@@ -143,7 +143,7 @@ def rewrite_partitions(table: Table, partitions: PartitionChoice, sql: str) -> P
     try:
         state, entry = commit_entry(table._log, base, build)
     except ConflictError:  # certainly not committed; any other error leaves the files be
-        _delete(table, added)
+        delete_uncommitted(table, added)
         raise
     table._adopt_state(state)
     return PartitionChange(
