@@ -30,6 +30,7 @@ from ledger.maintenance import partitions as partition_ops
 from ledger.maintenance import vacuum as vacuuming
 from tests.conftest import Location
 from tests.support.ledger_reads import visible_rows
+from tests.support.maintenance import set_clock_skew, vacuum_now
 
 SCHEMA = {"id": "BIGINT", "region": "VARCHAR", "v": "INTEGER"}
 
@@ -86,18 +87,6 @@ def _run_once_before(
     return results
 
 
-def _vacuum_now(table: ledger.Table) -> vacuuming.VacuumResult:
-    """vacuum(0) once the last commit's millisecond has passed: a tombstone set in the very
-    millisecond vacuum starts is not yet older than a zero grace."""
-    time.sleep(0.005)
-    return table.vacuum(0)
-
-
-def _without_clock_skew(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(merging, "CLOCK_SKEW_MS", 0)
-    monkeypatch.setattr(vacuuming, "CLOCK_SKEW_MS", 0, raising=False)
-
-
 # --- (a) a drop of one partition, then vacuum, keeps every other partition -----------------------
 
 
@@ -120,7 +109,7 @@ def test_dropping_one_partition_then_vacuum_keeps_every_other_partition(location
     dropped = table.drop_partitions({"region": "eu"})
     assert dropped.version == racing[0].version + 1  # the drop committed after the append
     assert (dropped.files_removed, dropped.entries_removed) == (2, 3)
-    vacuumed = _vacuum_now(table)
+    vacuumed = vacuum_now(table)
     assert vacuumed.data_files_deleted == 4  # eu's two files and us's merged inputs
 
     fresh = _other_handle(location)
@@ -142,7 +131,7 @@ def test_a_merge_after_a_drop_does_not_resurrect_dropped_files(location):
 
     merged = table.merge()
     assert [p.partition for p in merged.merged] == [{"region": "us"}]
-    _vacuum_now(table)
+    vacuum_now(table)
     assert table.merge(min_files=1).files_in == 1  # only us's merged file is left to pick
     fresh = _other_handle(location)
     assert [r[0] for r in visible_rows(fresh)] == [10, 11]
@@ -170,7 +159,7 @@ def test_a_merge_racing_a_drop_gives_the_dropped_partition_up(location, monkeypa
     assert [r[0] for r in visible_rows(fresh)] == [10, 11]
     assert {m.partition["region"] for m in fresh.snapshot().markers()} == {"us"}
     _assert_files_consistent(location)  # eu's merged output was deleted, not left behind
-    _vacuum_now(fresh)
+    vacuum_now(fresh)
     assert fresh.count() == 2
     _assert_files_consistent(location, tombstones_allowed=False)
 
@@ -208,7 +197,7 @@ def test_a_vacuum_committing_between_a_merges_write_and_commit(location, monkeyp
     assert _entries(fresh) == entries  # each entry exactly once
     assert len(fresh.snapshot().markers({"region": "us"})) == 1
     _assert_files_consistent(location)
-    _vacuum_now(fresh)
+    vacuum_now(fresh)
     assert _entries(_other_handle(location)) == entries
     _assert_files_consistent(location, tombstones_allowed=False)
 
@@ -239,8 +228,8 @@ def test_a_merge_whose_snapshot_predates_a_log_trimming_vacuum_is_not_lost(locat
     other = _other_handle(location)
 
     def vacuum_and_trim_the_log() -> int:
-        first = _vacuum_now(other)  # expunges eu's inputs and writes a checkpoint at its commit
-        second = _vacuum_now(other)  # deletes every commit up to that checkpoint (if not done)
+        first = vacuum_now(other)  # expunges eu's inputs and writes a checkpoint at its commit
+        second = vacuum_now(other)  # deletes every commit up to that checkpoint (if not done)
         return first.log_files_deleted + second.log_files_deleted
 
     log_files_deleted = _run_once_before(monkeypatch, merging, "_commit", vacuum_and_trim_the_log)
@@ -264,8 +253,8 @@ def test_an_append_whose_snapshot_predates_a_log_trimming_vacuum_is_not_lost(loc
     slow = _other_handle(location).transaction()  # its snapshot: version 2
     slow.insert([{"id": 3, "region": "us", "v": 3}])
     table.merge()
-    first = _vacuum_now(table)
-    second = _vacuum_now(table)
+    first = vacuum_now(table)
+    second = vacuum_now(table)
     # slow may still commit, so the log names after its snapshot are kept.
     assert first.log_files_deleted + second.log_files_deleted == 0
 
@@ -279,7 +268,7 @@ def test_an_append_whose_snapshot_predates_a_log_trimming_vacuum_is_not_lost(loc
 def test_a_transaction_older_than_the_timeout_cannot_commit_onto_a_trimmed_log(
     location, monkeypatch
 ):
-    _without_clock_skew(monkeypatch)
+    set_clock_skew(monkeypatch)
     table = _table(location, transaction_timeout=1.5, checkpoint_interval=2)
     _add(table, "us", [1])
     _add(table, "us", [2])
@@ -287,7 +276,7 @@ def test_a_transaction_older_than_the_timeout_cannot_commit_onto_a_trimmed_log(
     slow.insert([{"id": 3, "region": "us", "v": 3}])
     _add(table, "us", [4])
     time.sleep(1.7)  # slow is now past the timeout
-    trimmed = _vacuum_now(table)
+    trimmed = vacuum_now(table)
     assert trimmed.log_files_deleted > 0  # the name slow would aim at is gone
 
     with pytest.raises(ledger.TransactionTimeoutError):
@@ -300,7 +289,7 @@ def test_a_transaction_older_than_the_timeout_cannot_commit_onto_a_trimmed_log(
 def test_a_merge_paused_past_the_timeout_cannot_commit_files_vacuum_took_for_orphans(
     location, monkeypatch
 ):
-    _without_clock_skew(monkeypatch)
+    set_clock_skew(monkeypatch)
     table = _table(location, transaction_timeout=1.5)
     _add(table, "us", [10, 11])
     _add(table, "us", [12])
@@ -310,7 +299,7 @@ def test_a_merge_paused_past_the_timeout_cannot_commit_files_vacuum_took_for_orp
 
     def vacuum_after_the_timeout() -> vacuuming.VacuumResult:
         time.sleep(1.6)  # the merge's new file is now older than the transaction timeout
-        return _vacuum_now(other)
+        return vacuum_now(other)
 
     vacuumed = _run_once_before(monkeypatch, merging, "_commit", vacuum_after_the_timeout)
     with pytest.raises(ledger.TransactionTimeoutError):

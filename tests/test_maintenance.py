@@ -28,6 +28,7 @@ from ledger.maintenance.merge import PartitionMerge
 from ledger.maintenance.partitions import PartitionChange
 from tests.conftest import Location
 from tests.support.ledger_reads import entry_count, visible_rows
+from tests.support.maintenance import set_clock_skew, vacuum_now
 
 EVENTS = {"id": "BIGINT", "ts": "TIMESTAMP", "user_id": "INTEGER", "v": "INTEGER"}
 FILE_COLUMNS = ["id", "ts", "user_id", "v", "trx_id", "trx_seq", "dml_type"]
@@ -93,19 +94,6 @@ class _ShiftedClock:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(time, name)
-
-
-def _vacuum_now(table: ledger.Table) -> vacuuming.VacuumResult:
-    """vacuum(0) once the last commit's millisecond has passed: a tombstone set in the very
-    millisecond vacuum starts is not yet older than a zero grace."""
-    time.sleep(0.005)
-    return table.vacuum(0)
-
-
-def _without_clock_skew(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(merging, "CLOCK_SKEW_MS", 0)
-    # vacuum may hold its own copy of the margin (see the test of that binding below)
-    monkeypatch.setattr(vacuuming, "CLOCK_SKEW_MS", 0, raising=False)
 
 
 # --- merge: choosing files ---------------------------------------------------------------------
@@ -391,7 +379,7 @@ def test_vacuum_deletes_files_tombstoned_longer_ago_than_grace_and_keeps_recent_
     assert all(not state_files[m.path].alive for m in recent)
     assert visible_rows(table) == rows
 
-    assert _vacuum_now(table).data_files_deleted == 2
+    assert vacuum_now(table).data_files_deleted == 2
     assert _keys(table, "_data/") == _alive_keys(table)
     assert visible_rows(table) == rows and table.count() == 4
 
@@ -431,7 +419,7 @@ def test_vacuum_trims_the_log_and_the_table_opens_fresh_and_from_a_stale_handle(
     local_location, monkeypatch
 ):
     # Log names younger than the transaction timeout are kept (a writer may aim at them).
-    _without_clock_skew(monkeypatch)
+    set_clock_skew(monkeypatch)
     warehouse = local_location.connect()
     table = _events(warehouse, checkpoint_interval=4, transaction_timeout=1.5)
     stale = local_location.connect().table("events")  # opened at version 0, before any vacuum
@@ -441,9 +429,9 @@ def test_vacuum_trims_the_log_and_the_table_opens_fresh_and_from_a_stale_handle(
     rows = visible_rows(table)
     old_versions = [h.version for h in table.history()]
 
-    _vacuum_now(table)  # expunges the merged files and writes a checkpoint at its version
+    vacuum_now(table)  # expunges the merged files and writes a checkpoint at its version
     time.sleep(1.6)  # past the transaction timeout
-    _vacuum_now(table)  # every snapshot within grace starts from that checkpoint now
+    vacuum_now(table)  # every snapshot within grace starts from that checkpoint now
     checkpoint = table.version
     log_keys = {k.rsplit("/", 1)[1] for k in _keys(table, "_log/")}
     assert log_keys == {f"{checkpoint:020d}.checkpoint.jsonl", "_last_checkpoint"}
@@ -464,7 +452,7 @@ def test_vacuum_trims_the_log_and_the_table_opens_fresh_and_from_a_stale_handle(
 def test_vacuum_deletes_orphans_of_a_crashed_transaction_only_once_old_enough(
     local_warehouse, monkeypatch
 ):
-    _without_clock_skew(monkeypatch)
+    set_clock_skew(monkeypatch)
     table = _events(local_warehouse, transaction_timeout=2)
     _add(table, 1, [1, 2])
     crashed = table.transaction()
@@ -496,14 +484,14 @@ def test_vacuum_orphan_rule_uses_the_clock_skew_margin_of_the_merge_module(
     crashed = table.transaction()
     crashed.insert([{"id": 3, "ts": dt.datetime(2026, 1, 1), "user_id": 1, "v": 3}])
     monkeypatch.setattr(vacuuming, "time", _ShiftedClock(5))
-    assert _vacuum_now(table).orphans_deleted == 1
+    assert vacuum_now(table).orphans_deleted == 1
     assert _keys(table, "_data/") == set()
 
 
 def test_vacuum_deletes_reservations_every_running_transaction_is_past(
     local_warehouse, monkeypatch
 ):
-    _without_clock_skew(monkeypatch)
+    set_clock_skew(monkeypatch)
     table = _events(local_warehouse, transaction_timeout=1.5, checkpoint_interval=2)
     ids = [_add(table, 1, [i]) for i in range(3)]  # versions 1-3, a checkpoint at 2
     time.sleep(1.6)  # every transaction that began before now has committed or timed out
@@ -553,7 +541,7 @@ def test_drop_partitions_by_value_list_and_predicate_is_log_only_until_vacuum(lo
     assert _keys(table, "_data/") == data  # log-only: every file is still there
     assert entry_count(table, start.version) == 17  # and time travel before the drop reads it
 
-    assert _vacuum_now(table).data_files_deleted == 5
+    assert vacuum_now(table).data_files_deleted == 5
     assert _keys(table, "_data/") == _alive_keys(table)
     assert [r[0] for r in visible_rows(local_warehouse.table("events"))] == [40, 41, 42]
 
@@ -614,7 +602,7 @@ def test_collapsing_merge_cancels_marks_against_the_insertions_they_undo(local_w
 def test_replacing_merge_keeps_the_latest_version_and_drops_marks_once_settled(
     local_warehouse, monkeypatch
 ):
-    _without_clock_skew(monkeypatch)
+    set_clock_skew(monkeypatch)
     table = local_warehouse.create_table(
         "dim",
         {"id": "BIGINT", "name": "VARCHAR", "ver": "INTEGER"},

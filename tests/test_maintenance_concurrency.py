@@ -39,6 +39,7 @@ from ledger.storage import Store
 from tests.conftest import Location
 from tests.support.failing import FailingStore
 from tests.support.ledger_reads import policy_answer
+from tests.support.maintenance import POLICIES, set_clock_skew
 from tests.support.workers import (
     APPEND,
     DROP,
@@ -53,12 +54,6 @@ from tests.support.workers import (
 
 SCHEMA = {"k": "BIGINT", "v": "BIGINT", "n": "BIGINT"}
 PARTITION_BY = ["bucket(3, k)"]
-POLICIES: dict[str, Any] = {
-    "collapsing": "collapsing",
-    "replacing": {"name": "replacing"},
-    "aggregating": {"name": "aggregating", "measures": {"v": "sum", "n": "count"}},
-    "dedup": {"name": "dedup"},
-}
 SKEW_MS = 300
 # Per backend: the tables' transaction timeout, the racing vacuums' grace (longer than any
 # transaction plus the skew margin) and how long mergers and vacuums keep going. Planted orphans
@@ -70,12 +65,7 @@ RESULT_TIMEOUT_S = 300
 @pytest.fixture
 def short_skew(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """The clock-skew margin of merges and vacuum, shortened for this test (threads only)."""
-    import ledger.maintenance.merge as merging
-    import ledger.maintenance.vacuum as vacuuming
-
-    for module in (merging, vacuuming):
-        if hasattr(module, "CLOCK_SKEW_MS"):  # vacuum may read merge's, or keep a copy
-            monkeypatch.setattr(module, "CLOCK_SKEW_MS", SKEW_MS)
+    set_clock_skew(monkeypatch, SKEW_MS)
     yield
 
 

@@ -39,16 +39,11 @@ from ledger.storage import Store
 from tests.conftest import Location
 from tests.support.failing import CallCounter, FailingStore, InjectedFault, _FailingHandler
 from tests.support.ledger_reads import policy_answer
+from tests.support.maintenance import POLICIES
 from tests.support.s3server import BUCKET, S3Endpoint
 
 SCHEMA = {"k": "BIGINT", "v": "BIGINT", "n": "BIGINT"}
 PARTITION_BY = ["bucket(2, k)"]
-POLICIES: dict[str, Any] = {
-    "collapsing": "collapsing",
-    "replacing": {"name": "replacing"},
-    "aggregating": {"name": "aggregating", "measures": {"v": "sum", "n": "count"}},
-    "dedup": {"name": "dedup"},
-}
 # Small, so that the merge's commit (version 9) also writes a checkpoint and its hint.
 CHECKPOINT_INTERVAL = 3
 LATER_S = 2 * 3600  # past the default transaction timeout (1 h) plus the clock-skew margin

@@ -179,7 +179,6 @@ VACUUM = "vacuum"
 DROP = "drop"
 # The merge-time safety margins vacuum and replacing merges add for clock skew; a race lasting
 # seconds needs them shorter than the default minute (set in every process that takes part).
-_SKEW_MODULES = ("ledger.maintenance.merge", "ledger.maintenance.vacuum")
 
 
 @dataclass(frozen=True)
@@ -320,13 +319,11 @@ def _merge_once(table: ledger.Table, role: RaceRole, rng: Any) -> RaceOutcome:
 
 
 def set_clock_skew_ms(skew_ms: int) -> None:
-    """Shorten the clock-skew margin of merges and vacuum in this process."""
-    import importlib
+    """Shorten the clock-skew margin of merges and vacuum (vacuum reads merge's) in this
+    process."""
+    import ledger.maintenance.merge as merging
 
-    for name in _SKEW_MODULES:
-        module = importlib.import_module(name)
-        if hasattr(module, "CLOCK_SKEW_MS"):  # vacuum may read merge's, or keep a copy
-            module.CLOCK_SKEW_MS = skew_ms
+    merging.CLOCK_SKEW_MS = skew_ms
 
 
 def init_race_process(barrier: Any, skew_ms: int) -> None:
