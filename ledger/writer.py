@@ -160,7 +160,14 @@ class DataWriter:
             partition=partition,
             key_min=tuple(key_min),
             key_max=tuple(key_max),
+            unique_keys=self._keys_sorted() and _strictly_increasing(part, self.config.key_columns),
         )
+
+    def _keys_sorted(self) -> bool:
+        """Whether files are sorted by key first (so equal keys are adjacent)."""
+        order = sort_columns(self.config)
+        keys = list(self.config.key_columns)
+        return order[: len(keys)] == keys
 
 
 class SortedFileSink:
@@ -269,6 +276,8 @@ class _OpenFile:
         self._dml_sum = 0
         self._trx: list[int] = []
         self._key_bounds: list[list[Any]] = [[] for _ in owner.config.key_columns]
+        self._unique_keys = owner._keys_sorted()
+        self._last_key: pa.Table | None = None
 
     def write(self, part: pa.Table, row_group_rows: int) -> Future[None]:
         self.rows += part.num_rows
@@ -322,6 +331,11 @@ class _OpenFile:
         for i, column in enumerate(self.owner.config.key_columns):
             bounds = pc.min_max(part.column(column))
             self._key_bounds[i] += [bounds["min"].as_py(), bounds["max"].as_py()]
+        if self._unique_keys and part.num_rows:
+            keys = part.select(list(self.owner.config.key_columns))
+            joined = keys if self._last_key is None else pa.concat_tables([self._last_key, keys])
+            self._unique_keys = _strictly_increasing(joined, self.owner.config.key_columns)
+            self._last_key = keys.slice(keys.num_rows - 1)
 
     def _close(self) -> FileMarker:
         if self._failed or self._parquet is None:
@@ -341,7 +355,20 @@ class _OpenFile:
             partition=self.partition,
             key_min=tuple(json_value(_min(b)) for b in self._key_bounds),
             key_max=tuple(json_value(_max(b)) for b in self._key_bounds),
+            unique_keys=self._unique_keys,
         )
+
+
+def _strictly_increasing(table: pa.Table, key_columns: tuple[str, ...]) -> bool:
+    """Whether no two adjacent rows of ``table`` (sorted by key) share their key."""
+    if table.num_rows < 2:
+        return True
+    same = None
+    for column in key_columns:
+        values = table.column(column)
+        equal = pc.fill_null(pc.equal(values[1:], values[:-1]), False)
+        same = equal if same is None else pc.and_(same, equal)
+    return not pc.any(same).as_py()
 
 
 def _min(values: list[Any]) -> Any:

@@ -6,6 +6,7 @@ are scanned by DuckDB's own Parquet reader; files on S3 are scanned through a py
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import closing, contextmanager
 
@@ -13,10 +14,11 @@ import duckdb
 import pyarrow as pa
 import pyarrow.dataset as pads
 
+from ledger.changes import ChangeSet
 from ledger.errors import InvalidPredicateError, StorageError
 from ledger.live import expand_sql, latest_entries_sql, live_entries_sql, visible_rows_sql
 from ledger.log.entries import FileMarker
-from ledger.schema import DML_TYPE
+from ledger.schema import DML_TYPE, TRX_ID
 from ledger.sql import ident, idents
 from ledger.storage import Store
 
@@ -257,3 +259,82 @@ def partition_values_matching(values: pa.Table, predicate: str) -> pa.Table:
                 f"predicate {predicate!r} is {kind}, not a condition (true or false)"
             )
         return con.sql(f"SELECT * FROM partition_values WHERE ({predicate})").to_arrow_table()
+
+
+# --- the relations views read ---------------------------------------------------------------------
+
+
+def bind_relations(
+    con: duckdb.DuckDBPyConnection, relations: dict[str, duckdb.DuckDBPyRelation]
+) -> dict[str, str]:
+    """Make each relation readable by name in SQL on ``con`` (a temporary view under a fresh
+    name, so several views on one connection never collide); returns the names."""
+    names = {}
+    for role, relation in relations.items():
+        name = f"__ledger_{role}_{uuid.uuid4().hex[:12]}"
+        relation.create_view(name, replace=True)
+        names[role] = name
+    return names
+
+
+def change_entries(
+    con: duckdb.DuckDBPyConnection,
+    store: Store,
+    table_prefix: str,
+    changes: ChangeSet,
+    schema: pa.Schema,
+) -> duckdb.DuckDBPyRelation:
+    """The entries of a change set (see ledger.changes) with ``_commit_version`` and
+    ``_commit_timestamp``; entries of removed files carry the opposite ``dml_type``."""
+    columns = [f.name for f in schema]
+    extra = pa.schema(
+        [("_commit_version", pa.int64()), ("_commit_timestamp", pa.timestamp("ms", "UTC"))]
+    )
+    parts: list[duckdb.DuckDBPyRelation] = []
+    if changes.written:
+        commits = pa.table(
+            {
+                TRX_ID: pa.array(list(changes.commits), pa.int64()),
+                "_commit_version": pa.array([v for v, _ in changes.commits.values()], pa.int64()),
+                "_commit_timestamp": pa.array(
+                    [ms for _, ms in changes.commits.values()], pa.timestamp("ms", "UTC")
+                ),
+            }
+        )
+        names = bind_relations(
+            con,
+            {
+                "written": scan_files(con, store, table_prefix, changes.written, schema),
+                "commits": con.from_arrow(commits),
+            },
+        )
+        parts.append(
+            con.sql(
+                f"SELECT {', '.join('w.' + ident(c) for c in columns)}, "
+                f'c."_commit_version", c."_commit_timestamp" '
+                f"FROM {ident(names['written'])} AS w JOIN {ident(names['commits'])} AS c "
+                f"USING ({ident(TRX_ID)})"
+            )
+        )
+    for commit in changes.replaced:
+        for markers, sign in ((commit.removed, -1), (commit.added, 1)):
+            if not markers:
+                continue
+            scanned = scan_files(con, store, table_prefix, list(markers), schema)
+            projection = ", ".join(
+                f"CAST({sign} * {ident(c)} AS TINYINT) AS {ident(c)}" if c == DML_TYPE else ident(c)
+                for c in columns
+            )
+            parts.append(
+                scanned.project(
+                    f'{projection}, CAST({commit.version} AS BIGINT) AS "_commit_version", '
+                    f'make_timestamptz({commit.timestamp_ms} * 1000) AS "_commit_timestamp"'
+                )
+            )
+    if not parts:
+        empty = pa.schema([*schema, *extra]).empty_table()
+        return con.from_arrow(empty)
+    out = parts[0]
+    for part in parts[1:]:
+        out = out.union(part)
+    return out

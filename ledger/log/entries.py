@@ -105,6 +105,9 @@ class FileMarker:
     key_min: tuple[JsonValue, ...] | None = None  # per key column
     key_max: tuple[JsonValue, ...] | None = None
     tombstoned_ms: int | None = None
+    # No key occurs twice in the file: with no delete mark in it (dml_sum == rows) and no other
+    # file's key range overlapping its own, its rows are visible as they are (see views).
+    unique_keys: bool = False
 
     @property
     def alive(self) -> bool:
@@ -127,6 +130,8 @@ class FileMarker:
         if self.key_min is not None:
             out["key_min"] = list(self.key_min)
             out["key_max"] = list(self.key_max or ())
+        if self.unique_keys:
+            out["uniq"] = True
         return out
 
     @staticmethod
@@ -145,6 +150,7 @@ class FileMarker:
             partition=dict(data.get("part", {})),
             key_min=None if key_min is None else tuple(key_min),
             key_max=None if key_max is None else tuple(key_max),
+            unique_keys=bool(data.get("uniq", False)),
         )
 
 

@@ -1,0 +1,539 @@
+"""The views as SQL trees (sqlglot), from a table's spec, rendered in any dialect.
+
+Every query reads the raw ledger from one relation (``entries``: the data files' columns, system
+columns included) and, where the engine knows more from the log, from a second one:
+
+* ``visible`` may also read ``isolated``: entries of files whose keys are unique, hold no delete
+  mark and occur in no other file (a fully merged table), whose rows are visible as they are.
+* ``totals`` may also read ``insertions``: entries of files holding no delete mark, which sum
+  without weighting. Sums are linear, so splitting the files changes nothing but the cost.
+
+Identifiers are always quoted, so any column name works in any dialect.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import sqlglot
+from sqlglot import exp
+
+from ledger.errors import InvalidArgumentError, InvalidPredicateError, UnknownColumnError
+from ledger.schema import DML_TYPE, ROW_ID, TRX_ID, TRX_SEQ
+from views.dialects import Dialect
+from views.spec import TableSpec
+
+ORDER_SHIFT = 4294967296  # trx_seq fits in 32 bits: order = trx_id * 2**32 + trx_seq
+NET = "__ledger_net"
+ORDER = "__ledger_order"
+CROWDED = "__ledger_crowded_keys"
+LIVE = "__ledger_live"
+ROW_NUMBER = "__ledger_row"
+DEDUPED = "__ledger_deduped"
+
+# The change feed's own columns (Delta Lake's change data feed names).
+CHANGE_TYPE = "_change_type"
+COMMIT_VERSION = "_commit_version"
+COMMIT_TIMESTAMP = "_commit_timestamp"
+
+
+def col(name: str, table: str | None = None) -> exp.Column:
+    """A quoted column reference."""
+    return exp.column(name, table=table, quoted=True)
+
+
+def cols(names: Sequence[str]) -> list[exp.Expression]:
+    return [col(n) for n in names]
+
+
+def alias(expression: exp.Expression, name: str) -> exp.Expression:
+    return exp.alias_(expression, name, quoted=True)
+
+
+def relation(name: str) -> exp.Table:
+    """A quoted relation name (a view or table registered under ``name``)."""
+    return exp.Table(this=exp.to_identifier(name, quoted=True))
+
+
+def _int(value: int) -> exp.Literal:
+    return exp.Literal.number(value)
+
+
+def _dml() -> exp.Column:
+    return col(DML_TYPE)
+
+
+def _weighted(expression: exp.Expression) -> exp.Expression:
+    return exp.Mul(this=_dml(), expression=exp.paren(expression, copy=False))
+
+
+def entry_order(dialect: Dialect) -> exp.Expression:
+    """``trx_id`` and ``trx_seq`` as one number that orders entries as the ledger does."""
+    as_wide = exp.cast(col(TRX_ID), exp.DataType.build(dialect.order_type, dialect=dialect.name))
+    return exp.Add(
+        this=exp.Mul(this=as_wide, expression=_int(ORDER_SHIFT)), expression=col(TRX_SEQ)
+    )
+
+
+def _latest_first(spec: TableSpec) -> list[exp.Ordered]:
+    order = [
+        exp.Ordered(this=col(TRX_ID), desc=True, nulls_first=False),
+        exp.Ordered(this=col(TRX_SEQ), desc=True, nulls_first=False),
+    ]
+    version_column = spec.option("version_column")
+    if version_column is not None:
+        order.insert(0, exp.Ordered(this=col(version_column), desc=True, nulls_first=False))
+    return order
+
+
+def _first_per(query: exp.Select, partition: Sequence[str], order: list[exp.Ordered]) -> exp.Select:
+    """``query`` keeping the first row of each ``partition`` group by ``order``."""
+    window = exp.Window(
+        this=exp.RowNumber(),
+        partition_by=cols(partition),
+        order=exp.Order(expressions=order),
+    )
+    return query.qualify(exp.EQ(this=window, expression=_int(1)))
+
+
+@dataclass(frozen=True)
+class Sources:
+    """The relations a query reads (see the module docstring)."""
+
+    entries: str = "entries"
+    isolated: str | None = None
+    insertions: str | None = None
+
+
+# --- visible rows ---------------------------------------------------------------------------------
+
+
+def visible(
+    spec: TableSpec, dialect: Dialect, sources: Sources, *, system_columns: bool = False
+) -> exp.Query:
+    """The latest visible row of every key (see docs/views.md for each policy's meaning)."""
+    ctes: list[tuple[str, exp.Query]] = []
+    name = spec.policy.name
+    if name == "aggregating":
+        return _rollup_rows(spec, sources.entries)
+    if name == "replacing":
+        query = _replacing_rows(spec, sources.entries, system_columns)
+    else:
+        entries = sources.entries
+        if name == "dedup":
+            ctes.append((DEDUPED, _without_repeats(spec, sources.entries)))
+            entries = DEDUPED
+        query = _live_rows(spec, dialect, entries, system_columns, ctes)
+    if sources.isolated is not None:
+        shown = _shown_columns(spec, system_columns)
+        as_they_are = exp.select(*cols(shown)).from_(relation(sources.isolated))
+        query = exp.union(as_they_are, query, distinct=False)
+    return with_ctes(query, ctes)
+
+
+def with_ctes(query: exp.Query, ctes: list[tuple[str, exp.Query]]) -> exp.Query:
+    """``query`` with its common table expressions, at the top where every dialect takes them."""
+    if not ctes:
+        return query
+    out = exp.select("*").from_(exp.paren(query, copy=False))
+    for name, cte in ctes:
+        out = out.with_(exp.to_identifier(name, quoted=True), as_=cte)
+    return out
+
+
+def _shown_columns(spec: TableSpec, system_columns: bool) -> list[str]:
+    if not system_columns:
+        return list(spec.columns)
+    return [*spec.value_columns, TRX_ID, TRX_SEQ]
+
+
+def _without_repeats(spec: TableSpec, entries: str) -> exp.Select:
+    """Dedup tables: the earliest of each group of repeated entries."""
+    repeat = spec.policy.repeat_partition(spec.key_columns)  # type: ignore[attr-defined]
+    order = [
+        exp.Ordered(this=col(TRX_ID), nulls_first=False),
+        exp.Ordered(this=col(TRX_SEQ), nulls_first=False),
+    ]
+    return _first_per(exp.select("*").from_(relation(entries)), repeat, order)
+
+
+def _live_rows(
+    spec: TableSpec,
+    dialect: Dialect,
+    entries_name: str,
+    system_columns: bool,
+    ctes: list[tuple[str, exp.Query]],
+) -> exp.Query:
+    """Collapsing semantics. Keys with a single entry are visible when it is an insertion; the
+    entries of crowded keys (more than one entry) cancel per value tuple by sign, and the live
+    tuple inserted last is the key's row (ledger.live explains why per tuple)."""
+    entries = relation(entries_name)
+    keys = list(spec.key_columns)
+    values = list(spec.value_columns)
+    shown = _shown_columns(spec, system_columns)
+    is_insertion = exp.EQ(this=_dml(), expression=_int(1))
+    crowded = (
+        exp.select(*cols(keys))
+        .from_(entries.copy())
+        .group_by(*cols(keys))
+        .having(exp.GT(this=exp.Count(this=exp.Star()), expression=_int(1)))
+    )
+    using = [exp.to_identifier(k, quoted=True) for k in keys]
+    singles = (
+        exp.select(*cols(shown))
+        .from_(entries.copy())
+        .join(relation(CROWDED), using=using, join_type="anti")
+        .where(is_insertion)
+    )
+    order = exp.Max(this=exp.If(this=is_insertion.copy(), true=entry_order(dialect)))
+    live = (
+        exp.select(
+            *cols(values),
+            alias(exp.Sum(this=_dml()), NET),
+            alias(order, ORDER),
+        )
+        .from_(entries.copy())
+        .join(relation(CROWDED), using=[u.copy() for u in using], join_type="semi")
+        .group_by(*cols(values))
+        .having(exp.GT(this=exp.Sum(this=_dml()), expression=_int(0)))
+    )
+    picked: list[exp.Expression] = cols(shown[: len(values)] if system_columns else shown)
+    if system_columns:
+        shift = _int(ORDER_SHIFT)
+        picked += [
+            alias(exp.cast(exp.IntDiv(this=col(ORDER), expression=shift), "BIGINT"), TRX_ID),
+            alias(exp.cast(exp.Mod(this=col(ORDER), expression=shift.copy()), "INT"), TRX_SEQ),
+        ]
+    latest = _first_per(
+        exp.select(*picked).from_(relation(LIVE)),
+        keys,
+        [exp.Ordered(this=col(ORDER), desc=True, nulls_first=False)],
+    )
+    ctes += [(CROWDED, crowded), (LIVE, live)]
+    return exp.union(singles, latest, distinct=False)
+
+
+def _replacing_rows(spec: TableSpec, entries: str, system_columns: bool) -> exp.Query:
+    """Replacing semantics: the latest entry of each key, unless it is a delete mark."""
+    shown = _shown_columns(spec, system_columns)
+    latest = _first_per(
+        exp.select(*cols(shown), col(DML_TYPE)).from_(relation(entries)),
+        list(spec.key_columns),
+        _latest_first(spec),
+    )
+    return (
+        exp.select(*cols(shown))
+        .from_(exp.paren(latest, copy=False))
+        .where(exp.EQ(this=_dml(), expression=_int(1)))
+    )
+
+
+def _rollup_rows(spec: TableSpec, entries: str) -> exp.Select:
+    """Aggregating semantics: one row per group key with its measures merged; a group whose
+    count measure nets to zero holds no rows."""
+    keys = list(spec.key_columns)
+    measures = spec.policy.measures  # type: ignore[attr-defined]
+    selected: list[exp.Expression] = cols(keys)
+    counts = []
+    for column, function, sql_type in measures:
+        if function in ("sum", "count"):
+            total = exp.Coalesce(this=exp.Sum(this=_weighted(col(column))), expressions=[_int(0)])
+            selected.append(alias(exp.cast(total, sql_type), column))
+            if function == "count":
+                counts.append(column)
+        else:
+            selected.append(alias(exp.func(function, col(column)), column))
+    query = exp.select(*selected).from_(relation(entries)).group_by(*cols(keys))
+    if counts:
+        total = exp.Coalesce(this=exp.Sum(this=_weighted(col(counts[0]))), expressions=[_int(0)])
+        query = query.having(exp.NEQ(this=total, expression=_int(0)))
+    return query
+
+
+# --- totals --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TotalsRequest:
+    """What :func:`totals` computes; output columns are named ``count``, ``sum_<x>``,
+    ``avg_<x>``."""
+
+    by: tuple[str, ...] = ()
+    sums: tuple[str, ...] = ()
+    count: bool = True
+    avgs: tuple[str, ...] = ()
+    where: exp.Expression | None = None
+
+    def output_columns(self) -> list[str]:
+        return [
+            *self.by,
+            *(["count"] if self.count else []),
+            *(f"sum_{c}" for c in self.sums),
+            *(f"avg_{c}" for c in self.avgs),
+        ]
+
+
+def check_totals_request(
+    spec: TableSpec,
+    dialect: Dialect,
+    by: Sequence[str] | str | None,
+    sums: Sequence[str] | str | None,
+    count: bool,
+    avgs: Sequence[str] | str | None,
+    where: str | None,
+) -> TotalsRequest:
+    """Validate a totals request against the table: typed errors before any query runs."""
+    by_, sums_, avgs_ = (_names(x, what) for x, what in ((by, "by"), (sums, "sum"), (avgs, "avg")))
+    for column in (*by_, *sums_, *avgs_):
+        if column not in spec.columns:
+            raise UnknownColumnError(
+                f"totals: {column!r} is not a column of the table (columns: {list(spec.columns)})"
+            )
+    for column in (*sums_, *avgs_):
+        if not _is_numeric(spec, column):
+            raise InvalidArgumentError(
+                f"totals: cannot sum or average {column!r} ({spec.type_of(column)}); choose "
+                "numeric columns"
+            )
+    if not isinstance(count, bool):
+        raise InvalidArgumentError("totals: count must be True or False")
+    if not (count or sums_ or avgs_):
+        raise InvalidArgumentError("totals: ask for at least one of count, sum or avg")
+    names = [*by_, *(["count"] if count else []), *(f"sum_{c}" for c in sums_)]
+    names += [f"avg_{c}" for c in avgs_]
+    if len(set(names)) != len(names):
+        raise InvalidArgumentError(f"totals: output columns {names} repeat a name")
+    return TotalsRequest(by_, sums_, count, avgs_, parse_predicate(spec, dialect, where))
+
+
+def _names(value: Sequence[str] | str | None, what: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    if not all(isinstance(v, str) for v in value):
+        raise InvalidArgumentError(f"totals: {what} must be a column name or a list of them")
+    return tuple(value)
+
+
+def _is_numeric(spec: TableSpec, column: str) -> bool:
+    import pyarrow as pa
+
+    data_type = spec.type_of(column)
+    return bool(
+        pa.types.is_integer(data_type)
+        or pa.types.is_floating(data_type)
+        or pa.types.is_decimal(data_type)
+    )
+
+
+def parse_predicate(spec: TableSpec, dialect: Dialect, where: str | None) -> exp.Expression | None:
+    """A user's filter as a tree, checked to be one expression over the table's columns."""
+    if where is None:
+        return None
+    if not isinstance(where, str) or not where.strip():
+        raise InvalidPredicateError("where must be a non-empty SQL predicate string")
+    try:
+        tree = sqlglot.parse_one(where, dialect=dialect.name)
+    except sqlglot.errors.ParseError as e:
+        raise InvalidPredicateError(f"cannot parse predicate {where!r}: {e}") from e
+    forbidden = (exp.Query, exp.Command, exp.Create, exp.Drop, exp.Insert, exp.Delete)
+    if any(isinstance(node, forbidden) for node in tree.walk()):
+        raise InvalidPredicateError(
+            f"predicate {where!r} must be an expression over the table's columns, not a "
+            "statement or subquery"
+        )
+    for column in tree.find_all(exp.Column):
+        if column.name not in spec.columns:
+            raise UnknownColumnError(
+                f"predicate {where!r} names {column.name!r}, which is not a column of the "
+                f"table (columns: {list(spec.columns)})"
+            )
+        column.this.set("quoted", True)
+    return tree
+
+
+def totals(
+    spec: TableSpec, dialect: Dialect, sources: Sources, request: TotalsRequest
+) -> exp.Query:
+    """SUM, COUNT and AVG per group, equal to the same aggregates over the visible rows.
+
+    Collapsing, dedup and custom tables weight every entry by its ``dml_type`` (a delete mark
+    carries the values it cancels): COUNT = sum(dml_type), SUM = sum(dml_type * x), AVG =
+    SUM / sum(dml_type * (x IS NOT NULL)); a SUM over no visible non-NULL value is NULL, as in
+    SQL. Replacing and aggregating tables keep no cancelling marks (a replacement needs none),
+    so their totals aggregate the visible rows.
+    """
+    if spec.policy.name in ("replacing", "aggregating"):
+        rows = visible(spec, dialect, Sources(entries=sources.entries))
+        return _plain_totals(exp.paren(rows, copy=False), request)
+    ctes: list[tuple[str, exp.Query]] = []
+    entries = sources.entries
+    if spec.policy.name == "dedup":
+        ctes.append((DEDUPED, _without_repeats(spec, sources.entries)))
+        entries = DEDUPED
+    parts = [_partial_totals(relation(entries), request, weighted=True)]
+    if sources.insertions is not None:
+        parts.append(_partial_totals(relation(sources.insertions), request, weighted=False))
+    combined: exp.Query = parts[0]
+    for part in parts[1:]:
+        combined = exp.union(combined, part, distinct=False)
+    return with_ctes(_combine_partials(exp.paren(combined, copy=False), request), ctes)
+
+
+def _measured(request: TotalsRequest) -> list[str]:
+    return list(dict.fromkeys([*request.sums, *request.avgs]))
+
+
+def _partial_totals(
+    entries: exp.Expression, request: TotalsRequest, *, weighted: bool
+) -> exp.Select:
+    """Per group: the count, and per measured column its sum and its count of non-NULLs, each
+    weighted by dml_type (or not, over files of insertions only)."""
+
+    def weigh(expression: exp.Expression) -> exp.Expression:
+        return _weighted(expression) if weighted else expression
+
+    one: exp.Expression = _dml() if weighted else _int(1)
+    selected: list[exp.Expression] = [*cols(request.by), alias(exp.Sum(this=one), "c")]
+    for i, column in enumerate(_measured(request)):
+        present = exp.If(
+            this=exp.Is(this=col(column), expression=exp.Null()), true=_int(0), false=one.copy()
+        )
+        selected += [
+            alias(exp.Sum(this=weigh(col(column))), f"s{i}"),
+            alias(exp.Sum(this=present), f"n{i}"),
+        ]
+    query = exp.select(*selected).from_(entries.copy())
+    if request.where is not None:
+        query = query.where(request.where.copy())
+    if request.by:
+        query = query.group_by(*cols(request.by))
+    return query
+
+
+def _combine_partials(partials: exp.Expression, request: TotalsRequest) -> exp.Select:
+    count = exp.Coalesce(this=exp.Sum(this=col("c")), expressions=[_int(0)])
+    selected: list[exp.Expression] = cols(request.by)
+    if request.count:
+        selected.append(alias(exp.cast(count.copy(), "BIGINT"), "count"))
+    index = {c: i for i, c in enumerate(_measured(request))}
+    for column in request.sums:
+        i = index[column]
+        present = exp.Coalesce(this=exp.Sum(this=col(f"n{i}")), expressions=[_int(0)])
+        selected.append(
+            alias(
+                exp.If(
+                    this=exp.EQ(this=present, expression=_int(0)),
+                    true=exp.Null(),
+                    false=exp.Sum(this=col(f"s{i}")),
+                ),
+                f"sum_{column}",
+            )
+        )
+    for column in request.avgs:
+        i = index[column]
+        denominator = exp.Nullif(this=exp.Sum(this=col(f"n{i}")), expression=_int(0))
+        average = exp.Div(
+            this=exp.cast(exp.Sum(this=col(f"s{i}")), "DOUBLE"), expression=denominator
+        )
+        selected.append(alias(average, f"avg_{column}"))
+    query = exp.select(*selected).from_(partials)
+    if request.by:
+        # A group whose entries cancel out holds no visible row.
+        query = query.group_by(*cols(request.by)).having(
+            exp.NEQ(this=count.copy(), expression=_int(0))
+        )
+    return query
+
+
+def _plain_totals(rows: exp.Expression, request: TotalsRequest) -> exp.Select:
+    selected: list[exp.Expression] = cols(request.by)
+    if request.count:
+        selected.append(alias(exp.cast(exp.Count(this=exp.Star()), "BIGINT"), "count"))
+    selected += [alias(exp.Sum(this=col(c)), f"sum_{c}") for c in request.sums]
+    selected += [alias(exp.Avg(this=exp.cast(col(c), "DOUBLE")), f"avg_{c}") for c in request.avgs]
+    query = exp.select(*selected).from_(rows)
+    if request.where is not None:
+        query = query.where(request.where.copy())
+    if request.by:
+        query = query.group_by(*cols(request.by))
+    return query
+
+
+# --- history and changes -------------------------------------------------------------------------
+
+
+def history(spec: TableSpec, entries: str, keys: str, commits: str) -> exp.Select:
+    """Every entry of the keys in ``keys``, oldest first, with its commit's version and time
+    from ``commits`` (``trx_id``, ``_commit_version``, ``_commit_timestamp``)."""
+    key_ids = [exp.to_identifier(k, quoted=True) for k in spec.key_columns]
+    shown = [*spec.value_columns, TRX_ID, TRX_SEQ, DML_TYPE]
+    return (
+        exp.select(
+            *(col(c, "e") for c in shown),
+            col(COMMIT_VERSION, "c"),
+            col(COMMIT_TIMESTAMP, "c"),
+        )
+        .from_(exp.alias_(relation(entries), "e", table=True))
+        .join(relation(keys), using=key_ids, join_type="semi")
+        .join(
+            exp.alias_(relation(commits), "c", table=True),
+            using=[exp.to_identifier(TRX_ID, quoted=True)],
+            join_type="left",
+        )
+        .order_by(
+            *(col(k, "e") for k in spec.key_columns),
+            col(TRX_ID, "e"),
+            col(TRX_SEQ, "e"),
+        )
+    )
+
+
+def changes(spec: TableSpec, sources: Sources) -> exp.Select:
+    """The change feed over ``entries`` (entries added after a version, each with
+    ``_commit_version`` and ``_commit_timestamp``): insertions are ``insert`` and delete marks
+    ``delete``, except that a key marked and inserted by the same commit was updated, its mark
+    the ``update_preimage`` and its insertion the ``update_postimage``."""
+    keys = list(spec.key_columns)
+    per_commit_key = [COMMIT_VERSION, *keys]
+
+    def signs(value: int) -> exp.Expression:
+        window = exp.Window(
+            this=exp.Max(
+                this=exp.If(
+                    this=exp.EQ(this=_dml(), expression=_int(value)), true=_int(1), false=_int(0)
+                )
+            ),
+            partition_by=cols(per_commit_key),
+        )
+        return exp.EQ(this=window, expression=_int(1))
+
+    is_insertion = exp.EQ(this=_dml(), expression=_int(1))
+    updated = exp.and_(signs(1), signs(-1))
+    kind = (
+        exp.Case()
+        .when(exp.and_(updated.copy(), is_insertion.copy()), exp.Literal.string("update_postimage"))
+        .when(updated.copy(), exp.Literal.string("update_preimage"))
+        .when(is_insertion.copy(), exp.Literal.string("insert"))
+        .else_(exp.Literal.string("delete"))
+    )
+    shown = [*spec.columns, *([ROW_ID] if spec.generated_row_id else [])]
+    return (
+        exp.select(
+            *cols(shown),
+            alias(kind, CHANGE_TYPE),
+            col(COMMIT_VERSION),
+            col(COMMIT_TIMESTAMP),
+            col(TRX_ID),
+            col(TRX_SEQ),
+        )
+        .from_(relation(sources.entries))
+        .order_by(col(COMMIT_VERSION), col(TRX_ID), col(TRX_SEQ))
+    )
+
+
+def render(query: exp.Expression, dialect: Dialect) -> str:
+    """The SQL text of ``query`` in ``dialect``."""
+    return str(query.sql(dialect=dialect.name))

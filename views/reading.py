@@ -1,0 +1,293 @@
+"""Views run on the embedded DuckDB engine: lazy relations over a snapshot's files.
+
+>>> import views
+>>> views.visible(table).df()                                             # doctest: +SKIP
+>>> views.totals(table, by=["day"], sum=["amount"], avg=["amount"]).fetchall()  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from ledger.changes import change_set
+from ledger.engines import duckdb as engine
+from ledger.errors import InvalidArgumentError, MissingKeyError, UnknownColumnError
+from ledger.pruning import prune_by_keys
+from ledger.snapshot import PartitionFilter, Snapshot
+from ledger.table import Table
+from ledger.writer import file_schema
+from views import queries
+from views.dialects import DIALECTS, dialect_named
+from views.files import insertions_only, split_isolated
+from views.spec import TableSpec
+
+if TYPE_CHECKING:
+    import duckdb
+
+DUCKDB = DIALECTS["duckdb"]
+# Policies whose entries never repeat across files in a way only a key-wide pass can see.
+_ISOLATION_POLICIES = ("collapsing", "custom", "replacing", "dedup")
+_UNWEIGHTED_POLICIES = ("collapsing", "custom")
+KINDS = ("visible", "totals", "changes")
+
+
+def _snapshot(
+    table: Table | Snapshot, version: int | None, timestamp: dt.datetime | int | None
+) -> Snapshot:
+    if isinstance(table, Snapshot):
+        if version is not None or timestamp is not None:
+            raise InvalidArgumentError("a snapshot has its version already: pass no version")
+        return table
+    if not isinstance(table, Table):
+        raise InvalidArgumentError(f"views read a Table or a Snapshot, not {type(table).__name__}")
+    return table.snapshot(version, timestamp)
+
+
+def _connection(con: duckdb.DuckDBPyConnection | None) -> duckdb.DuckDBPyConnection:
+    return con if con is not None else engine.connect()
+
+
+def visible(
+    table: Table | Snapshot,
+    *,
+    version: int | None = None,
+    timestamp: dt.datetime | int | None = None,
+    partitions: PartitionFilter = None,
+    system_columns: bool = False,
+    con: duckdb.DuckDBPyConnection | None = None,
+) -> duckdb.DuckDBPyRelation:
+    """The latest visible row of every key at a snapshot, as a lazy DuckDB relation.
+
+    Collapsing, dedup and custom tables: the latest insertion among a key's entries that are
+    not cancelled by a delete mark; replacing tables: a key's latest entry unless it is a
+    delete mark; aggregating tables: one row per group with its measures merged. With
+    ``system_columns``, ``_row_id`` (tables without a key) and the row's ``trx_id`` and
+    ``trx_seq`` are added. Partitions are pruned from the log before any file is opened.
+
+    >>> views.visible(accounts, version=12).fetchall()                     # doctest: +SKIP
+    """
+    snap = _snapshot(table, version, timestamp)
+    spec = TableSpec.of(snap.state)
+    connection = _connection(con)
+    markers = snap.markers(partitions)
+    isolated: list[Any] = []
+    if _isolation_allowed(spec):
+        key_types = [_key_type(snap, k) for k in spec.key_columns]
+        isolated, markers = split_isolated(markers, key_types)
+    schema = file_schema(snap.state.schema, snap.state.config)
+    relations = {"entries": engine.scan_files(connection, snap.store, snap.prefix, markers, schema)}
+    if isolated:
+        relations["isolated"] = engine.scan_files(
+            connection, snap.store, snap.prefix, isolated, schema
+        )
+    names = engine.bind_relations(connection, relations)
+    query = queries.visible(
+        spec,
+        DUCKDB,
+        queries.Sources(entries=names["entries"], isolated=names.get("isolated")),
+        system_columns=system_columns,
+    )
+    return connection.sql(queries.render(query, DUCKDB))
+
+
+def _isolation_allowed(spec: TableSpec) -> bool:
+    # A dedup key other than the table key can repeat across files with disjoint key ranges.
+    return spec.policy.name in _ISOLATION_POLICIES and spec.option("dedup_key") is None
+
+
+def _key_type(snap: Snapshot, column: str) -> pa.DataType:
+    return file_schema(snap.state.schema, snap.state.config).field(column).type
+
+
+def totals(
+    table: Table | Snapshot,
+    by: Sequence[str] | str | None = None,
+    sum: Sequence[str] | str | None = None,
+    count: bool = True,
+    avg: Sequence[str] | str | None = None,
+    where: str | None = None,
+    *,
+    version: int | None = None,
+    timestamp: dt.datetime | int | None = None,
+    partitions: PartitionFilter = None,
+    con: duckdb.DuckDBPyConnection | None = None,
+) -> duckdb.DuckDBPyRelation:
+    """COUNT, SUM and AVG per group of ``by`` columns, straight from the ledger: every entry is
+    weighted by its ``dml_type`` (a delete mark carries the values it cancels), so no latest
+    row is looked for. Equal to the same aggregates over :func:`visible`; groups holding no
+    visible row are left out. Columns: the ``by`` columns, ``count``, ``sum_<x>``, ``avg_<x>``.
+    ``where`` filters entries with a SQL predicate over the table's columns.
+
+    >>> views.totals(metrics, by=["device_id"], avg=["temperature"]).fetchall()  # doctest: +SKIP
+    """
+    snap = _snapshot(table, version, timestamp)
+    spec = TableSpec.of(snap.state)
+    request = queries.check_totals_request(spec, DUCKDB, by, sum, count, avg, where)
+    connection = _connection(con)
+    markers = snap.markers(partitions)
+    schema = file_schema(snap.state.schema, snap.state.config)
+    plain: list[Any] = []
+    if spec.policy.name in _UNWEIGHTED_POLICIES:
+        plain = [m for m in markers if insertions_only(m)]
+        markers = [m for m in markers if not insertions_only(m)]
+    relations = {"entries": engine.scan_files(connection, snap.store, snap.prefix, markers, schema)}
+    if plain:
+        relations["insertions"] = engine.scan_files(
+            connection, snap.store, snap.prefix, plain, schema
+        )
+    names = engine.bind_relations(connection, relations)
+    sources = queries.Sources(entries=names["entries"], insertions=names.get("insertions"))
+    return connection.sql(queries.render(queries.totals(spec, DUCKDB, sources, request), DUCKDB))
+
+
+def history(
+    table: Table | Snapshot,
+    key: Any,
+    *,
+    version: int | None = None,
+    timestamp: dt.datetime | int | None = None,
+    con: duckdb.DuckDBPyConnection | None = None,
+) -> duckdb.DuckDBPyRelation:
+    """Every entry of one key (or of several: a list of keys), oldest first, with its
+    ``trx_id``, ``trx_seq``, ``dml_type`` and, while its commit is still in the log, its
+    ``_commit_version`` and ``_commit_timestamp``. Merges cancel an insertion and its delete
+    mark, so versions a merge collapsed are no longer listed.
+
+    ``key`` is a value (one-column key), a tuple or a dict of the key columns; tables without
+    a primary key are keyed by ``_row_id``.
+
+    >>> views.history(accounts, "A-1").fetchall()                           # doctest: +SKIP
+    """
+    snap = _snapshot(table, version, timestamp)
+    spec = TableSpec.of(snap.state)
+    keys = _key_rows(snap, spec, key)
+    connection = _connection(con)
+    schema = file_schema(snap.state.schema, snap.state.config)
+    markers = prune_by_keys(snap.markers(), keys, spec.key_columns)
+    commits = _commit_times(table if isinstance(table, Table) else None)
+    names = engine.bind_relations(
+        connection,
+        {
+            "entries": engine.scan_files(connection, snap.store, snap.prefix, markers, schema),
+            "keys": connection.from_arrow(keys),
+            "commits": connection.from_arrow(commits),
+        },
+    )
+    query = queries.history(spec, names["entries"], names["keys"], names["commits"])
+    return connection.sql(queries.render(query, DUCKDB))
+
+
+def _key_rows(snap: Snapshot, spec: TableSpec, key: Any) -> pa.Table:
+    columns = list(spec.key_columns)
+    keys = key if isinstance(key, list) else [key]
+    if not keys:
+        raise InvalidArgumentError("history needs a key (or a non-empty list of keys)")
+    rows = []
+    for one in keys:
+        if isinstance(one, dict):
+            unknown = sorted(set(one) - set(columns))
+            if unknown:
+                raise UnknownColumnError(f"{unknown} are not key columns (the key is {columns})")
+            if set(one) != set(columns):
+                raise MissingKeyError(f"a key gives every key column {columns}; got {sorted(one)}")
+            rows.append(one)
+        elif isinstance(one, tuple):
+            if len(one) != len(columns):
+                raise MissingKeyError(f"a key tuple has {len(columns)} values {columns}; got {one}")
+            rows.append(dict(zip(columns, one, strict=True)))
+        elif len(columns) == 1:
+            rows.append({columns[0]: one})
+        else:
+            raise InvalidArgumentError(
+                f"the key has {len(columns)} columns {columns}: pass a tuple or a dict"
+            )
+    schema = file_schema(snap.state.schema, snap.state.config)
+    key_schema = pa.schema([schema.field(c) for c in columns])
+    try:
+        table = pa.Table.from_pylist(rows, schema=key_schema)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as e:
+        raise InvalidArgumentError(
+            f"key {key!r} does not fit the key columns {key_schema}: {e}"
+        ) from e
+    return table
+
+
+def _commit_times(table: Table | None) -> pa.Table:
+    records = [] if table is None else [r for r in table.history() if r.trx_id is not None]
+    return pa.table(
+        {
+            "trx_id": pa.array([r.trx_id for r in records], pa.int64()),
+            queries.COMMIT_VERSION: pa.array([r.version for r in records], pa.int64()),
+            queries.COMMIT_TIMESTAMP: pa.array(
+                [r.timestamp for r in records], pa.timestamp("ms", "UTC")
+            ),
+        }
+    )
+
+
+def changes(
+    table: Table,
+    since_version: int,
+    until_version: int | None = None,
+    *,
+    con: duckdb.DuckDBPyConnection | None = None,
+) -> duckdb.DuckDBPyRelation:
+    """The change feed: every entry committed after ``since_version`` (up to
+    ``until_version``, default the latest), with ``_change_type`` (``insert``, ``delete``,
+    ``update_preimage``, ``update_postimage``), ``_commit_version`` and
+    ``_commit_timestamp``. Merges and vacuums change nothing and add nothing; dropped or
+    rewritten partitions show their removed rows as deletes.
+
+    >>> views.changes(accounts, since_version=10).fetchall()                # doctest: +SKIP
+    """
+    if not isinstance(table, Table):
+        raise InvalidArgumentError("changes read a Table (its log), not a snapshot")
+    found = change_set(table, since_version, until_version)
+    snap = table.snapshot(found.until)
+    spec = TableSpec.of(snap.state)
+    connection = _connection(con)
+    schema = file_schema(snap.state.schema, snap.state.config)
+    entries = engine.change_entries(connection, snap.store, snap.prefix, found, schema)
+    names = engine.bind_relations(connection, {"entries": entries})
+    query = queries.changes(spec, queries.Sources(entries=names["entries"]))
+    return connection.sql(queries.render(query, DUCKDB))
+
+
+def sql(
+    table: Table | Snapshot,
+    kind: str,
+    dialect: str = "duckdb",
+    *,
+    source: str | None = None,
+    system_columns: bool = False,
+    by: Sequence[str] | str | None = None,
+    sum: Sequence[str] | str | None = None,
+    count: bool = True,
+    avg: Sequence[str] | str | None = None,
+    where: str | None = None,
+) -> str:
+    """The SQL text of a view for another engine (``dialect``: ``duckdb`` or ``spark``), over
+    a relation named ``source`` (default: the table's name) holding the raw ledger: every
+    entry with its system columns, as in the data files. For ``changes``, ``source`` also
+    carries ``_commit_version`` and ``_commit_timestamp``.
+
+    >>> print(views.sql(accounts, "visible", dialect="spark"))              # doctest: +SKIP
+    """
+    target = dialect_named(dialect)
+    snap = _snapshot(table, None, None)
+    spec = TableSpec.of(snap.state)
+    sources = queries.Sources(entries=source if source is not None else snap.name)
+    if kind == "visible":
+        query = queries.visible(spec, target, sources, system_columns=system_columns)
+    elif kind == "totals":
+        request = queries.check_totals_request(spec, target, by, sum, count, avg, where)
+        query = queries.totals(spec, target, sources, request)
+    elif kind == "changes":
+        query = queries.changes(spec, sources)
+    else:
+        raise InvalidArgumentError(f"unknown view kind {kind!r}; choose one of {list(KINDS)}")
+    return queries.render(query, target)
