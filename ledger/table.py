@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from ledger import rollup as rollups
 from ledger.errors import (
     ConflictError,
     InvalidArgumentError,
@@ -27,6 +28,7 @@ from ledger.log.table_log import TableLog
 from ledger.maintenance import merge as merging
 from ledger.maintenance import partitions as partition_ops
 from ledger.maintenance import vacuum as vacuuming
+from ledger.rollup import Rollup
 from ledger.snapshot import PartitionFilter, Snapshot
 from ledger.storage import Store
 from ledger.transaction import CommitInfo, Transaction
@@ -344,6 +346,25 @@ class Table:
         >>> table.vacuum(dt.timedelta(days=7))                          # doctest: +SKIP
         """
         return vacuuming.vacuum_table(self, grace)
+
+    def create_rollup(
+        self,
+        name: str,
+        by: list[str] | str,
+        measures: dict[str, str],
+        *,
+        auto_refresh: bool = False,
+    ) -> Rollup:
+        """Create ``name``, an aggregating table that rolls this table up per ``by`` group, and
+        fill it. ``measures`` maps output columns to ``count``, ``count(column)`` or
+        ``sum(column)`` (a ``row_count`` is added when no measure counts rows). Refresh it with
+        ``rollup.refresh()``, or pass ``auto_refresh=True`` to refresh it after every write to
+        this table. See ledger.rollup for the exactly-once rule.
+
+        >>> measures = {"views": "count", "secs": "sum(duration)"}
+        >>> events.create_rollup("daily", by=["user_id"], measures=measures)  # doctest: +SKIP
+        """
+        return rollups.create_rollup(self, name, by, measures, auto_refresh=auto_refresh)
 
     def drop_partitions(
         self, partitions: PartitionFilter = None, *, where: str | None = None

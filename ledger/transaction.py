@@ -93,6 +93,8 @@ class Transaction:
         app_id: str | None = None,
         batch: int | None = None,
         evolve_schema: bool = False,
+        follows_batch: int | None = None,
+        commit_empty: bool = False,
     ) -> None:
         if (app_id is None) != (batch is None):
             raise InvalidArgumentError("pass app_id and batch together (or neither)")
@@ -105,6 +107,10 @@ class Transaction:
         self._config = self._base.config
         self._evolve = evolve_schema
         self._app = None if app_id is None else AppBatch(str(app_id), int(batch or 0))
+        # Commit only if the app's last committed batch is this one (-1: none yet): how a rollup
+        # refresh commits its watermark exactly once (see ledger.rollup).
+        self._follows = follows_batch
+        self._commit_empty = commit_empty
         self._replay = self._app is not None and self._base.apps.get(self._app.app_id, -1) >= (
             self._app.batch
         )
@@ -308,13 +314,17 @@ class Transaction:
         """Commit every write atomically; raise :class:`ConflictError` if another commit since
         the snapshot invalidated a read, leaving nothing committed."""
         self.commit_info = self._commit()
+        if self.commit_info.version is not None and self._table._state.config.auto_refresh:
+            from ledger.rollup import refresh_after_write
+
+            refresh_after_write(self._table)
         return self.commit_info
 
     def _commit(self) -> CommitInfo:
         self._ensure_open()
         self._closed = True
         schema_changed = self._schema != self._base.schema
-        if self._replay or (not self._added and not schema_changed):
+        if self._replay or (not self._added and not schema_changed and not self._commit_empty):
             self._discard_files()
             return CommitInfo(None, self._trx_id, 0, 0)
         operation = self._operations[0] if len(set(self._operations)) == 1 else "transaction"
@@ -322,6 +332,13 @@ class Transaction:
         def build(latest: TableState) -> LogFile | None:
             if self._app is not None and latest.apps.get(self._app.app_id, -1) >= self._app.batch:
                 return None
+            if self._app is not None and self._follows is not None:
+                last = latest.apps.get(self._app.app_id, -1)
+                if last != self._follows:
+                    raise ConflictError(
+                        f"table {self._table.name!r}: {self._app.app_id!r} committed batch "
+                        f"{last} since this transaction expected {self._follows}; retry"
+                    )
             check_timeout(latest, self._started_ms, self._table.name)
             schema = latest.schema
             if schema_changed or schema != self._base.schema:

@@ -29,6 +29,7 @@ from ledger.log.state import CREATE, DROP, TableState
 from ledger.log.table_log import TableLog
 from ledger.maintenance.merge import check_query
 from ledger.partitioning import PartitionSpec
+from ledger.rollup import Rollup, open_rollup
 from ledger.schema import TableSchema
 from ledger.storage import Store, open_store
 from ledger.table import Table
@@ -77,6 +78,7 @@ class Warehouse:
         *,
         checkpoint_interval: int = DEFAULT_CHECKPOINT_INTERVAL,
         transaction_timeout: float = DEFAULT_TRANSACTION_TIMEOUT_S,
+        rollup_of: Mapping[str, Any] | None = None,
     ) -> Table:
         """Create a table and return it; raise :class:`TableExistsError` if the name is taken.
 
@@ -87,7 +89,8 @@ class Warehouse:
         ``policy`` is the merge policy (``"collapsing"``, the default; ``"replacing"``,
         ``"aggregating"``, ``"dedup"`` or ``"custom"``, with options as a mapping, see
         docs/merges.md). ``transaction_timeout`` (seconds) is how long a transaction may stay
-        open: vacuum treats uncommitted files older than that as orphans.
+        open: vacuum treats uncommitted files older than that as orphans. ``rollup_of`` is set
+        by :meth:`Table.create_rollup` (the definition of a rollup table).
         """
         table_log = self._log(name)
         table_schema = TableSchema.parse(schema)
@@ -117,6 +120,7 @@ class Warehouse:
             checkpoint_interval=checkpoint_interval,
             generated_row_id=not key,
             transaction_timeout_ms=max(1, int(transaction_timeout * 1000)),
+            rollup=None if rollup_of is None else dict(rollup_of),
         )
         load_policy(config.policy, table_schema, config)  # bad options fail before any write
         if config.policy["name"] == "custom":
@@ -154,6 +158,13 @@ class Warehouse:
         if state.dropped:
             raise TableNotFoundError(f"table {name!r} was dropped")
         return Table(self.store, name, state)
+
+    def rollup(self, name: str) -> Rollup:
+        """Open the rollup table ``name`` with the base table it follows.
+
+        >>> wh.rollup("daily_views").refresh()                           # doctest: +SKIP
+        """
+        return open_rollup(self.table(name))
 
     def tables(self) -> list[str]:
         """Names of the tables in the warehouse (dropped ones excluded)."""

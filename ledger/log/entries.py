@@ -56,6 +56,10 @@ class TableConfig:
     # commit references once they are older than this, and a replacing merge may drop a delete
     # mark once every transaction that began before it has timed out.
     transaction_timeout_ms: int = 3_600_000
+    # On a rollup table: what it rolls up (see ledger.rollup.RollupDefinition).
+    rollup: Mapping[str, Any] | None = None
+    # On a base table: rollups refreshed in the same call as each write.
+    auto_refresh: tuple[str, ...] = ()
 
     @property
     def key_columns(self) -> tuple[str, ...]:
@@ -73,6 +77,8 @@ class TableConfig:
             "checkpoint_interval": self.checkpoint_interval,
             "generated_row_id": self.generated_row_id,
             "transaction_timeout_ms": self.transaction_timeout_ms,
+            **({"rollup": dict(self.rollup)} if self.rollup is not None else {}),
+            **({"auto_refresh": list(self.auto_refresh)} if self.auto_refresh else {}),
         }
 
     @staticmethod
@@ -87,6 +93,8 @@ class TableConfig:
             checkpoint_interval=int(data.get("checkpoint_interval", 50)),
             generated_row_id=bool(data.get("generated_row_id", False)),
             transaction_timeout_ms=int(data.get("transaction_timeout_ms", 3_600_000)),
+            rollup=None if data.get("rollup") is None else dict(data["rollup"]),
+            auto_refresh=tuple(data.get("auto_refresh", ())),
         )
 
 

@@ -1,0 +1,420 @@
+"""Materialized rollups: an aggregating table that follows a base ledger exactly once.
+
+A rollup table is keyed by its ``by`` columns; each measure is ``count`` (rows), ``count(x)``
+(non-NULL values) or ``sum(x)``. A refresh reads what the base committed after the rollup's
+watermark (a base version), sums it per group with every entry weighted by its ``dml_type``,
+and appends those deltas to the rollup table in one commit that also records the new watermark
+(the rollup table's idempotency token ``rollup:<base table uuid>`` set to the base version). The
+commit is accepted only if the watermark is still the one the refresh started from, so a crash
+between any two steps leaves either nothing or the whole refresh, and of two racing refreshes
+one commits and the other starts again from the new watermark.
+
+>>> measures = {"views": "count", "seconds": "sum(duration)"}
+>>> daily = events.create_rollup("daily", by=["user_id"], measures=measures)  # doctest: +SKIP
+>>> daily.refresh()                                                               # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from contextlib import closing
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import sqlglot
+from sqlglot import exp
+
+from ledger.changes import change_set
+from ledger.engines import duckdb as engine
+from ledger.errors import ConflictError, InvalidArgumentError, LedgerError, UnknownColumnError
+from ledger.log.commit import commit_entry, next_timestamp
+from ledger.log.entries import LogFile
+from ledger.log.state import TableState
+from ledger.schema import DML_TYPE, arrow_to_sql
+from ledger.snapshot import Snapshot
+from ledger.transaction import Transaction
+from ledger.sql import ident, idents
+from ledger.writer import file_schema
+
+if TYPE_CHECKING:
+    from ledger.table import Table
+
+log = logging.getLogger(__name__)
+
+FUNCTIONS = ("count", "sum")
+ROW_COUNT = "row_count"  # added when no measure counts rows: a group is gone when it is 0
+REFRESH_RETRIES = 20
+# Base policies whose entries are sign-consistent, so that weighting by dml_type is exact.
+_FOLLOWABLE = ("collapsing", "custom")
+_EXAMPLE = '{"views": "count", "seconds": "sum(duration)", "rated": "count(rating)"}'
+
+
+@dataclass(frozen=True)
+class Measure:
+    """One rollup column: ``function`` of ``column`` (None: rows)."""
+
+    name: str
+    function: str
+    column: str | None
+
+    def to_json(self) -> list[Any]:
+        return [self.name, self.function, self.column]
+
+
+@dataclass(frozen=True)
+class RollupDefinition:
+    """What a rollup table rolls up; stored in its log config."""
+
+    base: str
+    base_uuid: str
+    by: tuple[str, ...]
+    measures: tuple[Measure, ...]
+
+    @property
+    def app_id(self) -> str:
+        """The idempotency token whose batch is the watermark (a base version)."""
+        return f"rollup:{self.base_uuid}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "base": self.base,
+            "base_uuid": self.base_uuid,
+            "by": list(self.by),
+            "measures": [m.to_json() for m in self.measures],
+        }
+
+    @staticmethod
+    def from_json(data: Mapping[str, Any]) -> RollupDefinition:
+        return RollupDefinition(
+            base=str(data["base"]),
+            base_uuid=str(data["base_uuid"]),
+            by=tuple(data["by"]),
+            measures=tuple(Measure(str(n), str(f), c) for n, f, c in data["measures"]),
+        )
+
+
+@dataclass(frozen=True)
+class RefreshResult:
+    """What one :meth:`Rollup.refresh` did: the rollup version it committed (None if the rollup
+    was already at the base's latest version) and the base version now rolled up."""
+
+    version: int | None
+    watermark: int
+    groups: int
+
+
+class Rollup:
+    """A rollup table and the base table it follows."""
+
+    def __init__(self, table: Table, base: Table, definition: RollupDefinition) -> None:
+        self.table = table
+        self.base = base
+        self.definition = definition
+
+    def __repr__(self) -> str:
+        return f"Rollup({self.table.name!r} of {self.base.name!r}, watermark={self.watermark})"
+
+    @property
+    def watermark(self) -> int | None:
+        """The base version the rollup holds, or None before its first refresh."""
+        batch = self.table._latest_state().apps.get(self.definition.app_id)
+        return None if batch is None else int(batch)
+
+    def snapshot(self) -> tuple[Snapshot, int | None]:
+        """The rollup's latest snapshot and the base version it is consistent with: read the
+        base at that version to compare (``views.totals(base, version=watermark)``)."""
+        snap = self.table.snapshot()
+        batch = snap.state.apps.get(self.definition.app_id)
+        return snap, None if batch is None else int(batch)
+
+    def refresh(self) -> RefreshResult:
+        """Roll up the base's commits since the watermark, exactly once.
+
+        A refresh that loses a race to another starts again from the new watermark.
+        Raises :class:`~ledger.errors.SnapshotNotFoundError` when the base commits since the
+        watermark were vacuumed (then :meth:`rebuild`).
+        """
+        for _ in range(REFRESH_RETRIES):
+            try:
+                return self._refresh_once(rebuild=False)
+            except ConflictError:
+                continue
+        raise ConflictError(
+            f"rollup {self.table.name!r}: {REFRESH_RETRIES} refreshes in a row lost a race with "
+            "other refreshes; retry later"
+        )
+
+    def rebuild(self) -> RefreshResult:
+        """Recompute the rollup from the base's latest snapshot (after the base commits since
+        the watermark were vacuumed): one commit replaces every rollup file."""
+        for _ in range(REFRESH_RETRIES):
+            try:
+                return self._refresh_once(rebuild=True)
+            except ConflictError:
+                continue
+        raise ConflictError(f"rollup {self.table.name!r}: rebuild kept losing races; retry")
+
+    def _refresh_once(self, *, rebuild: bool) -> RefreshResult:
+        state = self.table._latest_state()
+        watermark = state.apps.get(self.definition.app_id)
+        base_state = self.base._latest_state()
+        target = base_state.version
+        if watermark is not None and watermark >= target and not rebuild:
+            return RefreshResult(None, int(watermark), 0)
+        with closing(engine.connect()) as con:
+            if watermark is None or rebuild:
+                entries = self.base.snapshot(target).scan(con=con)
+            else:
+                found = change_set(self.base, int(watermark), target)
+                schema = file_schema(base_state.schema, base_state.config)
+                entries = engine.change_entries(
+                    con, self.base.store, self.base.prefix, found, schema
+                )
+            held = None
+            if rebuild:
+                # What the rollup holds now, to be cancelled by the new deltas.
+                held = Snapshot(self.table.name, self.table.store, self.table.prefix, state).scan(
+                    con=con
+                )
+            types = state.schema.to_json()
+            deltas = _group_deltas(con, entries, self.definition, types, held)
+        tx = Transaction(
+            self.table,
+            app_id=self.definition.app_id,
+            batch=target,
+            follows_batch=-1 if watermark is None else int(watermark),
+            commit_empty=True,
+        )
+        try:
+            if deltas.num_rows:
+                tx.insert(deltas)
+            info = tx.commit()
+        except BaseException:
+            tx.abort()
+            raise
+        return RefreshResult(info.version, target, deltas.num_rows)
+
+
+def _group_deltas(
+    con: Any,
+    entries: Any,
+    definition: RollupDefinition,
+    types: Mapping[str, str],
+    held: Any = None,
+) -> pa.Table:
+    """Per group, the sign-weighted change of every measure over ``entries``, less what the
+    rollup's own entries ``held`` add up to (a rebuild); groups that do not change are left
+    out."""
+    dml = ident(DML_TYPE)
+    by = idents(list(definition.by))
+    names = engine.bind_relations(con, {"changes": entries, **({"held": held} if held else {})})
+    totals, stored = [], []
+    for measure in definition.measures:
+        if measure.function == "count" and measure.column is None:
+            weighted = f"sum({dml})"
+        elif measure.function == "count":
+            weighted = f"sum(CASE WHEN {ident(measure.column or '')} IS NULL THEN 0 ELSE {dml} END)"
+        else:
+            weighted = f"sum({dml} * {ident(measure.column or '')})"
+        totals.append(f"coalesce({weighted}, 0) AS {ident(measure.name)}")
+        stored.append(f"-coalesce(sum({dml} * {ident(measure.name)}), 0) AS {ident(measure.name)}")
+    parts = [f"SELECT {by}, {', '.join(totals)} FROM {ident(names['changes'])} GROUP BY {by}"]
+    if held is not None:
+        parts.append(f"SELECT {by}, {', '.join(stored)} FROM {ident(names['held'])} GROUP BY {by}")
+    measures = [ident(m.name) for m in definition.measures]
+    summed = ", ".join(
+        f"CAST(sum({ident(m.name)}) AS {types[m.name]}) AS {ident(m.name)}"
+        for m in definition.measures
+    )
+    changed = " OR ".join(f"sum({m}) <> 0" for m in measures)
+    sql = f"SELECT {by}, {summed} FROM ({' UNION ALL '.join(parts)}) GROUP BY {by} HAVING {changed}"
+    result: pa.Table = con.sql(sql).to_arrow_table()
+    return result
+
+
+# --- creating a rollup ---------------------------------------------------------------------------
+
+
+def parse_measures(
+    measures: Mapping[str, Any], base_types: Mapping[str, pa.DataType], by: Sequence[str]
+) -> tuple[Measure, ...]:
+    """``{"name": "count" | "count(col)" | "sum(col)"}`` as measures; a row count is added
+    (as ``row_count``) when none is given."""
+    if not isinstance(measures, Mapping) or not measures:
+        raise InvalidArgumentError(f"a rollup needs measures, e.g. {_EXAMPLE}")
+    out = []
+    for name, text in measures.items():
+        if not isinstance(name, str) or not name:
+            raise InvalidArgumentError(f"measure names must be non-empty strings, got {name!r}")
+        if name in by:
+            raise InvalidArgumentError(f"measure {name!r} has the name of a by column")
+        function, column = _parse_measure(name, text)
+        if column is not None and column not in base_types:
+            raise UnknownColumnError(
+                f"measure {name!r} reads {column!r}, which is not a column of the base table "
+                f"(columns: {list(base_types)})"
+            )
+        if function == "sum" and column is not None and not _numeric(base_types[column]):
+            raise InvalidArgumentError(
+                f"measure {name!r}: cannot sum {column!r} ({base_types[column]}); sum a numeric "
+                "column"
+            )
+        out.append(Measure(name, function, column))
+    if not any(m.function == "count" and m.column is None for m in out):
+        if ROW_COUNT in measures or ROW_COUNT in by:
+            raise InvalidArgumentError(
+                f'add a row count measure (e.g. "rows": "count"): the rollup needs one, and '
+                f"{ROW_COUNT!r} is taken"
+            )
+        out.append(Measure(ROW_COUNT, "count", None))
+    return tuple(out)
+
+
+def _parse_measure(name: str, text: Any) -> tuple[str, str | None]:
+    if not isinstance(text, str):
+        raise InvalidArgumentError(f"measure {name!r} must be a string like {_EXAMPLE}")
+    if text.strip().lower() in ("count", "count(*)"):
+        return "count", None
+    try:
+        tree = sqlglot.parse_one(text, dialect="duckdb")
+    except sqlglot.errors.ParseError as e:
+        raise InvalidArgumentError(f"measure {name!r}: cannot parse {text!r}: {e}") from e
+    kinds = {exp.Sum: "sum", exp.Count: "count"}
+    function = next((f for k, f in kinds.items() if type(tree) is k), None)
+    argument = tree.this if function else None
+    if function is None or not isinstance(argument, exp.Column):
+        refused = (
+            " (min and max cannot be undone by a delete mark; avg is a sum divided by a count)"
+            if isinstance(tree, exp.Min | exp.Max | exp.Avg)
+            else ""
+        )
+        raise InvalidArgumentError(
+            f"measure {name!r} is {text!r}; a rollup measure is count, count(column) or "
+            f"sum(column){refused}, e.g. {_EXAMPLE}"
+        )
+    return function, argument.name
+
+
+def _numeric(data_type: pa.DataType) -> bool:
+    return bool(
+        pa.types.is_integer(data_type)
+        or pa.types.is_floating(data_type)
+        or pa.types.is_decimal(data_type)
+    )
+
+
+def _measure_type(measure: Measure, base_types: Mapping[str, pa.DataType]) -> str:
+    if measure.function == "count" or measure.column is None:
+        return "BIGINT"
+    data_type = base_types[measure.column]
+    if pa.types.is_integer(data_type):
+        return "BIGINT"
+    if pa.types.is_decimal(data_type):
+        return f"DECIMAL(38, {data_type.scale})"
+    return "DOUBLE"
+
+
+def create_rollup(
+    base: Table,
+    name: str,
+    by: Sequence[str] | str,
+    measures: Mapping[str, Any],
+    *,
+    auto_refresh: bool = False,
+) -> Rollup:
+    """Create the rollup table ``name`` of ``base`` and fill it (see Table.create_rollup)."""
+    from ledger.warehouse import Warehouse
+
+    state = base._latest_state()
+    policy = state.config.policy["name"]
+    if policy not in _FOLLOWABLE:
+        raise InvalidArgumentError(
+            f"table {base.name!r} has the {policy!r} policy: rollups follow tables whose delete "
+            "marks cancel insertions exactly (collapsing or custom); roll up a view instead"
+        )
+    by_columns = [by] if isinstance(by, str) else list(by)
+    if not by_columns or not all(isinstance(c, str) for c in by_columns):
+        raise InvalidArgumentError("a rollup needs by: one or more column names to group by")
+    base_types = {n: state.schema.type_of(n) for n in state.schema.names}
+    for column in by_columns:
+        if column not in base_types:
+            raise UnknownColumnError(
+                f"by column {column!r} is not a column of {base.name!r} "
+                f"(columns: {list(base_types)})"
+            )
+    if not isinstance(auto_refresh, bool):
+        raise InvalidArgumentError("auto_refresh must be True or False")
+    parsed = parse_measures(measures, base_types, by_columns)
+    definition = RollupDefinition(base.name, state.config.table_uuid, tuple(by_columns), parsed)
+    schema = {c: arrow_to_sql(base_types[c]) for c in by_columns}
+    schema.update({m.name: _measure_type(m, base_types) for m in parsed})
+    warehouse = Warehouse(base.store)
+    table = warehouse.create_table(
+        name,
+        schema,
+        primary_key=by_columns,
+        policy={"name": "aggregating", "measures": {m.name: m.function for m in parsed}},
+        rollup_of=definition.to_json(),
+    )
+    rollup = Rollup(table, base, definition)
+    rollup.refresh()
+    if auto_refresh:
+        _set_auto_refresh(base, name)
+    return rollup
+
+
+def open_rollup(table: Table, base: Table | None = None) -> Rollup:
+    """The rollup a rollup table holds (its base opened from the same warehouse)."""
+    from ledger.warehouse import Warehouse
+
+    definition_json = table._latest_state().config.rollup
+    if definition_json is None:
+        raise InvalidArgumentError(f"table {table.name!r} is not a rollup")
+    definition = RollupDefinition.from_json(definition_json)
+    if base is None:
+        base = Warehouse(table.store).table(definition.base)
+    if base._latest_state().config.table_uuid != definition.base_uuid:
+        raise InvalidArgumentError(
+            f"rollup {table.name!r} followed an earlier table named {definition.base!r}, which "
+            "was dropped; create the rollup again"
+        )
+    return Rollup(table, base, definition)
+
+
+def _set_auto_refresh(base: Table, name: str) -> None:
+    """Record in the base's config that writes refresh rollup ``name`` (a log-only commit)."""
+
+    def build(latest: TableState) -> LogFile | None:
+        if name in latest.config.auto_refresh:
+            return None
+        from dataclasses import replace
+
+        config = replace(latest.config, auto_refresh=(*latest.config.auto_refresh, name))
+        return LogFile(
+            version=latest.version + 1,
+            timestamp_ms=next_timestamp(latest),
+            operation="set_auto_refresh",
+            schema=latest.schema,
+            config=config,
+        )
+
+    state, _ = commit_entry(base._log, base._latest_state(), build)
+    base._adopt_state(state)
+
+
+def refresh_after_write(base: Table) -> None:
+    """Refresh the rollups the base's config names; a failure is logged, never raised (the
+    base write has committed, and the next refresh catches up exactly once)."""
+    from ledger.warehouse import Warehouse
+
+    names = base._state.config.auto_refresh
+    if not names:
+        return
+    warehouse = Warehouse(base.store)
+    for name in names:
+        try:
+            open_rollup(warehouse.table(name), base).refresh()
+        except (LedgerError, OSError) as e:
+            log.warning("rollup %r of %r was not refreshed: %s", name, base.name, e)
