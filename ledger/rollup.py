@@ -34,8 +34,8 @@ from ledger.log.entries import LogFile
 from ledger.log.state import TableState
 from ledger.schema import DML_TYPE, arrow_to_sql
 from ledger.snapshot import Snapshot
-from ledger.transaction import Transaction
 from ledger.sql import ident, idents
+from ledger.transaction import Transaction
 from ledger.writer import file_schema
 
 if TYPE_CHECKING:

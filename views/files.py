@@ -44,7 +44,7 @@ def split_isolated(
 def _split(
     markers: Sequence[FileMarker], decoders: list[Callable[[Any], Any]]
 ) -> tuple[list[FileMarker], list[FileMarker]]:
-    boxes: list[Box | None] = [_box(m, decoders) for m in markers]  # type: ignore[arg-type]
+    boxes: list[Box | None] = [_box(m, decoders) for m in markers]
     # Sweep along the first key column: only files whose first-column ranges meet can overlap.
     order = sorted(
         (i for i, b in enumerate(boxes) if b is not None),
@@ -60,7 +60,8 @@ def _split(
             if _meet(box, boxes[j]):  # type: ignore[arg-type]
                 overlapping.update((i, j))
         active.append(i)
-    isolated, others = [], []
+    isolated: list[FileMarker] = []
+    others: list[FileMarker] = []
     for i, marker in enumerate(markers):
         clean = marker.unique_keys and insertions_only(marker) and i not in overlapping
         (isolated if clean else others).append(marker)

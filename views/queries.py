@@ -43,11 +43,11 @@ def col(name: str, table: str | None = None) -> exp.Column:
     return exp.column(name, table=table, quoted=True)
 
 
-def cols(names: Sequence[str]) -> list[exp.Expression]:
+def cols(names: Sequence[str]) -> list[exp.Expr]:
     return [col(n) for n in names]
 
 
-def alias(expression: exp.Expression, name: str) -> exp.Expression:
+def alias(expression: exp.Expr, name: str) -> exp.Expr:
     return exp.alias_(expression, name, quoted=True)
 
 
@@ -56,7 +56,7 @@ def relation(name: str) -> exp.Table:
     return exp.Table(this=exp.to_identifier(name, quoted=True))
 
 
-def _int(value: int) -> exp.Literal:
+def _int(value: int) -> exp.Expr:
     return exp.Literal.number(value)
 
 
@@ -64,11 +64,11 @@ def _dml() -> exp.Column:
     return col(DML_TYPE)
 
 
-def _weighted(expression: exp.Expression) -> exp.Expression:
+def _weighted(expression: exp.Expr) -> exp.Expr:
     return exp.Mul(this=_dml(), expression=exp.paren(expression, copy=False))
 
 
-def entry_order(dialect: Dialect) -> exp.Expression:
+def entry_order(dialect: Dialect) -> exp.Expr:
     """``trx_id`` and ``trx_seq`` as one number that orders entries as the ledger does."""
     as_wide = exp.cast(col(TRX_ID), exp.DataType.build(dialect.order_type, dialect=dialect.name))
     return exp.Add(
@@ -179,11 +179,14 @@ def _live_rows(
         .group_by(*cols(keys))
         .having(exp.GT(this=exp.Count(this=exp.Star()), expression=_int(1)))
     )
-    using = [exp.to_identifier(k, quoted=True) for k in keys]
+
+    def using() -> list[int | str | exp.Expr]:
+        return [exp.to_identifier(k, quoted=True) for k in keys]
+
     singles = (
         exp.select(*cols(shown))
         .from_(entries.copy())
-        .join(relation(CROWDED), using=using, join_type="anti")
+        .join(relation(CROWDED), using=using(), join_type="anti")
         .where(is_insertion)
     )
     order = exp.Max(this=exp.If(this=is_insertion.copy(), true=entry_order(dialect)))
@@ -194,11 +197,11 @@ def _live_rows(
             alias(order, ORDER),
         )
         .from_(entries.copy())
-        .join(relation(CROWDED), using=[u.copy() for u in using], join_type="semi")
+        .join(relation(CROWDED), using=using(), join_type="semi")
         .group_by(*cols(values))
         .having(exp.GT(this=exp.Sum(this=_dml()), expression=_int(0)))
     )
-    picked: list[exp.Expression] = cols(shown[: len(values)] if system_columns else shown)
+    picked: list[exp.Expr] = cols(shown[: len(values)] if system_columns else shown)
     if system_columns:
         shift = _int(ORDER_SHIFT)
         picked += [
@@ -234,7 +237,7 @@ def _rollup_rows(spec: TableSpec, entries: str) -> exp.Select:
     count measure nets to zero holds no rows."""
     keys = list(spec.key_columns)
     measures = spec.policy.measures  # type: ignore[attr-defined]
-    selected: list[exp.Expression] = cols(keys)
+    selected: list[exp.Expr] = cols(keys)
     counts = []
     for column, function, sql_type in measures:
         if function in ("sum", "count"):
@@ -263,7 +266,7 @@ class TotalsRequest:
     sums: tuple[str, ...] = ()
     count: bool = True
     avgs: tuple[str, ...] = ()
-    where: exp.Expression | None = None
+    where: exp.Expr | None = None
 
     def output_columns(self) -> list[str]:
         return [
@@ -328,7 +331,7 @@ def _is_numeric(spec: TableSpec, column: str) -> bool:
     )
 
 
-def parse_predicate(spec: TableSpec, dialect: Dialect, where: str | None) -> exp.Expression | None:
+def parse_predicate(spec: TableSpec, dialect: Dialect, where: str | None) -> exp.Expr | None:
     """A user's filter as a tree, checked to be one expression over the table's columns."""
     if where is None:
         return None
@@ -386,17 +389,15 @@ def _measured(request: TotalsRequest) -> list[str]:
     return list(dict.fromkeys([*request.sums, *request.avgs]))
 
 
-def _partial_totals(
-    entries: exp.Expression, request: TotalsRequest, *, weighted: bool
-) -> exp.Select:
+def _partial_totals(entries: exp.Expr, request: TotalsRequest, *, weighted: bool) -> exp.Select:
     """Per group: the count, and per measured column its sum and its count of non-NULLs, each
     weighted by dml_type (or not, over files of insertions only)."""
 
-    def weigh(expression: exp.Expression) -> exp.Expression:
+    def weigh(expression: exp.Expr) -> exp.Expr:
         return _weighted(expression) if weighted else expression
 
-    one: exp.Expression = _dml() if weighted else _int(1)
-    selected: list[exp.Expression] = [*cols(request.by), alias(exp.Sum(this=one), "c")]
+    one: exp.Expr = _dml() if weighted else _int(1)
+    selected: list[exp.Expr] = [*cols(request.by), alias(exp.Sum(this=one), "c")]
     for i, column in enumerate(_measured(request)):
         present = exp.If(
             this=exp.Is(this=col(column), expression=exp.Null()), true=_int(0), false=one.copy()
@@ -413,9 +414,9 @@ def _partial_totals(
     return query
 
 
-def _combine_partials(partials: exp.Expression, request: TotalsRequest) -> exp.Select:
+def _combine_partials(partials: exp.Expr, request: TotalsRequest) -> exp.Select:
     count = exp.Coalesce(this=exp.Sum(this=col("c")), expressions=[_int(0)])
-    selected: list[exp.Expression] = cols(request.by)
+    selected: list[exp.Expr] = cols(request.by)
     if request.count:
         selected.append(alias(exp.cast(count.copy(), "BIGINT"), "count"))
     index = {c: i for i, c in enumerate(_measured(request))}
@@ -448,8 +449,8 @@ def _combine_partials(partials: exp.Expression, request: TotalsRequest) -> exp.S
     return query
 
 
-def _plain_totals(rows: exp.Expression, request: TotalsRequest) -> exp.Select:
-    selected: list[exp.Expression] = cols(request.by)
+def _plain_totals(rows: exp.Expr, request: TotalsRequest) -> exp.Select:
+    selected: list[exp.Expr] = cols(request.by)
     if request.count:
         selected.append(alias(exp.cast(exp.Count(this=exp.Star()), "BIGINT"), "count"))
     selected += [alias(exp.Sum(this=col(c)), f"sum_{c}") for c in request.sums]
@@ -468,7 +469,9 @@ def _plain_totals(rows: exp.Expression, request: TotalsRequest) -> exp.Select:
 def history(spec: TableSpec, entries: str, keys: str, commits: str) -> exp.Select:
     """Every entry of the keys in ``keys``, oldest first, with its commit's version and time
     from ``commits`` (``trx_id``, ``_commit_version``, ``_commit_timestamp``)."""
-    key_ids = [exp.to_identifier(k, quoted=True) for k in spec.key_columns]
+    key_ids: list[int | str | exp.Expr] = [
+        exp.to_identifier(k, quoted=True) for k in spec.key_columns
+    ]
     shown = [*spec.value_columns, TRX_ID, TRX_SEQ, DML_TYPE]
     return (
         exp.select(
@@ -499,7 +502,7 @@ def changes(spec: TableSpec, sources: Sources) -> exp.Select:
     keys = list(spec.key_columns)
     per_commit_key = [COMMIT_VERSION, *keys]
 
-    def signs(value: int) -> exp.Expression:
+    def signs(value: int) -> exp.Expr:
         window = exp.Window(
             this=exp.Max(
                 this=exp.If(
@@ -534,6 +537,6 @@ def changes(spec: TableSpec, sources: Sources) -> exp.Select:
     )
 
 
-def render(query: exp.Expression, dialect: Dialect) -> str:
+def render(query: exp.Expr, dialect: Dialect) -> str:
     """The SQL text of ``query`` in ``dialect``."""
     return str(query.sql(dialect=dialect.name))
