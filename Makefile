@@ -16,6 +16,9 @@ install: $(STAMP)
 
 demo: $(STAMP)
 	$(PY) examples/quickstart.py
+	$(PY) examples/corrections.py
+	$(PY) examples/rollups.py
+	$(PY) examples/dimension.py
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check ledger merge_policies views tests examples
