@@ -21,7 +21,10 @@ if TYPE_CHECKING:
     from ledger.table import Table
 
 # Operations that never change an answer.
-_NEUTRAL = frozenset({"merge", "vacuum", "checkpoint"})
+_NEUTRAL = frozenset({"merge", "vacuum", "checkpoint", "set_auto_refresh"})
+# Operations that remove files (and may add their replacements); a rewrite carries a trx_id
+# only to recognise its own commit, its entries keep theirs.
+_REPLACING = frozenset({"drop_partitions", "rewrite_partitions"})
 
 
 @dataclass(frozen=True)
@@ -84,7 +87,7 @@ def change_set(table: Table, since: int, until: int | None = None) -> ChangeSet:
         _refuse_recreation(table, entry)
         if entry.operation in _NEUTRAL:
             continue
-        if entry.trx_id is not None:
+        if entry.trx_id is not None and entry.operation not in _REPLACING:
             written += [m for m in entry.files if m.alive]
             commits[entry.trx_id] = (entry.version, entry.timestamp_ms)
         elif entry.files:

@@ -209,7 +209,9 @@ def _group_deltas(
     out."""
     dml = ident(DML_TYPE)
     by = idents(list(definition.by))
-    names = engine.bind_relations(con, {"changes": entries, **({"held": held} if held else {})})
+    names = engine.bind_relations(
+        con, {"changes": entries, **({"held": held} if held is not None else {})}
+    )
     totals, stored = [], []
     for measure in definition.measures:
         if measure.function == "count" and measure.column is None:
@@ -245,11 +247,16 @@ def parse_measures(
     if not isinstance(measures, Mapping) or not measures:
         raise InvalidArgumentError(f"a rollup needs measures, e.g. {_EXAMPLE}")
     out = []
+    seen = {c.lower() for c in by}  # SQL engines compare names without case
     for name, text in measures.items():
         if not isinstance(name, str) or not name:
             raise InvalidArgumentError(f"measure names must be non-empty strings, got {name!r}")
-        if name in by:
-            raise InvalidArgumentError(f"measure {name!r} has the name of a by column")
+        if name.lower() in seen:
+            raise InvalidArgumentError(
+                f"measure {name!r} has the name of a by column or another measure (names are "
+                "compared without case)"
+            )
+        seen.add(name.lower())
         function, column = _parse_measure(name, text)
         if column is not None and column not in base_types:
             raise UnknownColumnError(
@@ -262,14 +269,16 @@ def parse_measures(
                 "column"
             )
         out.append(Measure(name, function, column))
-    if not any(m.function == "count" and m.column is None for m in out):
-        if ROW_COUNT in measures or ROW_COUNT in by:
-            raise InvalidArgumentError(
-                f'add a row count measure (e.g. "rows": "count"): the rollup needs one, and '
-                f"{ROW_COUNT!r} is taken"
-            )
-        out.append(Measure(ROW_COUNT, "count", None))
-    return tuple(out)
+    rows = [m for m in out if m.function == "count" and m.column is None]
+    if rows:
+        # The first row count comes first among counts: a rollup row is gone when it is 0.
+        return (rows[0], *(m for m in out if m is not rows[0]))
+    if ROW_COUNT in seen:
+        raise InvalidArgumentError(
+            f'add a row count measure (e.g. "rows": "count"): the rollup needs one, and '
+            f"{ROW_COUNT!r} is taken"
+        )
+    return (Measure(ROW_COUNT, "count", None), *out)
 
 
 def _parse_measure(name: str, text: Any) -> tuple[str, str | None]:
@@ -359,7 +368,12 @@ def create_rollup(
         rollup_of=definition.to_json(),
     )
     rollup = Rollup(table, base, definition)
-    rollup.refresh()
+    try:
+        rollup.refresh()
+    except BaseException:
+        # A rollup that cannot be filled (e.g. NULL in a by column) is not left behind.
+        warehouse.drop_table(name, purge=True)
+        raise
     if auto_refresh:
         _set_auto_refresh(base, name)
     return rollup

@@ -33,6 +33,7 @@ SYSTEM_TYPES: dict[str, pa.DataType] = {
     DML_TYPE: pa.int8(),
 }
 RESERVED = frozenset({TRX_ID, TRX_SEQ, DML_TYPE, ROW_ID})
+INTERNAL_PREFIX = "__ledger"  # names of generated views' own columns and relations
 
 _SIMPLE_TYPES: dict[str, pa.DataType] = {
     "BOOLEAN": pa.bool_(),
@@ -155,6 +156,11 @@ class TableSchema:
                     f"column name {name!r} is reserved for the ledger's system columns "
                     f"{sorted(RESERVED)}; rename the column"
                 )
+            if name.startswith(INTERNAL_PREFIX):
+                raise SchemaError(
+                    f"column name {name!r} starts with {INTERNAL_PREFIX!r}, which generated "
+                    "views use for their own columns; rename the column"
+                )
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise SchemaError(f"duplicate column name(s) {duplicates}")
@@ -182,6 +188,11 @@ class TableSchema:
             if field.name in RESERVED:
                 continue
             new_type = _normalise_arrow(field.type) if not pa.types.is_null(field.type) else None
+            if field.name not in current and field.name.startswith(INTERNAL_PREFIX):
+                raise SchemaError(
+                    f"column name {field.name!r} starts with {INTERNAL_PREFIX!r}, which "
+                    "generated views use for their own columns; rename the column"
+                )
             if field.name not in current:
                 if new_type is None:
                     raise SchemaError(

@@ -375,7 +375,10 @@ class Table:
         >>> table.drop_partitions({"ts_day": ["2026-01-01", "2026-01-02"]})   # doctest: +SKIP
         >>> table.drop_partitions(where="ts_day < '2026-01-01'")            # doctest: +SKIP
         """
-        return partition_ops.drop_partitions(self, partitions, where=where)
+        change = partition_ops.drop_partitions(self, partitions, where=where)
+        if change.version is not None:
+            rollups.refresh_after_write(self)
+        return change
 
     def rewrite_partitions(
         self, partitions: PartitionFilter, sql: str
@@ -386,7 +389,10 @@ class Table:
 
         >>> table.rewrite_partitions(None, "SELECT * FROM entries WHERE uid <> 4")  # doctest: +SKIP
         """
-        return partition_ops.rewrite_partitions(self, partitions, sql)
+        change = partition_ops.rewrite_partitions(self, partitions, sql)
+        if change.version is not None:
+            rollups.refresh_after_write(self)
+        return change
 
 
 def _to_ms(timestamp: dt.datetime | int) -> int:

@@ -1,7 +1,9 @@
 """One DuckDB connection that knows every table of a warehouse by name, to just write SQL.
 
 For each table ``t``: ``t`` is its visible rows and ``t_ledger`` its raw ledger (every entry,
-system columns included), both at the version current when registered.
+system columns included), both at the version current when registered. DuckDB names are
+case-insensitive: a table whose names clash with ones already registered (``Sales`` after
+``sales``, or a table called ``x_ledger`` next to ``x``) is skipped with a warning.
 
 >>> con = views.connect(ledger.connect("./warehouse"))                    # doctest: +SKIP
 >>> con.sql("SELECT region, sum(amount) FROM accounts GROUP BY region").fetchall()  # doctest: +SKIP
@@ -9,6 +11,7 @@ system columns included), both at the version current when registered.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from ledger.engines import duckdb as engine
@@ -19,24 +22,36 @@ from views.reading import visible
 if TYPE_CHECKING:
     import duckdb
 
+log = logging.getLogger(__name__)
+
 LEDGER_SUFFIX = "_ledger"
 
 
 def register(con: duckdb.DuckDBPyConnection, warehouse: Warehouse) -> list[str]:
     """Create (or replace) a view of every table's visible rows and raw ledger on ``con``;
     returns the names of the views made."""
-    made = []
+    made: list[str] = []
+    taken: dict[str, str] = {}  # DuckDB names are case-insensitive
     for name in warehouse.tables():
         try:
             table = warehouse.table(name)
         except TableNotFoundError:  # dropped while listing
             continue
+        wanted = [name, name + LEDGER_SUFFIX]
+        clashes = [w for w in wanted if w.lower() in taken]
+        if clashes:
+            log.warning(
+                "table %r is not registered: %s already name(s) %s",
+                name,
+                clashes,
+                [taken[c.lower()] for c in clashes],
+            )
+            continue
         snap = table.snapshot()
-        raw = snap.scan(con=con)
-        rows = visible(snap, con=con)
-        raw.create_view(name + LEDGER_SUFFIX, replace=True)
-        rows.create_view(name, replace=True)
-        made += [name, name + LEDGER_SUFFIX]
+        snap.scan(con=con).create_view(name + LEDGER_SUFFIX, replace=True)
+        visible(snap, con=con).create_view(name, replace=True)
+        taken.update({name.lower(): f"table {name!r}", wanted[1].lower(): f"{name!r}'s ledger"})
+        made += wanted
     return made
 
 

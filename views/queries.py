@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import pyarrow as pa
 import sqlglot
 from sqlglot import exp
 
@@ -31,6 +32,10 @@ CROWDED = "__ledger_crowded_keys"
 LIVE = "__ledger_live"
 ROW_NUMBER = "__ledger_row"
 DEDUPED = "__ledger_deduped"
+# Columns of the partial totals (user columns cannot start with "__ledger": ledger.schema).
+PART_COUNT = "__ledger_count"
+PART_SUM = "__ledger_sum_"
+PART_PRESENT = "__ledger_present_"
 
 # The change feed's own columns (Delta Lake's change data feed names).
 CHANGE_TYPE = "_change_type"
@@ -189,7 +194,7 @@ def _live_rows(
         .join(relation(CROWDED), using=using(), join_type="anti")
         .where(is_insertion)
     )
-    order = exp.Max(this=exp.If(this=is_insertion.copy(), true=entry_order(dialect)))
+    order = exp.Max(this=exp.Case().when(is_insertion.copy(), entry_order(dialect)))
     live = (
         exp.select(
             *cols(values),
@@ -321,8 +326,6 @@ def _names(value: Sequence[str] | str | None, what: str) -> tuple[str, ...]:
 
 
 def _is_numeric(spec: TableSpec, column: str) -> bool:
-    import pyarrow as pa
-
     data_type = spec.type_of(column)
     return bool(
         pa.types.is_integer(data_type)
@@ -341,13 +344,27 @@ def parse_predicate(spec: TableSpec, dialect: Dialect, where: str | None) -> exp
         tree = sqlglot.parse_one(where, dialect=dialect.name)
     except sqlglot.errors.ParseError as e:
         raise InvalidPredicateError(f"cannot parse predicate {where!r}: {e}") from e
-    forbidden = (exp.Query, exp.Command, exp.Create, exp.Drop, exp.Insert, exp.Delete)
+    forbidden = (
+        exp.Query,
+        exp.Command,
+        exp.Create,
+        exp.Drop,
+        exp.Insert,
+        exp.Delete,
+        exp.AggFunc,
+        exp.Window,
+    )
     if any(isinstance(node, forbidden) for node in tree.walk()):
         raise InvalidPredicateError(
             f"predicate {where!r} must be an expression over the table's columns, not a "
-            "statement or subquery"
+            "statement, subquery, aggregate or window"
         )
     for column in tree.find_all(exp.Column):
+        if column.table:
+            raise InvalidPredicateError(
+                f"predicate {where!r} names {column.sql()!r}: refer to the table's columns "
+                "without a table name"
+            )
         if column.name not in spec.columns:
             raise UnknownColumnError(
                 f"predicate {where!r} names {column.name!r}, which is not a column of the "
@@ -376,7 +393,11 @@ def totals(
     if spec.policy.name == "dedup":
         ctes.append((DEDUPED, _without_repeats(spec, sources.entries)))
         entries = DEDUPED
-    parts = [_partial_totals(relation(entries), request, weighted=True)]
+    wide = exp.DataType.build(dialect.order_type, dialect=dialect.name)
+    integers = frozenset(c for c in spec.columns if pa.types.is_integer(spec.type_of(c)))
+    parts = [
+        _partial_totals(relation(entries), request, weighted=True, wide=wide, integers=integers)
+    ]
     if sources.insertions is not None:
         parts.append(_partial_totals(relation(sources.insertions), request, weighted=False))
     combined: exp.Query = parts[0]
@@ -389,22 +410,35 @@ def _measured(request: TotalsRequest) -> list[str]:
     return list(dict.fromkeys([*request.sums, *request.avgs]))
 
 
-def _partial_totals(entries: exp.Expr, request: TotalsRequest, *, weighted: bool) -> exp.Select:
+def _partial_totals(
+    entries: exp.Expr,
+    request: TotalsRequest,
+    *,
+    weighted: bool,
+    wide: exp.DataType | None = None,
+    integers: frozenset[str] = frozenset(),
+) -> exp.Select:
     """Per group: the count, and per measured column its sum and its count of non-NULLs, each
     weighted by dml_type (or not, over files of insertions only)."""
 
-    def weigh(expression: exp.Expr) -> exp.Expr:
-        return _weighted(expression) if weighted else expression
+    def weigh(column: str) -> exp.Expr:
+        if not weighted:
+            return col(column)
+        # -1 * the smallest integer overflows its type: weigh integers in a wide one.
+        value = (
+            exp.cast(col(column), wide) if wide is not None and column in integers else col(column)
+        )
+        return _weighted(value)
 
     one: exp.Expr = _dml() if weighted else _int(1)
-    selected: list[exp.Expr] = [*cols(request.by), alias(exp.Sum(this=one), "c")]
+    selected: list[exp.Expr] = [*cols(request.by), alias(exp.Sum(this=one), PART_COUNT)]
     for i, column in enumerate(_measured(request)):
         present = exp.If(
             this=exp.Is(this=col(column), expression=exp.Null()), true=_int(0), false=one.copy()
         )
         selected += [
-            alias(exp.Sum(this=weigh(col(column))), f"s{i}"),
-            alias(exp.Sum(this=present), f"n{i}"),
+            alias(exp.Sum(this=weigh(column)), f"{PART_SUM}{i}"),
+            alias(exp.Sum(this=present), f"{PART_PRESENT}{i}"),
         ]
     query = exp.select(*selected).from_(entries.copy())
     if request.where is not None:
@@ -415,29 +449,29 @@ def _partial_totals(entries: exp.Expr, request: TotalsRequest, *, weighted: bool
 
 
 def _combine_partials(partials: exp.Expr, request: TotalsRequest) -> exp.Select:
-    count = exp.Coalesce(this=exp.Sum(this=col("c")), expressions=[_int(0)])
+    count = exp.Coalesce(this=exp.Sum(this=col(PART_COUNT)), expressions=[_int(0)])
     selected: list[exp.Expr] = cols(request.by)
     if request.count:
         selected.append(alias(exp.cast(count.copy(), "BIGINT"), "count"))
     index = {c: i for i, c in enumerate(_measured(request))}
     for column in request.sums:
         i = index[column]
-        present = exp.Coalesce(this=exp.Sum(this=col(f"n{i}")), expressions=[_int(0)])
+        present = exp.Coalesce(this=exp.Sum(this=col(f"{PART_PRESENT}{i}")), expressions=[_int(0)])
         selected.append(
             alias(
                 exp.If(
                     this=exp.EQ(this=present, expression=_int(0)),
                     true=exp.Null(),
-                    false=exp.Sum(this=col(f"s{i}")),
+                    false=exp.Sum(this=col(f"{PART_SUM}{i}")),
                 ),
                 f"sum_{column}",
             )
         )
     for column in request.avgs:
         i = index[column]
-        denominator = exp.Nullif(this=exp.Sum(this=col(f"n{i}")), expression=_int(0))
+        denominator = exp.Nullif(this=exp.Sum(this=col(f"{PART_PRESENT}{i}")), expression=_int(0))
         average = exp.Div(
-            this=exp.cast(exp.Sum(this=col(f"s{i}")), "DOUBLE"), expression=denominator
+            this=exp.cast(exp.Sum(this=col(f"{PART_SUM}{i}")), "DOUBLE"), expression=denominator
         )
         selected.append(alias(average, f"avg_{column}"))
     query = exp.select(*selected).from_(partials)

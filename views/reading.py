@@ -127,6 +127,8 @@ def totals(
     snap = _snapshot(table, version, timestamp)
     spec = TableSpec.of(snap.state)
     request = queries.check_totals_request(spec, DUCKDB, by, sum, count, avg, where)
+    if request.where is not None:
+        engine.check_condition(snap.state.schema.arrow(), queries.render(request.where, DUCKDB))
     connection = _connection(con)
     markers = snap.markers(partitions)
     schema = file_schema(snap.state.schema, snap.state.config)
@@ -188,6 +190,9 @@ def _key_rows(snap: Snapshot, spec: TableSpec, key: Any) -> pa.Table:
         raise InvalidArgumentError("history needs a key (or a non-empty list of keys)")
     rows = []
     for one in keys:
+        values = one.values() if isinstance(one, dict) else one if isinstance(one, tuple) else [one]
+        if any(v is None for v in values):
+            raise MissingKeyError(f"key {one!r} holds NULL; keys are never NULL")
         if isinstance(one, dict):
             unknown = sorted(set(one) - set(columns))
             if unknown:

@@ -316,21 +316,44 @@ def change_entries(
                 f"USING ({ident(TRX_ID)})"
             )
         )
+    system = {TRX_ID, "trx_seq", DML_TYPE}
+    values = idents([c for c in columns if c not in system])
     for commit in changes.replaced:
+        # Entries that cancel within the commit's removed and added files (an insertion and its
+        # mark dropped together, a row a rewrite kept) change nothing and are left out; the
+        # rest appear as many times as their net sign says.
+        signed = []
         for markers, sign in ((commit.removed, -1), (commit.added, 1)):
-            if not markers:
-                continue
-            scanned = scan_files(con, store, table_prefix, list(markers), schema)
-            projection = ", ".join(
-                f"CAST({sign} * {ident(c)} AS TINYINT) AS {ident(c)}" if c == DML_TYPE else ident(c)
-                for c in columns
-            )
-            parts.append(
-                scanned.project(
-                    f'{projection}, CAST({commit.version} AS BIGINT) AS "_commit_version", '
-                    f'make_timestamptz({commit.timestamp_ms} * 1000) AS "_commit_timestamp"'
+            if markers:
+                scanned = scan_files(con, store, table_prefix, list(markers), schema)
+                signed.append(
+                    scanned.project(
+                        f"{values}, {ident(TRX_ID)}, {ident('trx_seq')}, "
+                        f"{sign} * {ident(DML_TYPE)} AS {ident(DML_TYPE)}"
+                    )
                 )
+        if not signed:
+            continue
+        union = signed[0] if len(signed) == 1 else signed[0].union(signed[1])
+        name = bind_relations(con, {"replaced": union})["replaced"]
+        netted = con.sql(
+            f"SELECT {values}, max({ident(TRX_ID)}) AS {ident(TRX_ID)}, "
+            f"max({ident('trx_seq')}) AS {ident('trx_seq')}, sum({ident(DML_TYPE)}) AS __net "
+            f"FROM {ident(name)} GROUP BY {values} HAVING sum({ident(DML_TYPE)}) <> 0"
+        )
+        netted_name = bind_relations(con, {"netted": netted})["netted"]
+        projection = ", ".join(
+            f"CAST(sign(__net) AS TINYINT) AS {ident(c)}" if c == DML_TYPE else ident(c)
+            for c in columns
+        )
+        parts.append(
+            con.sql(
+                f'SELECT {projection}, CAST({commit.version} AS BIGINT) AS "_commit_version", '
+                f'make_timestamptz({commit.timestamp_ms} * 1000) AS "_commit_timestamp" '
+                f"FROM (SELECT *, unnest(range(CAST(abs(__net) AS BIGINT))) AS __copy "
+                f"FROM {ident(netted_name)})"
             )
+        )
     if not parts:
         empty = pa.schema([*schema, *extra]).empty_table()
         return con.from_arrow(empty)
@@ -338,3 +361,21 @@ def change_entries(
     for part in parts[1:]:
         out = out.union(part)
     return out
+
+
+def check_condition(schema: pa.Schema, predicate: str) -> None:
+    """Raise :class:`InvalidPredicateError` unless ``predicate`` binds over rows of ``schema``
+    as a condition (unknown functions, type errors and non-boolean expressions fail here,
+    before any file is read)."""
+    with closing(connect()) as con:
+        con.register("checked_rows", schema.empty_table())
+        try:
+            kind = con.sql(f"SELECT ({predicate}) FROM checked_rows").types[0]
+        except QUERY_ERRORS as e:
+            raise InvalidPredicateError(
+                f"predicate {predicate!r} does not fit the table: {e}"
+            ) from e
+        if str(kind) != "BOOLEAN":
+            raise InvalidPredicateError(
+                f"predicate {predicate!r} is {kind}, not a condition (true or false)"
+            )
