@@ -136,25 +136,25 @@ class Rollup:
         Raises :class:`~ledger.errors.SnapshotNotFoundError` when the base commits since the
         watermark were vacuumed (then :meth:`rebuild`).
         """
+        return self._retrying(rebuild=False)
+
+    def rebuild(self) -> RefreshResult:
+        """Recompute the rollup from the base's latest snapshot (after the base commits since
+        the watermark were vacuumed): one commit appends, per group, the difference between the
+        fresh totals and what the rollup holds, with the same exactly-once rule as a refresh.
+        At an unchanged base version it does nothing (the watermark is already committed)."""
+        return self._retrying(rebuild=True)
+
+    def _retrying(self, *, rebuild: bool) -> RefreshResult:
         for _ in range(REFRESH_RETRIES):
             try:
-                return self._refresh_once(rebuild=False)
+                return self._refresh_once(rebuild=rebuild)
             except ConflictError:
                 continue
         raise ConflictError(
             f"rollup {self.table.name!r}: {REFRESH_RETRIES} refreshes in a row lost a race with "
             "other refreshes; retry later"
         )
-
-    def rebuild(self) -> RefreshResult:
-        """Recompute the rollup from the base's latest snapshot (after the base commits since
-        the watermark were vacuumed): one commit replaces every rollup file."""
-        for _ in range(REFRESH_RETRIES):
-            try:
-                return self._refresh_once(rebuild=True)
-            except ConflictError:
-                continue
-        raise ConflictError(f"rollup {self.table.name!r}: rebuild kept losing races; retry")
 
     def _refresh_once(self, *, rebuild: bool) -> RefreshResult:
         state = self.table._latest_state()
@@ -194,6 +194,10 @@ class Rollup:
         except BaseException:
             tx.abort()
             raise
+        if info.version is None:  # another refresh committed this base version first
+            return RefreshResult(
+                None, int(self.table._latest_state().apps[self.definition.app_id]), 0
+            )
         return RefreshResult(info.version, target, deltas.num_rows)
 
 

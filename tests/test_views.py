@@ -1151,3 +1151,13 @@ def test_visible_and_totals_on_each_backend(warehouse: ledger.Warehouse) -> None
         bucket = _bucket(2)
         rows = sorted((r for r in oracle.visible() if _bucket(r[0]) == bucket), key=repr)
         assert _visible(table, partitions={"k_bucket": bucket}) == rows
+
+
+def test_a_where_predicate_is_duckdb_sql_in_every_dialect(scratch: ledger.Warehouse) -> None:
+    """A quoted name in ``where`` is a column for Spark too, not a text constant."""
+    table = scratch.create_table("t", {"k": "BIGINT", "my col": "VARCHAR"}, primary_key="k")
+    table.insert([{"k": 1, "my col": "x"}, {"k": 2, "my col": "y"}])
+    text = views.sql(table, "totals", dialect="spark", where="\"my col\" = 'x'")
+    assert "`my col` = 'x'" in text
+    assert "'my col' = 'x'" not in text
+    assert views.totals(table, where="\"my col\" = 'x'").fetchall() == [(1,)]

@@ -341,7 +341,9 @@ def parse_predicate(spec: TableSpec, dialect: Dialect, where: str | None) -> exp
     if not isinstance(where, str) or not where.strip():
         raise InvalidPredicateError("where must be a non-empty SQL predicate string")
     try:
-        tree = sqlglot.parse_one(where, dialect=dialect.name)
+        # Predicates are written in DuckDB's SQL (as delete_where's) and rendered per dialect,
+        # so one predicate means the same everywhere.
+        tree = sqlglot.parse_one(where, dialect="duckdb")
     except sqlglot.errors.ParseError as e:
         raise InvalidPredicateError(f"cannot parse predicate {where!r}: {e}") from e
     forbidden = (

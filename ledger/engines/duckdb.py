@@ -18,7 +18,7 @@ from ledger.changes import ChangeSet
 from ledger.errors import InvalidPredicateError, StorageError
 from ledger.live import expand_sql, latest_entries_sql, live_entries_sql, visible_rows_sql
 from ledger.log.entries import FileMarker
-from ledger.schema import DML_TYPE, TRX_ID
+from ledger.schema import DML_TYPE, TRX_ID, TRX_SEQ
 from ledger.sql import ident, idents
 from ledger.storage import Store
 
@@ -316,7 +316,7 @@ def change_entries(
                 f"USING ({ident(TRX_ID)})"
             )
         )
-    system = {TRX_ID, "trx_seq", DML_TYPE}
+    system = {TRX_ID, TRX_SEQ, DML_TYPE}
     values = idents([c for c in columns if c not in system])
     for commit in changes.replaced:
         # Entries that cancel within the commit's removed and added files (an insertion and its
@@ -328,7 +328,7 @@ def change_entries(
                 scanned = scan_files(con, store, table_prefix, list(markers), schema)
                 signed.append(
                     scanned.project(
-                        f"{values}, {ident(TRX_ID)}, {ident('trx_seq')}, "
+                        f"{values}, {ident(TRX_ID)}, {ident(TRX_SEQ)}, "
                         f"{sign} * {ident(DML_TYPE)} AS {ident(DML_TYPE)}"
                     )
                 )
@@ -338,7 +338,7 @@ def change_entries(
         name = bind_relations(con, {"replaced": union})["replaced"]
         netted = con.sql(
             f"SELECT {values}, max({ident(TRX_ID)}) AS {ident(TRX_ID)}, "
-            f"max({ident('trx_seq')}) AS {ident('trx_seq')}, sum({ident(DML_TYPE)}) AS __net "
+            f"max({ident(TRX_SEQ)}) AS {ident(TRX_SEQ)}, sum({ident(DML_TYPE)}) AS __net "
             f"FROM {ident(name)} GROUP BY {values} HAVING sum({ident(DML_TYPE)}) <> 0"
         )
         netted_name = bind_relations(con, {"netted": netted})["netted"]
