@@ -101,3 +101,10 @@ class StorageError(LedgerError, OSError):
 
 class CorruptLogError(LedgerError):
     """A log file could not be parsed. The message names the file; no state is guessed."""
+
+
+# --- set-up -----------------------------------------------------------------------------------
+
+
+class MissingDependencyError(LedgerError, ImportError):
+    """An optional dependency is not installed; the message names the extra to install."""

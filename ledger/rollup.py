@@ -17,7 +17,7 @@ one commits and the other starts again from the new watermark.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -26,7 +26,7 @@ import pyarrow as pa
 import sqlglot
 from sqlglot import exp
 
-from ledger.changes import change_set
+from ledger.changes import ChangeSet, change_set
 from ledger.engines import duckdb as engine
 from ledger.errors import ConflictError, InvalidArgumentError, LedgerError, UnknownColumnError
 from ledger.log.commit import commit_entry, next_timestamp
@@ -145,10 +145,10 @@ class Rollup:
         At an unchanged base version it does nothing (the watermark is already committed)."""
         return self._retrying(rebuild=True)
 
-    def _retrying(self, *, rebuild: bool) -> RefreshResult:
+    def _retrying(self, *, rebuild: bool, deltas: DeltaFunction | None = None) -> RefreshResult:
         for _ in range(REFRESH_RETRIES):
             try:
-                return self._refresh_once(rebuild=rebuild)
+                return self._refresh_once(rebuild=rebuild, deltas=deltas or embedded_deltas)
             except ConflictError:
                 continue
         raise ConflictError(
@@ -156,30 +156,20 @@ class Rollup:
             "other refreshes; retry later"
         )
 
-    def _refresh_once(self, *, rebuild: bool) -> RefreshResult:
+    def _refresh_once(self, *, rebuild: bool, deltas: DeltaFunction) -> RefreshResult:
         state = self.table._latest_state()
         watermark = state.apps.get(self.definition.app_id)
         base_state = self.base._latest_state()
         target = base_state.version
         if watermark is not None and watermark >= target and not rebuild:
             return RefreshResult(None, int(watermark), 0)
-        with closing(engine.connect()) as con:
-            if watermark is None or rebuild:
-                entries = self.base.snapshot(target).scan(con=con)
-            else:
-                found = change_set(self.base, int(watermark), target)
-                schema = file_schema(base_state.schema, base_state.config)
-                entries = engine.change_entries(
-                    con, self.base.store, self.base.prefix, found, schema
-                )
-            held = None
-            if rebuild:
-                # What the rollup holds now, to be cancelled by the new deltas.
-                held = Snapshot(self.table.name, self.table.store, self.table.prefix, state).scan(
-                    con=con
-                )
-            types = state.schema.to_json()
-            deltas = _group_deltas(con, entries, self.definition, types, held)
+        found = None
+        if watermark is not None and not rebuild:
+            found = change_set(self.base, int(watermark), target)
+        changed = deltas(DeltaRequest(self, base_state, state, found, rebuild))
+        return self._commit(changed, target, watermark)
+
+    def _commit(self, deltas: pa.Table, target: int, watermark: int | None) -> RefreshResult:
         tx = Transaction(
             self.table,
             app_id=self.definition.app_id,
@@ -199,6 +189,43 @@ class Rollup:
                 None, int(self.table._latest_state().apps[self.definition.app_id]), 0
             )
         return RefreshResult(info.version, target, deltas.num_rows)
+
+
+@dataclass(frozen=True)
+class DeltaRequest:
+    """What a refresh rolls up: the base commits of ``changes`` (since the watermark), or the
+    whole base at ``base_state`` when ``changes`` is None; a ``rebuild`` also cancels what the
+    rollup holds at ``rollup_state``."""
+
+    rollup: Rollup
+    base_state: TableState
+    rollup_state: TableState
+    changes: ChangeSet | None
+    rebuild: bool
+
+
+DeltaFunction = Callable[[DeltaRequest], pa.Table]
+
+
+def embedded_deltas(request: DeltaRequest) -> pa.Table:
+    """The group deltas of a refresh, computed on the embedded DuckDB engine."""
+    rollup, base = request.rollup, request.rollup.base
+    with closing(engine.connect()) as con:
+        if request.changes is None:
+            entries = Snapshot(base.name, base.store, base.prefix, request.base_state).scan(
+                con=con
+            )
+        else:
+            schema = file_schema(request.base_state.schema, request.base_state.config)
+            entries = engine.change_entries(con, base.store, base.prefix, request.changes, schema)
+        held = None
+        if request.rebuild:
+            table = rollup.table
+            held = Snapshot(table.name, table.store, table.prefix, request.rollup_state).scan(
+                con=con
+            )
+        types = request.rollup_state.schema.to_json()
+        return _group_deltas(con, entries, rollup.definition, types, held)
 
 
 def _group_deltas(

@@ -20,7 +20,6 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -38,21 +37,14 @@ from ledger.errors import (
     TypeMismatchError,
 )
 from ledger.log.commit import commit_entry, next_timestamp
-from ledger.log.entries import AppBatch, FileMarker, LogFile
+from ledger.log.entries import AppBatch, FileMarker, LogFile, TableConfig
 from ledger.log.state import TableState
 from ledger.partitioning import PartitionSpec
 from ledger.predicates import check_predicate
 from ledger.pruning import prune_by_keys
-from ledger.schema import (
-    DML_TYPE,
-    ROW_ID,
-    TRX_ID,
-    TRX_SEQ,
-    conform,
-    to_arrow,
-)
+from ledger.schema import DML_TYPE, ROW_ID, TableSchema, conform, to_arrow
 from ledger.trx_ids import reservation_key, reserve_trx_id
-from ledger.writer import DataWriter, file_schema
+from ledger.writer import DataWriter, build_entries, file_schema, row_ids, sequence
 from merge_policies import load_policy
 from merge_policies.replacing import ReplacingPolicy
 
@@ -495,35 +487,94 @@ class Transaction:
         have a defined latest one.
         """
         n = rows.num_rows
+        seq = self.claim_entries(n)
+        return build_entries(
+            rows,
+            file_schema(self._schema, self._config),
+            trx_id=self.trx_id,
+            trx_seq=sequence(seq, n),
+            dml_type=dml_type,
+            new_row_ids=self._new_row_ids,
+        )
+
+    def _new_row_ids(self, n: int) -> pa.Array:
+        return row_ids(self.trx_id, self.claim_row_ids(n), n)
+
+    # --- hooks for engines that write their own files (ledger.spark) ---------------------------
+
+    def claim_entries(self, n: int) -> int:
+        """Reserve ``n`` consecutive ``trx_seq`` numbers; return the first."""
         seq = self._next_seq
-        self._next_seq += n
-        if self._next_seq >= _MAX_ENTRIES_PER_TRX:
+        if seq + n >= _MAX_ENTRIES_PER_TRX:
             raise InvalidArgumentError(
                 f"a transaction can write at most {_MAX_ENTRIES_PER_TRX} entries; split it"
             )
-        target = file_schema(self._schema, self._config)
-        columns = []
-        for field in target:
-            if field.name in rows.column_names:
-                columns.append(rows.column(field.name).cast(field.type))
-            elif field.name == ROW_ID:
-                columns.append(self._new_row_ids(n))
-            elif field.name == TRX_ID:
-                columns.append(pa.repeat(pa.scalar(self.trx_id, pa.int64()), n))
-            elif field.name == TRX_SEQ:
-                columns.append(pa.array(np.arange(seq, seq + n, dtype=np.int32)))
-            elif field.name == DML_TYPE:
-                columns.append(pa.repeat(pa.scalar(dml_type, pa.int8()), n))
-            else:
-                columns.append(pa.nulls(n, field.type))
-        return pa.Table.from_arrays(columns, schema=target)
+        self._next_seq += n
+        return seq
 
-    def _new_row_ids(self, n: int) -> pa.Array:
+    def claim_row_ids(self, n: int) -> int:
+        """Reserve ``n`` generated ``_row_id`` numbers (their low 32 bits); return the first."""
         start = self._next_row
-        self._next_row += n
-        if self._next_row >= _MAX_ROWS_PER_TRX:
+        if start + n >= _MAX_ROWS_PER_TRX:
             raise InvalidArgumentError("a transaction can insert at most 2^32 rows")
-        return pa.array(np.arange(start, start + n, dtype=np.int64) + (self.trx_id << 32))
+        self._next_row += n
+        return start
+
+    def add_written_files(
+        self,
+        markers: Sequence[FileMarker],
+        *,
+        inserted: int,
+        deleted: int,
+        touched_keys: pa.Table | None = None,
+        read_files: Sequence[FileMarker] = (),
+    ) -> None:
+        """Adopt data files an engine wrote for this transaction (committed with it, deleted if
+        it aborts). ``touched_keys`` are keys read or cancelled (checked for conflicts at
+        commit) and ``read_files`` the files they were read from."""
+        self._ensure_open()
+        self._added.extend(markers)
+        self._inserted += inserted
+        self._deleted += deleted
+        if touched_keys is not None:
+            self._touched.append(self._keys_of(touched_keys))
+        self._read_partitions.update(_partition_of(m) for m in read_files)
+
+    def begin_operation(self, operation: str) -> bool:
+        """Start an engine's own operation; True means skip it (its app batch was already
+        committed)."""
+        return self._begin(operation)
+
+    def adopt_schema(self, schema: TableSchema) -> None:
+        """Set the schema this transaction commits (an engine checked and evolved it)."""
+        self._schema = schema
+
+    @property
+    def schema(self) -> TableSchema:
+        """The schema this transaction writes: the snapshot's, or as its writes evolved it."""
+        return self._schema
+
+    @property
+    def config(self) -> TableConfig:
+        return self._config
+
+    @property
+    def base_state(self) -> TableState:
+        """The snapshot this transaction reads."""
+        return self._base
+
+    @property
+    def written_files(self) -> list[FileMarker]:
+        """Files this transaction wrote so far (its own reads see them)."""
+        return list(self._added)
+
+    @property
+    def evolves_schema(self) -> bool:
+        return self._evolve
+
+    @property
+    def table(self) -> Table:
+        return self._table
 
     def _refuse_marks_if_insert_only(self, marks: int) -> None:
         """Checked before any entry is made (so before a trx_id is reserved)."""

@@ -14,11 +14,12 @@ import itertools
 import os
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -44,6 +45,54 @@ def file_schema(schema: TableSchema, config: TableConfig) -> pa.Schema:
         fields.append(pa.field(ROW_ID, pa.int64()))
     fields += [pa.field(n, t) for n, t in SYSTEM_TYPES.items()]
     return pa.schema(fields)
+
+
+def build_entries(
+    rows: pa.Table,
+    target: pa.Schema,
+    *,
+    trx_id: int,
+    trx_seq: pa.Array,
+    dml_type: int | pa.Array,
+    new_row_ids: Callable[[int], pa.Array],
+) -> pa.Table:
+    """Rows (conformed user columns, maybe ``_row_id``) -> entries in the file schema ``target``:
+    missing user columns NULL, system columns filled. Every engine makes its entries here.
+
+    ``trx_seq`` holds one number per row; ``new_row_ids(n)`` gives ids to rows of a table
+    without a primary key that arrive without one.
+    """
+    n = rows.num_rows
+    columns = []
+    for field in target:
+        if field.name in rows.column_names:
+            columns.append(rows.column(field.name).cast(field.type))
+        elif field.name == ROW_ID:
+            columns.append(new_row_ids(n))
+        elif field.name == TRX_ID:
+            columns.append(pa.repeat(pa.scalar(trx_id, pa.int64()), n))
+        elif field.name == TRX_SEQ:
+            columns.append(trx_seq)
+        elif field.name == DML_TYPE:
+            signs = dml_type if isinstance(dml_type, pa.Array | pa.ChunkedArray) else None
+            columns.append(
+                signs.cast(pa.int8())
+                if signs is not None
+                else pa.repeat(pa.scalar(dml_type, pa.int8()), n)
+            )
+        else:
+            columns.append(pa.nulls(n, field.type))
+    return pa.Table.from_arrays(columns, schema=target)
+
+
+def sequence(start: int, n: int) -> pa.Array:
+    """``trx_seq`` values ``start, start + 1, ...`` (``n`` of them)."""
+    return pa.array(np.arange(start, start + n, dtype=np.int32))
+
+
+def row_ids(trx_id: int, start: int, n: int) -> pa.Array:
+    """Generated ``_row_id`` values: the transaction's id in the high 32 bits, then a counter."""
+    return pa.array(np.arange(start, start + n, dtype=np.int64) + (trx_id << 32))
 
 
 def sort_columns(config: TableConfig) -> list[str]:

@@ -41,12 +41,16 @@ class ReplacingPolicy:
     version_column: str | None = None
     name: str = NAME
 
+    def latest_order(self) -> list[str]:
+        """The columns putting each key's latest entry first, each descending, NULLs last."""
+        order = [TRX_ID, TRX_SEQ]
+        if self.version_column is not None:
+            order.insert(0, self.version_column)
+        return order
+
     def latest_first(self) -> str:
         """ORDER BY text putting each key's latest entry first."""
-        order = [f"{ident(TRX_ID)} DESC", f"{ident(TRX_SEQ)} DESC"]
-        if self.version_column is not None:
-            order.insert(0, f"{ident(self.version_column)} DESC NULLS LAST")
-        return ", ".join(order)
+        return ", ".join(f"{ident(c)} DESC NULLS LAST" for c in self.latest_order())
 
     def merge_sql(self, context: MergeContext) -> str:
         keys = idents(list(context.key_columns))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +45,13 @@ CLOCK_SKEW_MS = 60_000
 _TARGET_ROW_GROUP_BYTES = 64 * 1024 * 1024
 _TARGET_FILE_BYTES = 512 * 1024 * 1024
 _BATCH_ROWS = 1024 * 1024
+
+
+# (table, snapshot state, partition, input files, policy query, what) -> the files written
+PartitionRewrite = Callable[
+    ["Table", TableState, dict[str, "str | None"], Sequence[FileMarker], str, str],
+    list[FileMarker],
+]
 
 
 @dataclass(frozen=True)
@@ -95,7 +102,11 @@ def merge_table(
     order: str = "ascending",
     max_partitions: int | None = None,
     show_progress: bool | None = None,
+    rewrite: PartitionRewrite | None = None,
 ) -> MergeResult:
+    """Merge the planned files of each partition (see :meth:`Table.merge`); ``rewrite`` runs a
+    policy's query over one partition's inputs and writes the result (default: on the embedded
+    engine, :func:`write_query_result`)."""
     started_ms = int(time.time() * 1000)  # before the snapshot: see settled_trx_id
     base = table._latest_state()
     options: dict[str, Any] = {}
@@ -122,7 +133,9 @@ def merge_table(
             sum(p.entries for p in plans), f"merge {table.name}", "entries", show_progress
         ) as advance:
             for plan in plans:
-                outputs[plan.folder] = _merge_partition(table, base, policy, plan, settled)
+                outputs[plan.folder] = _merge_partition(
+                    table, base, policy, plan, settled, rewrite or write_query_result
+                )
                 advance(plan.entries)
     except BaseException:
         delete_uncommitted(table, [m for markers in outputs.values() for m in markers])
@@ -149,7 +162,12 @@ def settled_trx_id(state: TableState, now_ms: int) -> int | None:
 
 
 def _merge_partition(
-    table: Table, base: TableState, policy: MergePolicy, plan: PartitionPlan, settled: int | None
+    table: Table,
+    base: TableState,
+    policy: MergePolicy,
+    plan: PartitionPlan,
+    settled: int | None,
+    rewrite: PartitionRewrite,
 ) -> list[FileMarker]:
     config = base.config
     schema = file_schema(base.schema, config)
@@ -162,7 +180,7 @@ def _merge_partition(
         covers_every_entry_of_its_keys=plan.covers_partition and key_only,
         settled_trx_id=settled,
     )
-    return write_query_result(
+    return rewrite(
         table,
         base,
         plan.partition,
@@ -185,9 +203,7 @@ def write_query_result(
     config = base.config
     schema = file_schema(base.schema, config)
     rows = max(1, sum(m.rows for m in inputs))
-    bytes_per_row = max(1.0, sum(m.size for m in inputs) / rows)
-    row_group_rows = int(min(1 << 20, max(ROW_GROUP_ROWS, _TARGET_ROW_GROUP_BYTES / bytes_per_row)))
-    file_rows = int(max(row_group_rows, _TARGET_FILE_BYTES / bytes_per_row))
+    row_group_rows, file_rows = file_layout(inputs)
     writer = DataWriter(
         table.store,
         table.prefix,
@@ -222,6 +238,15 @@ def write_query_result(
         sink.abort()
         _delete_keys(table, sink.keys)
         raise
+
+
+def file_layout(inputs: Sequence[FileMarker]) -> tuple[int, int]:
+    """Rows per row group and per file of a rewrite's output, sized from its inputs' bytes per
+    row (about 64 MB row groups and 512 MB files)."""
+    rows = max(1, sum(m.rows for m in inputs))
+    bytes_per_row = max(1.0, sum(m.size for m in inputs) / rows)
+    row_group_rows = int(min(1 << 20, max(ROW_GROUP_ROWS, _TARGET_ROW_GROUP_BYTES / bytes_per_row)))
+    return row_group_rows, int(max(row_group_rows, _TARGET_FILE_BYTES / bytes_per_row))
 
 
 def check_query(sql: str, target: pa.Schema, what: str) -> None:

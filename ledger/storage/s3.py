@@ -54,6 +54,13 @@ class S3Store(Store):
         self._fs: pafs.S3FileSystem | None = None
         self._conditional_writes_checked = not options.get("check_conditional_writes", True)
 
+    def __getstate__(self) -> dict[str, Any]:
+        # Executors of a distributed engine open their own clients: ship only the address.
+        return {"uri": self.uri, "options": self._options}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["uri"], **state["options"])  # type: ignore[misc]
+
     # --- clients -------------------------------------------------------------------------------
 
     @property

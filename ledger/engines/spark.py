@@ -1,0 +1,591 @@
+"""The Spark engine (PySpark): sessions, raw-ledger DataFrames, and entries written by executors.
+
+The only module besides its DuckDB twin that imports an engine: the rest of the project talks to
+Spark through these functions (see ``ledger.spark`` for the public API).
+
+- Reads build a DataFrame from the log's file list (never a directory listing) with the schema
+  from the log. Files Spark's own filesystem can read (local disk, or S3 where the Hadoop S3
+  connector is on the classpath) are read by Spark's Parquet reader; others are read with
+  pyarrow inside ``mapInArrow``.
+- Writes run the shared writer (``ledger.writer``) inside ``mapInArrow``: executors write the
+  Parquet files themselves and send back only their file markers.
+- Merges shuffle a partition's entries by key range and run the table's merge policy on each
+  range inside ``mapInArrow`` (the policy's own query, on an in-process DuckDB), so every policy
+  means exactly what it means on one machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import closing, contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from ledger import errors
+from ledger.errors import MissingDependencyError, StorageError
+from ledger.log.entries import FileMarker, TableConfig
+from ledger.partitioning import PartitionSpec
+from ledger.schema import DML_TYPE, ROW_ID, TRX_ID, TRX_SEQ, TableSchema, conform
+from ledger.storage import Store
+from ledger.writer import (
+    DataWriter,
+    SortedFileSink,
+    build_entries,
+    file_schema,
+    row_ids,
+    sort_columns,
+)
+
+try:
+    from pyspark import TaskContext
+    from pyspark.errors import PythonException
+    from pyspark.sql import Column, DataFrame, SparkSession, Window
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+    from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+except ImportError as e:  # pragma: no cover - exercised only without the extra
+    raise MissingDependencyError(
+        "the Spark engine needs PySpark: pip install 'ledger-tables[spark]'"
+    ) from e
+
+__all__ = ["DataFrame", "SparkSession"]
+
+KIND = "__ledger_kind"  # ordering class of an entry in one write: marks (0) before insertions (1)
+MARKS, INSERTIONS = 0, 1
+_NET = "__ledger_net"
+_ORDER = "__ledger_order"
+_TASK_ROWS = 4 * 1024 * 1024  # rows an executor sorts and writes at once
+_SAFE_PATH = re.compile(r"[A-Za-z0-9_./=+-]+")
+_TASK_ERROR = re.compile(r"ledger\.errors\.(\w+): ([^\n]*)")
+
+
+# --- sessions ------------------------------------------------------------------------------------
+
+
+def session(spark: SparkSession | None = None) -> SparkSession:
+    """``spark``, else the active session, else a new local one that binds to 127.0.0.1, runs
+    workers on this interpreter and computes in UTC.
+
+    >>> spark = session()                                                   # doctest: +SKIP
+    """
+    if spark is not None:
+        return spark
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    builder: Any = SparkSession.builder
+    started: SparkSession = (
+        builder.master(f"local[{os.cpu_count() or 2}]")
+        .appName("ledger-tables")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.shuffle.partitions", str(2 * (os.cpu_count() or 2)))
+        .getOrCreate()
+    )
+    return started
+
+
+def spark_schema(schema: pa.Schema) -> T.StructType:
+    """The Spark schema of an Arrow schema (TIMESTAMP without a zone is TIMESTAMP_NTZ)."""
+    return from_arrow_schema(schema, prefer_timestamp_ntz=True)
+
+
+def arrow_schema(df: DataFrame) -> pa.Schema:
+    """The Arrow schema a DataFrame's rows arrive in at executors."""
+    return to_arrow_schema(df.schema, timezone="UTC")
+
+
+@contextmanager
+def task_errors(what: str) -> Iterator[None]:
+    """Re-raise a ledger error an executor raised as itself (Spark wraps it in text), and a
+    failure to read or write data as :class:`StorageError`."""
+    try:
+        yield
+    except PythonException as e:
+        raise _unwrapped(e, what) from e
+    except Exception as e:
+        if type(e).__name__ == "Py4JJavaError" and "PythonException" in str(e):
+            raise _unwrapped(e, what) from e
+        raise
+
+
+def _unwrapped(e: Exception, what: str) -> Exception:
+    found = _TASK_ERROR.findall(str(e))
+    for name, message in reversed(found):
+        kind = getattr(errors, name, None)
+        if isinstance(kind, type) and issubclass(kind, errors.LedgerError):
+            return kind(message)
+    if "OSError" in str(e) or "IOError" in str(e) or "FileNotFoundError" in str(e):
+        return StorageError(f"{what}: an executor could not read or write data: {e}")
+    return e
+
+
+# --- reads ---------------------------------------------------------------------------------------
+
+
+def scan_files(
+    spark: SparkSession,
+    store: Store,
+    table_prefix: str,
+    files: Sequence[FileMarker],
+    schema: pa.Schema,
+    *,
+    reader: str = "auto",
+) -> DataFrame:
+    """The raw entries of ``files`` as a DataFrame with exactly ``schema`` (columns missing from
+    older files read as NULL). ``reader``: ``auto``, ``spark`` (Spark's Parquet reader) or
+    ``pyarrow`` (executors read the files through the store's pyarrow filesystem)."""
+    struct = spark_schema(schema)
+    if not files:
+        return spark.createDataFrame([], struct)
+    keys = [table_prefix + f.path for f in files]
+    paths = None if reader == "pyarrow" else native_paths(spark, store, keys)
+    if paths is None:
+        if reader == "spark":
+            raise StorageError(
+                f"Spark's filesystem cannot read {store.uri!r} (no Hadoop connector for its "
+                "scheme); use reader='pyarrow' or 'auto'"
+            )
+        return _pyarrow_scan(spark, store, keys, schema)
+    # Partition values live in the log, never in paths Spark would parse (basePath = the file).
+    frame = spark.read.schema(struct).option("mergeSchema", "false").parquet(*paths)
+    return frame.select(*(F.col(_quoted(f.name)).cast(struct[f.name].dataType) for f in schema))
+
+
+def native_paths(spark: SparkSession, store: Store, keys: Sequence[str]) -> list[str] | None:
+    """Paths Spark's own filesystem reads ``keys`` at, or None when it cannot (a scheme without
+    a Hadoop connector, or names Hadoop would misparse)."""
+    local = [store.local_path(k) for k in keys]
+    if all(p is not None for p in local):
+        paths = [f"file://{p}" for p in local if p is not None]
+    elif store.uri.startswith("s3://") and _has_hadoop_class(
+        spark, "org.apache.hadoop.fs.s3a.S3AFileSystem"
+    ):
+        paths = [f"s3a://{store.fs_path(k)}" for k in keys]
+    else:
+        return None
+    if not all(_SAFE_PATH.fullmatch(p.split("://", 1)[1]) for p in paths):
+        return None
+    return paths
+
+
+def _has_hadoop_class(spark: SparkSession, name: str) -> bool:
+    try:
+        jvm: Any = spark.sparkContext._jvm
+        jvm.java.lang.Class.forName(name)
+    except Exception:
+        return False
+    return True
+
+
+def _pyarrow_scan(
+    spark: SparkSession, store: Store, keys: Sequence[str], schema: pa.Schema
+) -> DataFrame:
+    paths = [store.fs_path(k) for k in keys]
+    slices = max(1, min(len(paths), spark.sparkContext.defaultParallelism * 2))
+
+    def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        filesystem = store.filesystem
+        for batch in batches:
+            for index in batch.column(0).to_pylist():
+                yield from file_batches(filesystem, paths[index], schema)
+
+    return spark.range(0, len(paths), 1, slices).mapInArrow(read, spark_schema(schema))
+
+
+def file_batches(filesystem: Any, path: str, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """The batches of one data file in ``schema`` (missing columns NULL, narrower types cast)."""
+    with filesystem.open_input_file(path) as source:
+        parquet = pq.ParquetFile(source)
+        present = [n for n in schema.names if n in parquet.schema_arrow.names]
+        for batch in parquet.iter_batches(batch_size=128 * 1024, columns=present):
+            columns = [
+                batch.column(f.name).cast(f.type)
+                if f.name in present
+                else pa.nulls(batch.num_rows, f.type)
+                for f in schema
+            ]
+            yield pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def col(name: str) -> Column:
+    """A column by name, whatever characters the name holds."""
+    return F.col(_quoted(name))
+
+
+# --- read-modify-write ---------------------------------------------------------------------------
+
+
+def live_entries(
+    entries: DataFrame,
+    keys: DataFrame,
+    key_columns: Sequence[str],
+    value_columns: Sequence[str],
+    latest_first: Sequence[str] | None = None,
+) -> tuple[DataFrame, DataFrame]:
+    """For ``keys``: the visible row of each key, and one row per live entry (the delete marks
+    an update writes), as in ``ledger.live`` (entries of a key with equal values cancel by sign;
+    the visible row is the live entry inserted last).
+
+    ``latest_first`` (columns, each descending with NULLs last) switches to replacing
+    semantics: a key's only live entry is its latest entry, if that is an insertion."""
+    touched = entries.join(keys.select(*map(col, key_columns)), list(key_columns), "left_semi")
+    by_key = Window.partitionBy(*map(col, key_columns))
+    if latest_first is not None:
+        order = [col(c).desc_nulls_last() for c in latest_first]
+        latest = (
+            touched.withColumn("__ledger_rank", F.row_number().over(by_key.orderBy(*order)))
+            .filter("__ledger_rank = 1")
+            .filter(col(DML_TYPE) == 1)
+            .select(*map(col, value_columns))
+        )
+        return latest, latest
+    live = (
+        touched.groupBy(*map(col, value_columns))
+        .agg(
+            F.sum(col(DML_TYPE)).cast("bigint").alias(_NET),
+            F.max(F.when(col(DML_TYPE) == 1, F.struct(col(TRX_ID), col(TRX_SEQ)))).alias(_ORDER),
+        )
+        .filter(F.col(_NET) > 0)
+    )
+    visible = (
+        live.withColumn("__ledger_rank", F.row_number().over(by_key.orderBy(F.col(_ORDER).desc())))
+        .filter("__ledger_rank = 1")
+        .select(*map(col, value_columns))
+    )
+    marks = live.withColumn("__ledger_copy", F.explode(F.sequence(F.lit(1), F.col(_NET)))).select(
+        *map(col, value_columns)
+    )
+    return visible, marks
+
+
+def duplicated_keys(rows: DataFrame, key_columns: Sequence[str], limit: int = 3) -> list[Any]:
+    """Up to ``limit`` keys that appear more than once in ``rows``."""
+    found = (
+        rows.groupBy(*map(col, key_columns)).count().filter(F.col("count") > 1).limit(limit)
+    ).collect()
+    return [{k: row[k] for k in key_columns} for row in found]
+
+
+def null_key_rows(rows: DataFrame, key_columns: Sequence[str]) -> int:
+    """How many rows hold NULL in a key column."""
+    condition = None
+    for k in key_columns:
+        condition = col(k).isNull() if condition is None else condition | col(k).isNull()
+    if condition is None:
+        return 0
+    return int(rows.filter(condition).count())
+
+
+def to_arrow(df: DataFrame) -> pa.Table:
+    """Collect a (small) DataFrame to the driver as Arrow."""
+    table: pa.Table = df.toArrow()
+    return table
+
+
+# --- writes --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WriteJob:
+    """What an executor needs to turn rows into entry files of one transaction.
+
+    The DataFrame written holds user columns (some may be missing), maybe ``_row_id``, and
+    ``dml_type`` and :data:`KIND` columns. ``first_seq[(partition, kind)]`` and
+    ``first_row[partition]`` are where that Spark partition's ``trx_seq`` numbers and generated
+    row ids start; ``expected`` its row counts per kind (a DataFrame that changes between the
+    counting pass and the write is refused)."""
+
+    store: Store
+    table_prefix: str
+    schema: TableSchema
+    config: TableConfig
+    trx_id: int
+    first_seq: dict[tuple[int, int], int]
+    first_row: dict[int, int]
+    expected: dict[tuple[int, int], int]
+
+
+@dataclass(frozen=True)
+class PartitionCounts:
+    """Per Spark partition and kind, the rows to write; and rows needing a generated row id."""
+
+    rows: dict[tuple[int, int], int]
+    new_row_ids: dict[int, int]
+    null_keys: int
+
+
+def count_partitions(
+    df: DataFrame, key_columns: Sequence[str], needs_row_ids: bool
+) -> PartitionCounts:
+    """One pass over ``df`` in the JVM: rows per Spark partition and kind, rows that need a
+    generated row id, and rows with a NULL key (refused before any file is written)."""
+    null_key = F.lit(False)
+    for k in key_columns:
+        null_key = null_key | col(k).isNull()
+    if needs_row_ids:
+        missing = F.lit(True) if ROW_ID not in df.columns else col(ROW_ID).isNull()
+        needs = F.when((col(KIND) == INSERTIONS) & missing, 1).otherwise(0)
+    else:
+        needs = F.lit(0)
+    counted = (
+        df.select(
+            F.spark_partition_id().alias("p"),
+            col(KIND).alias("k"),
+            null_key.alias("n"),
+            needs.alias("r"),
+        )
+        .groupBy("p", "k")
+        .agg(
+            F.count(F.lit(1)).alias("rows"),
+            F.sum(F.when(F.col("n"), 1).otherwise(0)).alias("nulls"),
+            F.sum("r").alias("ids"),
+        )
+        .collect()
+    )
+    rows = {(int(r["p"]), int(r["k"])): int(r["rows"]) for r in counted}
+    ids: dict[int, int] = {}
+    for r in counted:
+        ids[int(r["p"])] = ids.get(int(r["p"]), 0) + int(r["ids"] or 0)
+    return PartitionCounts(rows, ids, sum(int(r["nulls"] or 0) for r in counted))
+
+
+def write_entries(df: DataFrame, job: WriteJob) -> list[FileMarker]:
+    """Write ``df`` (see :class:`WriteJob`) as entry files from the executors; return the
+    markers of every file written."""
+    written = df.mapInArrow(lambda batches: _write_task(job, batches), "marker string").collect()
+    return [FileMarker.from_json(json.loads(row["marker"])) for row in written]
+
+
+def _write_task(job: WriteJob, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    context = TaskContext.get()
+    partition = context.partitionId() if context is not None else 0
+    writer = DataWriter(
+        job.store,
+        job.table_prefix,
+        job.schema,
+        job.config,
+        PartitionSpec.parse(list(job.config.partition_by), job.schema),
+    )
+    target = file_schema(job.schema, job.config)
+    done = {MARKS: 0, INSERTIONS: 0}
+    new_rows = 0
+    markers: list[FileMarker] = []
+    try:
+        for chunk in _chunks(batches, _TASK_ROWS):
+            entries, new_ids = _chunk_entries(job, target, partition, chunk, done, new_rows)
+            new_rows += new_ids
+            markers += writer.write(entries)
+        for kind, count in done.items():
+            if count != job.expected.get((partition, kind), 0):
+                raise errors.InvalidArgumentError(
+                    "the DataFrame gave other rows on a second evaluation (it is not "
+                    "deterministic); cache or checkpoint it before writing it to a ledger table"
+                )
+    except BaseException:
+        for marker in markers:
+            job.store.delete(job.table_prefix + marker.path)
+        raise
+    yield pa.RecordBatch.from_pydict(
+        {"marker": [json.dumps(m.to_json()) for m in markers]}, pa.schema([("marker", pa.string())])
+    )
+
+
+def _chunks(batches: Iterator[pa.RecordBatch], rows: int) -> Iterator[pa.Table]:
+    pending: list[pa.RecordBatch] = []
+    count = 0
+    for batch in batches:
+        if not batch.num_rows:
+            continue
+        pending.append(batch)
+        count += batch.num_rows
+        if count >= rows:
+            yield pa.Table.from_batches(pending)
+            pending, count = [], 0
+    if pending:
+        yield pa.Table.from_batches(pending)
+
+
+def _chunk_entries(
+    job: WriteJob,
+    target: pa.Schema,
+    partition: int,
+    chunk: pa.Table,
+    done: dict[int, int],
+    new_rows: int,
+) -> tuple[pa.Table, int]:
+    kinds = chunk.column(KIND).to_numpy()
+    seq = np.zeros(chunk.num_rows, dtype=np.int64)
+    for kind in (MARKS, INSERTIONS):
+        mine = kinds == kind
+        start = job.first_seq.get((partition, kind), 0) + done[kind]
+        seq[mine] = start + np.arange(int(mine.sum()))
+        done[kind] += int(mine.sum())
+    signs = chunk.column(DML_TYPE).cast(pa.int8())
+    row_id_column = None
+    if job.config.generated_row_id:
+        given = (
+            chunk.column(ROW_ID).cast(pa.int64())
+            if ROW_ID in chunk.column_names
+            else pa.nulls(chunk.num_rows, pa.int64())
+        )
+        missing = pc.is_null(given).combine_chunks()
+        wanted = pc.and_(missing, pa.array(kinds == INSERTIONS)).to_numpy(zero_copy_only=False)
+        if pc.any(pc.and_(missing, pa.array(kinds == MARKS))).as_py():
+            raise errors.MissingKeyError(
+                "delete marks on a table without a primary key must carry the _row_id of the "
+                "entry they cancel"
+            )
+        count = int(wanted.sum())
+        ids = row_ids(job.trx_id, job.first_row.get(partition, 0) + new_rows, count)
+        filled = np.asarray(given.fill_null(0).to_numpy(), dtype=np.int64).copy()
+        filled[wanted] = ids.to_numpy()
+        row_id_column = pa.array(filled, pa.int64())
+        new_rows = count
+    else:
+        new_rows = 0
+    user = chunk.drop_columns([c for c in (KIND, DML_TYPE, ROW_ID) if c in chunk.column_names])
+    keys = () if job.config.generated_row_id else job.config.key_columns
+    rows, _ = conform(user, job.schema, key_columns=keys, require_all_keys=True)
+    if row_id_column is not None:
+        rows = rows.append_column(ROW_ID, row_id_column)
+    entries = build_entries(
+        rows,
+        target,
+        trx_id=job.trx_id,
+        trx_seq=pa.array(seq.astype(np.int32)),
+        dml_type=signs,
+        new_row_ids=lambda n: pa.nulls(n, pa.int64()),
+    )
+    return entries, new_rows
+
+
+# --- merges --------------------------------------------------------------------------------------
+
+ENTRIES = "entries"  # the relation a merge policy's query reads (as on DuckDB)
+
+
+@dataclass(frozen=True)
+class RewriteJob:
+    """What an executor needs to run a merge policy's query over one key range of a partition
+    and write the result."""
+
+    store: Store
+    table_prefix: str
+    schema: TableSchema
+    config: TableConfig
+    partition: dict[str, str | None]
+    sql: str
+    file_rows: int
+    row_group_rows: int
+
+
+def rewrite_entries(
+    entries: DataFrame, job: RewriteJob, group_columns: Sequence[str], ranges: int
+) -> list[FileMarker]:
+    """Run ``job.sql`` (DuckDB SQL over ``entries``) on each of ``ranges`` key ranges of
+    ``entries`` (every entry of one group in one range), write each result sorted; return the
+    markers."""
+    spread = entries.repartitionByRange(ranges, *map(col, group_columns))
+    written = spread.mapInArrow(
+        lambda batches: _rewrite_task(job, batches), "marker string"
+    ).collect()
+    return [FileMarker.from_json(json.loads(row["marker"])) for row in written]
+
+
+def _rewrite_task(job: RewriteJob, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    from ledger.engines import duckdb as embedded
+
+    schema = file_schema(job.schema, job.config)
+    pending = [b for b in batches if b.num_rows]
+    if not pending:
+        return
+    entries = pa.Table.from_batches(pending).cast(schema)
+    writer = DataWriter(
+        job.store,
+        job.table_prefix,
+        job.schema,
+        job.config,
+        PartitionSpec.parse(list(job.config.partition_by), job.schema),
+    )
+    sink = SortedFileSink(
+        writer, job.partition, file_rows=job.file_rows, row_group_rows=job.row_group_rows
+    )
+    order = ", ".join(f'"{c}" ASC NULLS LAST' for c in sort_columns(job.config))
+    try:
+        with closing(embedded.connect()) as con:
+            con.register(ENTRIES, entries)
+            reader = con.sql(f"SELECT * FROM ({job.sql}) ORDER BY {order}").to_arrow_reader(
+                128 * 1024
+            )
+            for batch in reader:
+                sink.write(batch)
+        markers = sink.close()
+    except BaseException:
+        sink.abort()
+        for key in sink.keys:
+            job.store.delete(key)
+        raise
+    yield pa.RecordBatch.from_pydict(
+        {"marker": [json.dumps(m.to_json()) for m in markers]}, pa.schema([("marker", pa.string())])
+    )
+
+
+# --- change sets (rollup refresh) ----------------------------------------------------------------
+
+
+def signed_entries(
+    spark: SparkSession,
+    store: Store,
+    table_prefix: str,
+    added: Sequence[FileMarker],
+    removed: Sequence[FileMarker],
+    schema: pa.Schema,
+) -> DataFrame:
+    """The entries of ``added`` files, and those of ``removed`` files with the opposite sign:
+    what a change set adds to any sign-weighted sum."""
+    parts = []
+    if added:
+        parts.append(scan_files(spark, store, table_prefix, added, schema))
+    if removed:
+        parts.append(
+            scan_files(spark, store, table_prefix, removed, schema).withColumn(
+                DML_TYPE, (-col(DML_TYPE)).cast("tinyint")
+            )
+        )
+    if not parts:
+        return spark.createDataFrame([], spark_schema(schema))
+    out = parts[0]
+    for part in parts[1:]:
+        out = out.unionByName(part)
+    return out
+
+
+# --- streaming -----------------------------------------------------------------------------------
+
+
+def streaming_query_id(batch: DataFrame) -> str | None:
+    """The id of the streaming query a ``foreachBatch`` micro-batch belongs to (stable across
+    restarts from the same checkpoint), or None outside a stream."""
+    context: Any = batch.sparkSession.sparkContext
+    value = context.getLocalProperty("sql.streaming.queryId")
+    return None if value is None else str(value)

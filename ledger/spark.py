@@ -1,0 +1,690 @@
+"""The same ledger tables from PySpark: writes from DataFrames, reads and views as DataFrames,
+merges and rollup refreshes on a cluster, and a Structured Streaming sink.
+
+>>> import ledger, ledger.spark as ls
+>>> wh = ledger.connect("./warehouse")                                      # doctest: +SKIP
+>>> accounts = wh.table("accounts")                                         # doctest: +SKIP
+>>> ls.upsert(accounts, spark.createDataFrame([("A-1", 90)], "account string, amount bigint"))
+...                                                                         # doctest: +SKIP
+>>> ls.visible(accounts).show()                                             # doctest: +SKIP
+
+Executors write the Parquet files themselves (the writer every engine shares) and send back only
+their file markers; the driver commits one log entry, with the same commit, conflict and
+idempotency rules as the embedded engine. Needs ``pip install 'ledger-tables[spark]'``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import uuid
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from ledger.errors import (
+    DuplicateKeyError,
+    InvalidArgumentError,
+    KeyNotFoundError,
+    MissingKeyError,
+    SchemaError,
+    TypeMismatchError,
+)
+from ledger.log.entries import FileMarker
+from ledger.log.state import TableState
+from ledger.maintenance import merge as merging
+from ledger.rollup import DeltaRequest, RefreshResult, Rollup
+from ledger.schema import DML_TYPE, ROW_ID, conform
+from ledger.snapshot import PartitionFilter, Snapshot
+from ledger.table import Table
+from ledger.transaction import Transaction
+from ledger.writer import file_schema
+from merge_policies import load_policy
+from merge_policies.dedup import DedupPolicy
+from merge_policies.replacing import ReplacingPolicy
+
+if TYPE_CHECKING:
+    from ledger.engines.spark import DataFrame, SparkSession
+    from ledger.warehouse import Warehouse
+
+_ROWS_PER_MERGE_TASK = 4 * 1024 * 1024
+
+
+def _engine() -> Any:
+    from ledger.engines import spark as engine
+
+    return engine
+
+
+# --- reads ---------------------------------------------------------------------------------------
+
+
+def _snapshot(
+    table: Table | Snapshot, version: int | None, timestamp: dt.datetime | int | None
+) -> Snapshot:
+    if isinstance(table, Snapshot):
+        if version is not None or timestamp is not None:
+            raise InvalidArgumentError("a snapshot has its version already: pass no version")
+        return table
+    if not isinstance(table, Table):
+        raise InvalidArgumentError(f"expected a Table or a Snapshot, not {type(table).__name__}")
+    return table.snapshot(version, timestamp)
+
+
+def read(
+    table: Table | Snapshot,
+    *,
+    version: int | None = None,
+    timestamp: dt.datetime | int | None = None,
+    partitions: PartitionFilter = None,
+    spark: SparkSession | None = None,
+    reader: str = "auto",
+) -> DataFrame:
+    """The raw ledger of a snapshot (every entry, system columns included) as a DataFrame,
+    built from the log's file list with the log's schema. ``reader``: ``auto`` (Spark's own
+    Parquet reader where its filesystem reads the store, else pyarrow on the executors),
+    ``spark`` or ``pyarrow``.
+
+    >>> ledger.spark.read(accounts, version=3).groupBy("dml_type").count()  # doctest: +SKIP
+    """
+    if reader not in ("auto", "spark", "pyarrow"):
+        raise InvalidArgumentError(f"reader must be 'auto', 'spark' or 'pyarrow', not {reader!r}")
+    engine = _engine()
+    snap = _snapshot(table, version, timestamp)
+    schema = file_schema(snap.state.schema, snap.state.config)
+    frame: DataFrame = engine.scan_files(
+        engine.session(spark),
+        snap.store,
+        snap.prefix,
+        snap.markers(partitions),
+        schema,
+        reader=reader,
+    )
+    return frame
+
+
+def _view(
+    snap: Snapshot, kind: str, spark: SparkSession | None, reader: str, **options: Any
+) -> DataFrame:
+    import views
+
+    engine = _engine()
+    session = engine.session(spark)
+    name = f"__ledger_entries_{uuid.uuid4().hex[:12]}"
+    read(snap, spark=session, reader=reader).createOrReplaceTempView(name)
+    text = views.sql(snap, kind, dialect="spark", source=name, **options)
+    frame: DataFrame = session.sql(text)
+    return frame
+
+
+def visible(
+    table: Table | Snapshot,
+    *,
+    version: int | None = None,
+    timestamp: dt.datetime | int | None = None,
+    system_columns: bool = False,
+    spark: SparkSession | None = None,
+    reader: str = "auto",
+) -> DataFrame:
+    """The visible rows of a snapshot as a DataFrame: the Spark dialect of the same generated
+    SQL as ``views.visible`` (see docs/views.md).
+
+    >>> ledger.spark.visible(accounts).filter("amount > 100").count()        # doctest: +SKIP
+    """
+    snap = _snapshot(table, version, timestamp)
+    return _view(snap, "visible", spark, reader, system_columns=system_columns)
+
+
+def totals(
+    table: Table | Snapshot,
+    by: Sequence[str] | str | None = None,
+    sum: Sequence[str] | str | None = None,
+    count: bool = True,
+    avg: Sequence[str] | str | None = None,
+    where: str | None = None,
+    *,
+    version: int | None = None,
+    timestamp: dt.datetime | int | None = None,
+    spark: SparkSession | None = None,
+    reader: str = "auto",
+) -> DataFrame:
+    """Exact COUNT/SUM/AVG per group, weighted by ``dml_type``, as a DataFrame (the Spark
+    dialect of ``views.totals``; ``where`` is DuckDB SQL, translated).
+
+    >>> ledger.spark.totals(payments, by="day", sum="amount").show()          # doctest: +SKIP
+    """
+    snap = _snapshot(table, version, timestamp)
+    return _view(snap, "totals", spark, reader, by=by, sum=sum, count=count, avg=avg, where=where)
+
+
+def register(
+    warehouse: Warehouse, *, spark: SparkSession | None = None, reader: str = "auto"
+) -> list[str]:
+    """Register every table of ``warehouse`` as temporary views: ``<name>`` (visible rows at
+    the latest version) and ``<name>_ledger`` (the raw ledger). Returns the view names.
+
+    >>> ledger.spark.register(wh); spark.sql("SELECT count(*) FROM accounts")  # doctest: +SKIP
+    """
+    session = _engine().session(spark)
+    names = []
+    for name in warehouse.tables():
+        table = warehouse.table(name)
+        snap = table.snapshot()
+        read(snap, spark=session, reader=reader).createOrReplaceTempView(f"{name}_ledger")
+        visible(snap, spark=session, reader=reader).createOrReplaceTempView(name)
+        names += [name, f"{name}_ledger"]
+    return names
+
+
+# --- writes --------------------------------------------------------------------------------------
+
+
+def insert(target: Table | Transaction, data: DataFrame, *, evolve_schema: bool = False) -> Any:
+    """Append the rows of a DataFrame blindly. On a Table: one commit, returns its
+    :class:`CommitInfo`; on a Transaction: part of it, returns the number of rows.
+
+    >>> ledger.spark.insert(events, spark.read.json("s3://raw/events/"))      # doctest: +SKIP
+    """
+    return _run(target, evolve_schema, lambda tx: _insert(tx, data, "insert"))
+
+
+def append_entries(target: Table | Transaction, data: DataFrame, **kw: Any) -> Any:
+    """Append entries that carry their own ``dml_type`` (+1 insert, -1 delete mark)."""
+    return _run(target, kw.pop("evolve_schema", False), lambda tx: _insert(tx, data, "entries"))
+
+
+def upsert(target: Table | Transaction, data: DataFrame, *, evolve_schema: bool = False) -> Any:
+    """Insert rows of new keys, replace the visible row of existing ones (a Spark join against
+    the visible rows at the transaction's snapshot finds the entries to mark)."""
+    return _run(target, evolve_schema, lambda tx: _read_modify_write(tx, data, "upsert"))
+
+
+def update(target: Table | Transaction, data: DataFrame, *, evolve_schema: bool = False) -> Any:
+    """Replace the visible row of existing keys; every key must exist
+    (:class:`KeyNotFoundError`, nothing written)."""
+    return _run(target, evolve_schema, lambda tx: _read_modify_write(tx, data, "update"))
+
+
+def delete(target: Table | Transaction, keys: DataFrame) -> Any:
+    """Delete the rows of the keys in a DataFrame (its key columns; other columns ignored)."""
+    return _run(target, False, lambda tx: _read_modify_write(tx, keys, "delete"))
+
+
+def _run(target: Table | Transaction, evolve: bool, operation: Callable[[Transaction], int]) -> Any:
+    if isinstance(target, Transaction):
+        if evolve and not target.evolves_schema:
+            raise InvalidArgumentError(
+                "evolve_schema is set when the transaction is made: "
+                "table.transaction(evolve_schema=True)"
+            )
+        return operation(target)
+    if not isinstance(target, Table):
+        raise InvalidArgumentError(
+            f"write to a Table or a Transaction, not {type(target).__name__}"
+        )
+    tx = target.transaction(evolve_schema=evolve)
+    try:
+        operation(tx)
+        return tx.commit()
+    except BaseException:
+        tx.abort()
+        raise
+
+
+def _check_frame(data: Any) -> DataFrame:
+    engine = _engine()
+    if not isinstance(data, engine.DataFrame):
+        raise InvalidArgumentError(
+            f"ledger.spark writes a pyspark DataFrame, not {type(data).__name__}; the embedded "
+            "engine (table.insert) takes Arrow, pandas and lists"
+        )
+    frame: DataFrame = data
+    return frame
+
+
+def _conformed_columns(tx: Transaction, data: DataFrame, *, require_keys: bool) -> DataFrame:
+    """Check ``data``'s columns and types against the table before anything runs (evolving the
+    schema if the transaction allows it) and cast each column to the table's type."""
+    engine = _engine()
+    config = tx.config
+    columns = list(data.columns)
+    if ROW_ID in columns and not config.generated_row_id:
+        raise SchemaError("_row_id is a system column; this table has a primary key")
+    user = [c for c in columns if c not in (ROW_ID, DML_TYPE)]
+    empty = engine.arrow_schema(data.select(*map(engine.col, user))).empty_table()
+    keys = () if config.generated_row_id else config.key_columns
+    _, schema = conform(
+        empty,
+        tx.schema,
+        key_columns=keys,
+        allow_new_columns=tx.evolves_schema,
+        require_all_keys=require_keys,
+    )
+    tx.adopt_schema(schema)
+    target = engine.spark_schema(file_schema(schema, config))
+    lossy = [
+        engine.F.sum(
+            engine.F.when(
+                engine.col(c).isNotNull() & engine.col(c).try_cast(target[c].dataType).isNull(),
+                1,
+            ).otherwise(0)
+        ).alias(c)
+        for c in user
+        if data.schema[c].dataType != target[c].dataType
+    ]
+    if lossy:
+        found = data.agg(*lossy).collect()[0].asDict()
+        bad = {c: n for c, n in found.items() if n}
+        if bad:
+            raise TypeMismatchError(
+                f"values of column(s) {sorted(bad)} do not fit the table's types "
+                f"({ {c: schema.type_of(c) for c in bad} }): {bad} row(s); nothing was written"
+            )
+    projected = [engine.col(c).cast(target[c].dataType).alias(c) for c in user]
+    if ROW_ID in columns:
+        projected.append(engine.col(ROW_ID).cast("bigint").alias(ROW_ID))
+    if DML_TYPE in columns:
+        projected.append(engine.col(DML_TYPE))
+    out: DataFrame = data.select(*projected)
+    return out
+
+
+def _insert(tx: Transaction, data: DataFrame, mode: str) -> int:
+    engine = _engine()
+    frame = _check_frame(data)
+    if tx.begin_operation("insert" if mode == "insert" else "append_entries"):
+        return 0
+    F = engine.F
+    if mode == "entries":
+        if DML_TYPE not in frame.columns:
+            raise SchemaError("append_entries needs a dml_type column (+1 insert, -1 mark)")
+        signs = frame.agg(
+            F.sum(
+                F.when(
+                    ~engine.col(DML_TYPE).isin(1, -1) | engine.col(DML_TYPE).isNull(), 1
+                ).otherwise(0)
+            ).alias("bad"),
+            F.sum(F.when(engine.col(DML_TYPE) == -1, 1).otherwise(0)).alias("marks"),
+        ).collect()[0]
+        if signs["bad"]:
+            raise TypeMismatchError("dml_type must be +1 or -1 in every row, never NULL")
+        tx._refuse_marks_if_insert_only(int(signs["marks"] or 0))
+    elif DML_TYPE in frame.columns:
+        raise SchemaError(
+            "column 'dml_type' is a system column the ledger assigns; use append_entries to "
+            "write entries with their own sign"
+        )
+    rows = _conformed_columns(tx, frame, require_keys=True)
+    if DML_TYPE not in rows.columns:
+        rows = rows.withColumn(DML_TYPE, F.lit(1).cast("tinyint"))
+    rows = rows.withColumn(engine.KIND, F.lit(engine.INSERTIONS))
+    marks = None
+    if mode == "entries":
+        marks = rows.filter(engine.col(DML_TYPE) == -1)
+    markers, (_, written) = _write(tx, rows)
+    deleted = 0
+    touched = None
+    if marks is not None:
+        touched = engine.to_arrow(marks.select(*map(engine.col, tx.key_columns)))
+        deleted = touched.num_rows
+    tx.add_written_files(markers, inserted=written - deleted, deleted=deleted, touched_keys=touched)
+    return written
+
+
+def _write(
+    tx: Transaction, entries: DataFrame, check: Callable[[int], None] | None = None
+) -> tuple[list[FileMarker], tuple[int, int]]:
+    """Write an entries DataFrame (see ``ledger.engines.spark.WriteJob``) for ``tx``: count
+    per Spark partition, claim ``trx_seq`` ranges (marks first), write on the executors.
+    ``check(marks)`` runs after counting, before any file is written. Returns the markers and
+    the numbers of marks and of all entries written."""
+    engine = _engine()
+    config = tx.config
+    keys = () if config.generated_row_id else config.key_columns
+    counts = engine.count_partitions(entries, keys, config.generated_row_id)
+    if counts.null_keys:
+        raise MissingKeyError(
+            f"primary-key column(s) {list(keys)} hold NULL in {counts.null_keys} row(s); every "
+            "row needs a complete key"
+        )
+    total = sum(counts.rows.values())
+    marks = sum(n for (_, kind), n in counts.rows.items() if kind == engine.MARKS)
+    if check is not None:
+        check(marks)
+    if not total:
+        return [], (0, 0)
+    first_seq: dict[tuple[int, int], int] = {}
+    for kind in (engine.MARKS, engine.INSERTIONS):
+        parts = sorted(p for p, k in counts.rows if k == kind)
+        start = tx.claim_entries(sum(counts.rows[(p, kind)] for p in parts))
+        for p in parts:
+            first_seq[(p, kind)] = start
+            start += counts.rows[(p, kind)]
+    first_row: dict[int, int] = {}
+    start = tx.claim_row_ids(sum(counts.new_row_ids.values()))
+    for p in sorted(counts.new_row_ids):
+        first_row[p] = start
+        start += counts.new_row_ids[p]
+    job = engine.WriteJob(
+        store=tx.table.store,
+        table_prefix=tx.table.prefix,
+        schema=tx.schema,
+        config=config,
+        trx_id=tx.trx_id,
+        first_seq=first_seq,
+        first_row=first_row,
+        expected=counts.rows,
+    )
+    with engine.task_errors(f"writing {tx.table.name!r}"):
+        markers: list[FileMarker] = engine.write_entries(entries, job)
+    return markers, (marks, total)
+
+
+def _read_modify_write(tx: Transaction, data: DataFrame, operation: str) -> int:
+    engine = _engine()
+    F = engine.F
+    frame = _check_frame(data)
+    if tx.begin_operation(operation):
+        return 0
+    config = tx.config
+    if operation == "upsert" and config.generated_row_id:
+        raise InvalidArgumentError(
+            f"upsert needs a primary key and table {tx.table.name!r} has none; use insert for "
+            "new rows, or update/delete by _row_id"
+        )
+    key_columns = list(tx.key_columns)
+    if operation == "delete":
+        missing = [k for k in key_columns if k not in frame.columns]
+        if missing:
+            raise MissingKeyError(f"keys must give every key column; missing {missing}")
+        frame = frame.select(*map(engine.col, key_columns))
+    if config.generated_row_id and ROW_ID not in frame.columns:
+        raise MissingKeyError("rows of a table without a primary key are addressed by _row_id")
+    rows = _conformed_columns(tx, frame, require_keys=True)
+    if engine.null_key_rows(rows, key_columns):
+        raise MissingKeyError(f"key column(s) {key_columns} hold NULL; every row needs a key")
+    duplicated = engine.duplicated_keys(rows, key_columns)
+    if duplicated:
+        raise DuplicateKeyError(
+            f"key(s) appear more than once in one operation, e.g. {duplicated}; give each key "
+            "once (or split the changes into separate operations)"
+        )
+    state = tx.base_state
+    files = [*state.alive_files, *tx.written_files]
+    schema = file_schema(tx.schema, config)
+    session = frame.sparkSession
+    entries = engine.scan_files(session, tx.table.store, tx.table.prefix, files, schema)
+    value_columns = [*tx.schema.names, *([ROW_ID] if config.generated_row_id else [])]
+    latest_first = _latest_order(state)
+    current, live = engine.live_entries(entries, rows, key_columns, value_columns, latest_first)
+    if operation == "update":
+        absent = rows.join(current.select(*map(engine.col, key_columns)), key_columns, "left_anti")
+        examples = absent.select(*map(engine.col, key_columns)).limit(3).collect()
+        if examples:
+            raise KeyNotFoundError(
+                f"update of key(s) with no visible row, e.g. {[r.asDict() for r in examples]}; "
+                "use upsert to insert new keys"
+            )
+    marks = live.withColumn(DML_TYPE, F.lit(-1).cast("tinyint")).withColumn(
+        engine.KIND, F.lit(engine.MARKS)
+    )
+    written = marks
+    if operation != "delete":
+        given = [c for c in value_columns if c in rows.columns]
+        kept = [c for c in value_columns if c not in rows.columns]
+        filled = rows
+        if kept:
+            filled = rows.join(
+                current.select(*map(engine.col, [*key_columns, *kept])), key_columns, "left"
+            )
+        insertions = (
+            filled.select(*map(engine.col, [*given, *kept]))
+            .withColumn(DML_TYPE, F.lit(1).cast("tinyint"))
+            .withColumn(engine.KIND, F.lit(engine.INSERTIONS))
+        )
+        written = marks.unionByName(insertions, allowMissingColumns=True)
+    # Evaluate the join once: counting and writing then read the same entries.
+    written = written.localCheckpoint(eager=True)
+    markers, counts = _write(tx, written, check=tx._refuse_marks_if_insert_only)
+    deleted, total = counts
+    touched = engine.to_arrow(rows.select(*map(engine.col, key_columns)))
+    tx.add_written_files(
+        markers,
+        inserted=total - deleted,
+        deleted=deleted,
+        touched_keys=touched,
+        read_files=files,
+    )
+    return total - deleted if operation != "delete" else deleted
+
+
+def _latest_order(state: TableState) -> list[str] | None:
+    if state.config.policy.get("name") != "replacing":
+        return None
+    policy = load_policy(state.config.policy, state.schema, state.config)
+    return policy.latest_order() if isinstance(policy, ReplacingPolicy) else None
+
+
+# --- merges and rollups --------------------------------------------------------------------------
+
+
+def merge(
+    table: Table,
+    partitions: PartitionFilter = None,
+    *,
+    spark: SparkSession | None = None,
+    rows_per_task: int = _ROWS_PER_MERGE_TASK,
+    **options: Any,
+) -> merging.MergeResult:
+    """:meth:`Table.merge` executed on Spark: each partition's entries are spread over tasks by
+    key range (every entry of a key in one task), the table's merge policy runs on each range
+    and executors write the result; one commit with the same rules as an embedded merge.
+    ``options`` are those of :meth:`Table.merge`.
+
+    >>> ledger.spark.merge(events, partitions={"day": "2026-11-20"})           # doctest: +SKIP
+    """
+    if rows_per_task < 1:
+        raise InvalidArgumentError("rows_per_task must be at least 1")
+    engine = _engine()
+    session = engine.session(spark)
+
+    def rewrite(
+        table: Table,
+        base: TableState,
+        partition: dict[str, str | None],
+        inputs: Sequence[FileMarker],
+        sql: str,
+        what: str,
+    ) -> list[FileMarker]:
+        schema = file_schema(base.schema, base.config)
+        merging.check_query(sql, schema, what)
+        entries = engine.scan_files(session, table.store, table.prefix, list(inputs), schema)
+        rows = max(1, sum(m.rows for m in inputs))
+        row_group_rows, file_rows = merging.file_layout(inputs)
+        job = engine.RewriteJob(
+            store=table.store,
+            table_prefix=table.prefix,
+            schema=base.schema,
+            config=base.config,
+            partition=partition,
+            sql=sql,
+            file_rows=file_rows,
+            row_group_rows=row_group_rows,
+        )
+        ranges = max(1, math.ceil(rows / rows_per_task))
+        with engine.task_errors(what):
+            markers: list[FileMarker] = engine.rewrite_entries(
+                entries, job, _group_columns(base), ranges
+            )
+        return markers
+
+    return merging.merge_table(
+        table,
+        partitions=partitions,
+        show_progress=options.pop("progress", None),
+        rewrite=rewrite,
+        **options,
+    )
+
+
+def _group_columns(state: TableState) -> list[str]:
+    """Columns a policy's query never relates entries across: the dedup key, else the key."""
+    policy = load_policy(state.config.policy, state.schema, state.config)
+    if isinstance(policy, DedupPolicy) and policy.dedup_key:
+        return list(policy.dedup_key)
+    return list(state.config.key_columns)
+
+
+def refresh(rollup: Rollup, *, spark: SparkSession | None = None) -> RefreshResult:
+    """:meth:`Rollup.refresh` with the group deltas computed on Spark (exactly once, as on the
+    embedded engine).
+
+    >>> ledger.spark.refresh(wh.rollup("views_by_page"))                     # doctest: +SKIP
+    """
+    return rollup._retrying(rebuild=False, deltas=_deltas_on(spark))
+
+
+def rebuild(rollup: Rollup, *, spark: SparkSession | None = None) -> RefreshResult:
+    """:meth:`Rollup.rebuild` with the totals computed on Spark."""
+    return rollup._retrying(rebuild=True, deltas=_deltas_on(spark))
+
+
+def _deltas_on(spark: SparkSession | None) -> Callable[[DeltaRequest], pa.Table]:
+    def deltas(request: DeltaRequest) -> pa.Table:
+        engine = _engine()
+        F = engine.F
+        session = engine.session(spark)
+        base = request.rollup.base
+        state = request.base_state
+        schema = file_schema(state.schema, state.config)
+        if request.changes is None:
+            entries = engine.scan_files(
+                session, base.store, base.prefix, list(state.alive_files), schema
+            )
+        else:
+            found = request.changes
+            added = [*found.written, *(m for c in found.replaced for m in c.added)]
+            removed = [m for c in found.replaced for m in c.removed]
+            entries = engine.signed_entries(
+                session, base.store, base.prefix, added, removed, schema
+            )
+        definition = request.rollup.definition
+        dml = engine.col(DML_TYPE)
+        weighted = []
+        for measure in definition.measures:
+            if measure.function == "count" and measure.column is None:
+                value = dml
+            elif measure.function == "count":
+                value = F.when(engine.col(measure.column or "").isNull(), 0).otherwise(dml)
+            else:
+                value = dml * engine.col(measure.column or "")
+            weighted.append(value.alias(measure.name))
+        by = list(definition.by)
+        parts = [entries.select(*map(engine.col, by), *weighted)]
+        if request.rebuild:
+            table = request.rollup.table
+            held_schema = file_schema(request.rollup_state.schema, request.rollup_state.config)
+            held = engine.scan_files(
+                session,
+                table.store,
+                table.prefix,
+                list(request.rollup_state.alive_files),
+                held_schema,
+            )
+            parts.append(
+                held.select(
+                    *map(engine.col, by),
+                    *((-(dml * engine.col(m.name))).alias(m.name) for m in definition.measures),
+                )
+            )
+        union = parts[0]
+        for part in parts[1:]:
+            union = union.unionByName(part)
+        types = request.rollup_state.schema
+        target = engine.spark_schema(types.arrow())
+        summed = union.groupBy(*map(engine.col, by)).agg(
+            *(
+                F.coalesce(F.sum(engine.col(m.name)), F.lit(0))
+                .cast(target[m.name].dataType)
+                .alias(m.name)
+                for m in definition.measures
+            )
+        )
+        changed = None
+        for m in definition.measures:
+            term = engine.col(m.name) != 0
+            changed = term if changed is None else changed | term
+        out: pa.Table = engine.to_arrow(summed.filter(changed))
+        return out
+
+    return deltas
+
+
+# --- streaming -----------------------------------------------------------------------------------
+
+_STREAM_OPERATIONS = {"insert": "insert", "upsert": "upsert", "append_entries": "entries"}
+
+
+def stream_sink(
+    table: Table, *, operation: str = "insert", evolve_schema: bool = False
+) -> Callable[[DataFrame, int], None]:
+    """A ``foreachBatch`` function that writes each micro-batch into ``table`` exactly once:
+    the commit carries the streaming query's id and the batch id as its idempotency key, so a
+    query restarted from its checkpoint skips the batches already committed.
+
+    >>> (stream.writeStream.foreachBatch(ledger.spark.stream_sink(events))
+    ...     .option("checkpointLocation", "/chk/events").start())            # doctest: +SKIP
+    """
+    if operation not in _STREAM_OPERATIONS:
+        raise InvalidArgumentError(
+            f"operation must be one of {sorted(_STREAM_OPERATIONS)}, not {operation!r}"
+        )
+    if not isinstance(table, Table):
+        raise InvalidArgumentError(f"stream into a Table, not {type(table).__name__}")
+
+    def write_batch(batch: DataFrame, batch_id: int) -> None:
+        query = _engine().streaming_query_id(batch)
+        if query is None:
+            raise InvalidArgumentError(
+                "stream_sink is a foreachBatch function of a streaming query; for a batch "
+                "DataFrame use ledger.spark.insert"
+            )
+        tx = Transaction(
+            table, app_id=f"stream:{query}", batch=int(batch_id), evolve_schema=evolve_schema
+        )
+        try:
+            if operation == "upsert":
+                _read_modify_write(tx, batch, "upsert")
+            else:
+                _insert(tx, batch, _STREAM_OPERATIONS[operation])
+            tx.commit()
+        except BaseException:
+            tx.abort()
+            raise
+
+    return write_batch
+
+
+def committed_batch(table: Table, query_id: str) -> int | None:
+    """The last micro-batch of streaming query ``query_id`` committed into ``table``."""
+    batch = table._latest_state().apps.get(f"stream:{query_id}")
+    return None if batch is None else int(batch)
+
+
+__all__ = [
+    "append_entries",
+    "committed_batch",
+    "delete",
+    "insert",
+    "merge",
+    "read",
+    "rebuild",
+    "refresh",
+    "register",
+    "stream_sink",
+    "totals",
+    "update",
+    "upsert",
+    "visible",
+]
