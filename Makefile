@@ -19,6 +19,7 @@ demo: $(STAMP)
 	$(PY) examples/corrections.py
 	$(PY) examples/rollups.py
 	$(PY) examples/dimension.py
+	$(PY) examples/spark_pipeline.py
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check ledger merge_policies views tests examples

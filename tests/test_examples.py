@@ -223,3 +223,28 @@ def test_the_example_runs_as_a_script(name):
     )
     assert result.returncode == 0, result.stderr
     assert "┌" in result.stdout  # printed tables
+
+
+# --- the Spark pipeline ----------------------------------------------------------------------
+
+
+def test_spark_pipeline_totals_agree_on_both_engines_and_after_a_spark_merge(tmp_path, spark):
+    from examples import spark_pipeline
+
+    got = spark_pipeline.main(str(tmp_path / "wh"))
+
+    table = {(s, h): c for s, h, c in spark_pipeline.READINGS}
+    table.update({(s, h): c for s, h, c in spark_pipeline.CORRECTIONS})
+    for key in spark_pipeline.DROPPED:
+        del table[key]
+    expected = []
+    for sensor in sorted({s for s, _ in table}):
+        values = [c for (s, _), c in table.items() if s == sensor]
+        expected.append((sensor, len(values), sum(values) / len(values)))
+    for name in ("spark", "duckdb", "after_merge"):
+        assert [(s, n) for s, n, _ in got[name]] == [(s, n) for s, n, _ in expected], name
+        for (_, _, avg), (_, _, want) in zip(got[name], expected, strict=True):
+            assert avg == pytest.approx(want), name
+    entries_in, entries_out = got["entries"]
+    assert entries_in == len(spark_pipeline.READINGS) + 2 * len(spark_pipeline.CORRECTIONS) + 1
+    assert entries_out == len(table)
