@@ -337,36 +337,59 @@ class PartitionCounts:
 def count_partitions(
     df: DataFrame, key_columns: Sequence[str], needs_row_ids: bool
 ) -> PartitionCounts:
-    """One pass over ``df`` in the JVM: rows per Spark partition and kind, rows that need a
-    generated row id, and rows with a NULL key (refused before any file is written)."""
-    null_key = F.lit(False)
-    for k in key_columns:
-        null_key = null_key | col(k).isNull()
-    if needs_row_ids:
-        missing = F.lit(True) if ROW_ID not in df.columns else col(ROW_ID).isNull()
-        needs = F.when((col(KIND) == INSERTIONS) & missing, 1).otherwise(0)
-    else:
-        needs = F.lit(0)
+    """One pass over ``df``: rows per Spark partition and kind, rows that need a generated row
+    id, and rows with a NULL key (refused before any file is written).
+
+    The pass runs in ``mapInArrow`` over only the columns it needs, like the write that follows
+    it, so both see the same partitions (a JVM ``spark_partition_id()`` over a local relation
+    is folded on the driver, where every row is in partition 0)."""
+    wanted = [KIND, *key_columns]
+    if needs_row_ids and ROW_ID in df.columns:
+        wanted.append(ROW_ID)
+    keys = list(key_columns)
+    row_ids_given = needs_row_ids and ROW_ID in df.columns
+
+    def count(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        context = TaskContext.get()
+        partition = context.partitionId() if context is not None else 0
+        rows = {MARKS: 0, INSERTIONS: 0}
+        nulls = ids = 0
+        for batch in batches:
+            kinds = batch.column(0).to_numpy(zero_copy_only=False)
+            for kind in rows:
+                rows[kind] += int((kinds == kind).sum())
+            missing = np.zeros(batch.num_rows, dtype=bool)
+            for i in range(len(keys)):
+                missing |= pc.is_null(batch.column(1 + i)).to_numpy(zero_copy_only=False)
+            nulls += int(missing.sum())
+            if needs_row_ids:
+                absent = (
+                    pc.is_null(batch.column(len(wanted) - 1)).to_numpy(zero_copy_only=False)
+                    if row_ids_given
+                    else np.ones(batch.num_rows, dtype=bool)
+                )
+                ids += int((absent & (kinds == INSERTIONS)).sum())
+        yield pa.RecordBatch.from_pydict(
+            {
+                "p": [partition, partition],
+                "k": [MARKS, INSERTIONS],
+                "rows": [rows[MARKS], rows[INSERTIONS]],
+                "nulls": [nulls, 0],
+                "ids": [0, ids],
+            }
+        )
+
     counted = (
-        df.select(
-            F.spark_partition_id().alias("p"),
-            col(KIND).alias("k"),
-            null_key.alias("n"),
-            needs.alias("r"),
-        )
-        .groupBy("p", "k")
-        .agg(
-            F.count(F.lit(1)).alias("rows"),
-            F.sum(F.when(F.col("n"), 1).otherwise(0)).alias("nulls"),
-            F.sum("r").alias("ids"),
-        )
+        df.select(*map(col, wanted))
+        .mapInArrow(count, "p long, k long, rows long, nulls long, ids long")
         .collect()
     )
-    rows = {(int(r["p"]), int(r["k"])): int(r["rows"]) for r in counted}
+    rows = {(int(r["p"]), int(r["k"])): int(r["rows"]) for r in counted if r["rows"]}
     ids: dict[int, int] = {}
     for r in counted:
-        ids[int(r["p"])] = ids.get(int(r["p"]), 0) + int(r["ids"] or 0)
-    return PartitionCounts(rows, ids, sum(int(r["nulls"] or 0) for r in counted))
+        if r["ids"]:
+            ids[int(r["p"])] = ids.get(int(r["p"]), 0) + int(r["ids"])
+    return PartitionCounts(rows, ids, sum(int(r["nulls"]) for r in counted))
 
 
 def write_entries(df: DataFrame, job: WriteJob) -> list[FileMarker]:
@@ -443,21 +466,21 @@ def _chunk_entries(
     signs = chunk.column(DML_TYPE).cast(pa.int8())
     row_id_column = None
     if job.config.generated_row_id:
-        given = (
-            chunk.column(ROW_ID).cast(pa.int64())
-            if ROW_ID in chunk.column_names
-            else pa.nulls(chunk.num_rows, pa.int64())
-        )
-        missing = pc.is_null(given).combine_chunks()
-        wanted = pc.and_(missing, pa.array(kinds == INSERTIONS)).to_numpy(zero_copy_only=False)
-        if pc.any(pc.and_(missing, pa.array(kinds == MARKS))).as_py():
+        if ROW_ID in chunk.column_names:
+            given = chunk.column(ROW_ID).combine_chunks().cast(pa.int64())
+        else:
+            given = pa.nulls(chunk.num_rows, pa.int64())
+        missing = pc.is_null(given).to_numpy(zero_copy_only=False)
+        if (missing & (kinds == MARKS)).any():
             raise errors.MissingKeyError(
                 "delete marks on a table without a primary key must carry the _row_id of the "
                 "entry they cancel"
             )
+        wanted = missing & (kinds == INSERTIONS)
         count = int(wanted.sum())
         ids = row_ids(job.trx_id, job.first_row.get(partition, 0) + new_rows, count)
-        filled = np.asarray(given.fill_null(0).to_numpy(), dtype=np.int64).copy()
+        filled = np.asarray(given.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
+        filled = filled.copy()
         filled[wanted] = ids.to_numpy()
         row_id_column = pa.array(filled, pa.int64())
         new_rows = count
