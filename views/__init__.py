@@ -7,11 +7,23 @@ rendered for DuckDB (run here on a snapshot's files) or Spark SQL (:func:`sql`).
 >>> table = ledger.connect("./warehouse").table("metrics")                # doctest: +SKIP
 >>> views.visible(table).fetchall()                                       # doctest: +SKIP
 >>> views.totals(table, by=["device_id"], avg=["temperature"]).fetchall()  # doctest: +SKIP
+>>> views.publish_delta(table, "/lake/metrics")                            # doctest: +SKIP
 """
 
 from __future__ import annotations
 
 from views.catalog import connect, register
+from views.publish import PublishResult, publish_delta
 from views.reading import changes, history, sql, totals, visible
 
-__all__ = ["changes", "connect", "history", "register", "sql", "totals", "visible"]
+__all__ = [
+    "PublishResult",
+    "changes",
+    "connect",
+    "history",
+    "publish_delta",
+    "register",
+    "sql",
+    "totals",
+    "visible",
+]
