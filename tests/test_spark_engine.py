@@ -1,0 +1,935 @@
+"""The Spark engine (ledger.spark, ledger/engines/spark.py) against the embedded engine.
+
+Every check compares what a Spark write, read, merge or refresh did with what the embedded
+DuckDB engine does on a twin (or on the same table), through answers that never run Spark:
+``views.visible``/``views.totals`` and the raw ledger (``table.snapshot().scan()``).
+
+1. Writes from DataFrames equal embedded writes: collapsing tables with and without a primary key,
+   replacing tables (with and without a version column), partitioned tables, and one transaction
+   mixing Spark and embedded writes; ``trx_seq`` is unique per transaction and an operation's
+   delete marks come before its insertions.
+2. Bad input raises the typed error and writes nothing: no new log version, no new data file.
+3. Commits, conflicts and idempotent app batches.
+4. Reads: Spark's Parquet reader and pyarrow-on-executors equal ``scan()``; schema evolution;
+   time travel.
+5. S3 (moto) through the pyarrow fallback.
+6. Merges on Spark leave every view unchanged, also with partitions cut into several key ranges;
+   each engine reads the files the other's merge wrote.
+7. Rollup refresh and rebuild on Spark equal the embedded refresh of a twin rollup.
+8. ``ledger.spark.visible/totals/register`` equal the embedded views.
+
+Spark jobs cost 0.2-1 s each on two cores, so DataFrames are tiny, tables are built with the
+embedded engine where the Spark path is not what a test is about, and each test checks a lot.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from decimal import Decimal
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from pyspark.sql.pandas.types import from_arrow_schema
+
+import ledger
+import ledger.spark as ls
+import views
+from ledger.errors import (
+    ConflictError,
+    DuplicateKeyError,
+    InvalidArgumentError,
+    KeyNotFoundError,
+    MissingKeyError,
+    SchemaError,
+    StorageError,
+    TypeMismatchError,
+    UnknownColumnError,
+)
+from ledger.schema import ROW_ID
+from tests.support.s3server import BUCKET, S3Endpoint
+
+# --- data -------------------------------------------------------------------------------------
+
+SCHEMA = {"k": "BIGINT", "g": "VARCHAR", "x": "BIGINT", "d": "DECIMAL(10,2)"}
+ARROW = {
+    "k": pa.int64(),
+    "g": pa.string(),
+    "x": pa.int64(),
+    "d": pa.decimal128(10, 2),
+    "v": pa.int64(),
+    "n": pa.int64(),
+    "i": pa.int32(),
+    "f": pa.float32(),
+    "s": pa.string(),
+    ROW_ID: pa.int64(),
+    "dml_type": pa.int8(),
+}
+
+
+def rows(
+    columns: str, *values: tuple[Any, ...], types: dict[str, pa.DataType] | None = None
+) -> pa.Table:
+    """An Arrow table of ``columns`` (space-separated names, typed by ``ARROW``/``types``)."""
+    names = columns.split()
+    kinds = {**ARROW, **(types or {})}
+    return pa.table({n: pa.array([v[i] for v in values], kinds[n]) for i, n in enumerate(names)})
+
+
+def dec(text: str) -> Decimal:
+    return Decimal(text)
+
+
+# --- answers ----------------------------------------------------------------------------------
+
+
+def _value(v: Any) -> Any:
+    # Sums come back as HUGEINT (int) from DuckDB and DECIMAL(38,0) from Spark; averages of
+    # doubles may differ in the last bits. Compare every number as a rounded float.
+    if isinstance(v, bool) or v is None:
+        return v
+    if isinstance(v, int | float | Decimal):
+        return round(float(v), 9)
+    return v
+
+
+def norm(found: Any) -> list[tuple[Any, ...]]:
+    """Rows (tuples or pyspark Rows) as sorted tuples of comparable values."""
+    out = [tuple(_value(v) for v in row) for row in found]
+    return sorted(out, key=repr)
+
+
+def visible(table: ledger.Table | ledger.Snapshot, **kw: Any) -> list[tuple[Any, ...]]:
+    return norm(views.visible(table, **kw).fetchall())
+
+
+def totals(table: ledger.Table, **kw: Any) -> list[tuple[Any, ...]]:
+    return norm(views.totals(table, **kw).fetchall())
+
+
+def collected(frame: Any) -> list[tuple[Any, ...]]:
+    return norm(tuple(r) for r in frame.collect())
+
+
+def raw(table: ledger.Table, version: int | None = None) -> list[dict[str, Any]]:
+    """The raw ledger (system columns included) as the embedded engine scans it."""
+    rel = table.snapshot(version).scan()
+    return rel.to_arrow_table().to_pylist()
+
+
+def raw_tuples(entries: list[dict[str, Any]], columns: list[str]) -> list[tuple[Any, ...]]:
+    return norm(tuple(e[c] for c in columns) for e in entries)
+
+
+def footprint(table: ledger.Table) -> tuple[int, frozenset[str]]:
+    """The latest log version and every object under the table's ``_data/``."""
+    keys = frozenset(o.key for o in table.store.list(f"{table.prefix}_data/"))
+    return table.refresh().version, keys
+
+
+def assert_same_meaning(spark_side: ledger.Table, embedded_side: ledger.Table) -> None:
+    """Same visible rows and same totals (by group, sums, averages) on both tables."""
+    assert visible(spark_side) == visible(embedded_side)
+    assert visible(spark_side, system_columns=False) != [] or visible(embedded_side) == []
+    by_group = {"by": "g", "sum": ["x", "d"], "avg": "x"}
+    assert totals(spark_side, **by_group) == totals(embedded_side, **by_group)
+    assert totals(spark_side, sum=["x", "d"]) == totals(embedded_side, sum=["x", "d"])
+
+
+def assert_entry_order(table: ledger.Table, read_modify_write: set[int]) -> None:
+    """``trx_seq`` is unique in every transaction; in the commits of ``read_modify_write``
+    (trx_ids of upserts/updates), every delete mark of a key comes before its insertion."""
+    key = list(table.primary_key) or [ROW_ID]
+    seen: dict[int, set[int]] = defaultdict(set)
+    by_key: dict[tuple[Any, ...], dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
+    for e in raw(table):
+        assert e["trx_seq"] not in seen[e["trx_id"]], f"trx_seq repeated in {e}"
+        seen[e["trx_id"]].add(e["trx_seq"])
+        if e["trx_id"] in read_modify_write:
+            by_key[(e["trx_id"], *(e[k] for k in key))][e["dml_type"]].append(e["trx_seq"])
+    for where, signs in by_key.items():
+        if signs[-1] and signs[1]:
+            assert max(signs[-1]) < min(signs[1]), f"a mark follows an insertion at {where}"
+    for trx, numbers in seen.items():
+        assert sorted(numbers) == list(range(len(numbers))), f"trx {trx}: gaps in trx_seq"
+
+
+def twins(
+    tmp_path: Any, schema: dict[str, str] | None = None, **options: Any
+) -> tuple[ledger.Table, ledger.Table]:
+    """Two empty tables of one definition: ``s`` written by Spark, ``e`` by the embedded engine."""
+    wh = ledger.connect(str(tmp_path / "wh"))
+    return (
+        wh.create_table("s", schema or SCHEMA, **options),
+        wh.create_table("e", schema or SCHEMA, **options),
+    )
+
+
+def frame(spark: Any, data: pa.Table) -> Any:
+    """A DataFrame of ``data``'s rows and types, built from a Python list (an RDD scan over
+    two partitions). DataFrames made from Arrow or pandas (local relations) are covered by
+    test_insert_of_a_dataframe_made_from_arrow_or_pandas."""
+    values = [tuple(row.values()) for row in data.to_pylist()]
+    return spark.createDataFrame(values, schema=from_arrow_schema(data.schema))
+
+
+def on_both(spark: Any, s: Any, e: Any, operation: str, data: pa.Table) -> tuple[Any, Any]:
+    """Run one write through ledger.spark on ``s`` and through the embedded engine on ``e``."""
+    done_by_spark = getattr(ls, operation)(s, frame(spark, data))
+    done_embedded = getattr(e, operation)(data)
+    return done_by_spark, done_embedded
+
+
+def same_commit(pair: tuple[Any, Any]) -> None:
+    by_spark, embedded = pair
+    assert (by_spark.version, by_spark.trx_id, by_spark.inserted, by_spark.deleted) == (
+        embedded.version,
+        embedded.trx_id,
+        embedded.inserted,
+        embedded.deleted,
+    )
+
+
+# =============================================================================================
+# 1. Writes from DataFrames equal the embedded engine
+# =============================================================================================
+
+
+def test_collapsing_writes_from_dataframes_equal_embedded_writes(spark: Any, tmp_path: Any) -> None:
+    s, e = twins(tmp_path, primary_key="k")
+    # A blind insert naming key 2 twice: the later row of the input is the visible one.
+    first = rows(
+        "k g x d",
+        (1, "a", 10, dec("1.50")),
+        (2, "a", 20, dec("2.00")),
+        (3, "b", 30, None),
+        (2, "b", 21, dec("2.10")),
+        (4, None, 40, dec("-4.00")),
+    )
+    same_commit(on_both(spark, s, e, "insert", first))
+    assert (2, "b", 21, 2.1) in visible(s)
+    # Upsert with partial columns (d kept from the visible row; NULL for the new key 5): key 2
+    # has two live entries, both marked.
+    same_commit(on_both(spark, s, e, "upsert", rows("k x", (2, 22), (5, 50))))
+    same_commit(on_both(spark, s, e, "update", rows("k g", (3, "a"), (1, None))))
+    # A missing key (9) is ignored by delete.
+    same_commit(on_both(spark, s, e, "delete", rows("k", (4,), (9,))))
+    entries = rows(
+        "k g x d dml_type",
+        (5, None, 50, None, -1),  # cancels the visible row of 5 exactly
+        (5, "c", 55, dec("5.55"), 1),
+        (6, "c", 60, None, 1),
+    )
+    same_commit(on_both(spark, s, e, "append_entries", entries))
+    assert_same_meaning(s, e)
+    assert visible(s) == norm(
+        [
+            (1, None, 10, 1.5),
+            (2, "b", 22, 2.1),
+            (3, "a", 30, None),
+            (5, "c", 55, 5.55),
+            (6, "c", 60, None),
+        ]
+    )
+    columns = [*SCHEMA, "trx_id", "dml_type"]
+    assert raw_tuples(raw(s), columns) == raw_tuples(raw(e), columns)
+    assert_entry_order(s, read_modify_write={2, 3})
+    assert s.count() == e.count() == 5
+
+
+@pytest.mark.parametrize("source", ["arrow", "pandas"])
+def test_insert_of_a_dataframe_made_from_arrow_or_pandas(
+    spark: Any, tmp_path: Any, source: str
+) -> None:
+    """The usual way to make a small DataFrame: ``spark.createDataFrame(pandas_or_arrow)``."""
+    s, e = twins(tmp_path, primary_key="k")
+    data = rows("k g x", (1, "a", 1), (2, "b", 2), (3, "a", 3))
+    made = spark.createDataFrame(data if source == "arrow" else data.to_pandas())
+    assert ls.insert(s, made).inserted == 3
+    entries = rows("k g x dml_type", (1, "a", 1, -1), (4, "c", 4, 1), (5, "c", 5, 1))
+    assert ls.append_entries(s, spark.createDataFrame(entries)).deleted == 1
+    e.insert(data)
+    e.append_entries(entries)
+    assert_same_meaning(s, e)
+
+
+def test_spark_insert_into_a_table_without_primary_key(spark: Any, tmp_path: Any) -> None:
+    """Generated _row_id on Spark inserts: the same ids as the embedded engine gives."""
+    s, e = twins(tmp_path, primary_key=None)
+    data = rows("g x", ("a", 1), ("b", 2), ("a", 3))
+    same_commit(on_both(spark, s, e, "insert", data))
+    assert visible(s, system_columns=True) == visible(e, system_columns=True)
+
+
+def test_update_and_delete_by_row_id_equal_embedded(spark: Any, tmp_path: Any) -> None:
+    s, e = twins(tmp_path, primary_key=None)
+    data = rows("g x d", ("a", 1, dec("1.00")), ("b", 2, None), ("a", 3, dec("3.00")))
+    s.insert(data)
+    e.insert(data)
+    ids = sorted(
+        r[ROW_ID] for r in views.visible(s, system_columns=True).to_arrow_table().to_pylist()
+    )
+    assert ids == sorted(r[ROW_ID] for r in raw(e))
+    # Partial update: g and d are kept from the visible row.
+    same_commit(on_both(spark, s, e, "update", rows(f"{ROW_ID} x", (ids[0], 100), (ids[1], 200))))
+    # Delete takes row ids; extra columns are ignored.
+    same_commit(on_both(spark, s, e, "delete", rows(f"{ROW_ID} x", (ids[2], 0))))
+    assert visible(s, system_columns=True) == visible(e, system_columns=True)
+    assert visible(s) == norm([(None, "a", 100, 1.0), (None, "b", 200, None)])
+    assert_same_meaning(s, e)
+    assert_entry_order(s, read_modify_write={2})
+
+
+@pytest.mark.parametrize("version_column", [None, "v"])
+def test_replacing_writes_equal_embedded(
+    spark: Any, tmp_path: Any, version_column: str | None
+) -> None:
+    schema = {**SCHEMA, "v": "BIGINT"}
+    s, e = twins(
+        tmp_path,
+        schema,
+        primary_key="k",
+        policy={"name": "replacing", "version_column": version_column},
+    )
+    data = rows("k g x v", (1, "a", 10, 5), (2, "a", 20, 5), (3, "b", 30, 5))
+    s.insert(data)
+    e.insert(data)
+    # Key 1 gets a higher version, key 2 a lower one (with a version column it stays hidden
+    # behind the older, higher version), key 4 is new.
+    same_commit(on_both(spark, s, e, "upsert", rows("k x v", (1, 11, 6), (2, 21, 1), (4, 40, 1))))
+    if version_column is None:
+        same_commit(on_both(spark, s, e, "delete", rows("k", (4,))))
+    else:
+        same_commit(on_both(spark, s, e, "update", rows("k g", (3, "c"))))
+    assert visible(s) == visible(e)
+    assert (1, "a", 11, None, 6) in visible(s)
+    assert totals(s, by="g", sum="x") == totals(e, by="g", sum="x")
+    columns = [*schema, "trx_id", "dml_type"]
+    assert raw_tuples(raw(s), columns) == raw_tuples(raw(e), columns)
+    assert_entry_order(s, read_modify_write={2, 3})
+
+
+def test_partitioned_writes_land_in_the_same_partitions(spark: Any, tmp_path: Any) -> None:
+    """Partitioned by a value column: an update moving a row to another partition leaves its
+    delete mark in the old partition, on both engines."""
+    s, e = twins(tmp_path, primary_key="k", partition_by=["g"])
+    data = rows("k g x", (1, "a", 1), (2, "a", 2), (3, "b", 3), (4, None, 4))
+    same_commit(on_both(spark, s, e, "insert", data))
+    same_commit(on_both(spark, s, e, "upsert", rows("k g x", (1, "b", 11), (5, "c", 5))))
+    same_commit(on_both(spark, s, e, "delete", rows("k", (3,))))
+    assert_same_meaning(s, e)
+
+    def layout(t: ledger.Table) -> list[tuple[Any, ...]]:
+        return sorted(
+            (
+                (repr(sorted(m.partition.items())), m.trx_min, m.rows, m.dml_sum)
+                for m in t.snapshot().markers()
+            ),
+            key=repr,
+        )
+
+    assert layout(s) == layout(e)
+    for value in ("a", "b", "c"):
+        assert s.count(partitions={"g": value}) == e.count(partitions={"g": value})
+    assert_entry_order(s, read_modify_write={2})
+
+
+def test_one_transaction_mixing_spark_and_embedded_writes(spark: Any, tmp_path: Any) -> None:
+    s, e = twins(tmp_path, primary_key="k")
+    base = rows("k g x", (1, "a", 1), (2, "a", 2))
+    s.insert(base)
+    e.insert(base)
+    start = s.version
+    with s.transaction() as tx:
+        assert ls.insert(tx, frame(spark, rows("k g x", (3, "b", 3), (4, "b", 4)))) == 2
+        tx.update([{"k": 3, "x": 33}])  # the embedded engine sees the Spark insert
+        assert ls.upsert(tx, frame(spark, rows("k x", (1, 11), (3, 333)))) == 2
+        tx.insert([{"k": 5, "g": "c", "x": 5}])
+        tx.delete([2, 5])
+    with e.transaction() as tx:
+        tx.insert(rows("k g x", (3, "b", 3), (4, "b", 4)))
+        tx.update([{"k": 3, "x": 33}])
+        tx.upsert(rows("k x", (1, 11), (3, 333)))
+        tx.insert([{"k": 5, "g": "c", "x": 5}])
+        tx.delete([2, 5])
+    assert s.refresh().version == start + 1  # one commit for the whole transaction
+    assert tx.commit_info is not None
+    assert s.history()[-1].inserted == tx.commit_info.inserted
+    assert s.history()[-1].deleted == tx.commit_info.deleted
+    assert_same_meaning(s, e)
+    assert visible(s) == norm([(1, "a", 11, None), (3, "b", 333, None), (4, "b", 4, None)])
+    entries = [r for r in raw(s) if r["trx_id"] == 2]
+    seqs = sorted(r["trx_seq"] for r in entries)
+    assert seqs == list(range(len(entries))), "trx_seq not unique/contiguous in the transaction"
+    # Key 3: insertion (Spark), mark + insertion (embedded), mark + insertion (Spark): in trx_seq
+    # order the signs alternate, every mark right after what it cancels.
+    key3 = [(r["trx_seq"], r["dml_type"], r["x"]) for r in entries if r["k"] == 3]
+    assert [(d, x) for _, d, x in sorted(key3)] == [(1, 3), (-1, 3), (1, 33), (-1, 33), (1, 333)]
+
+
+# =============================================================================================
+# 2. Bad input: the typed error, and nothing written
+# =============================================================================================
+
+
+@pytest.fixture(scope="module")
+def bad_input_tables(tmp_path_factory: pytest.TempPathFactory) -> dict[str, ledger.Table]:
+    wh = ledger.connect(str(tmp_path_factory.mktemp("bad") / "wh"))
+    keyed = wh.create_table("keyed", {**SCHEMA, "i": "INTEGER", "f": "FLOAT"}, primary_key="k")
+    keyed.insert(rows("k g x", (1, "a", 1), (2, "b", 2)))
+    no_key = wh.create_table("no_key", SCHEMA, primary_key=None)
+    no_key.insert(rows("g x", ("a", 1), ("b", 2)))
+    insert_only = wh.create_table(
+        "insert_only",
+        {"k": "BIGINT", "x": "BIGINT", "s": "VARCHAR"},
+        primary_key="k",
+        policy={
+            "name": "aggregating",
+            "measures": {"x": "sum", "s": "max"},
+            "insert_only": True,
+        },
+    )
+    insert_only.insert(rows("k x s", (1, 5, "z")))
+    return {"keyed": keyed, "no_key": no_key, "insert_only": insert_only}
+
+
+BAD_INPUT = [
+    # (id, table, operation, data, error)
+    (
+        "unknown-column",
+        "keyed",
+        "insert",
+        rows("k x zzz", (7, 1, 1), types={"zzz": pa.int64()}),
+        UnknownColumnError,
+    ),
+    (
+        "unknown-column-upsert",
+        "keyed",
+        "upsert",
+        rows("k zzz", (1, 1), types={"zzz": pa.int64()}),
+        UnknownColumnError,
+    ),
+    (
+        "string-into-bigint",
+        "keyed",
+        "insert",
+        rows("k x", (7, "7"), types={"x": pa.string()}),
+        TypeMismatchError,
+    ),
+    ("missing-key-column", "keyed", "insert", rows("g x", ("a", 1)), MissingKeyError),
+    ("null-key-insert", "keyed", "insert", rows("k x", (7, 1), (None, 2)), MissingKeyError),
+    ("null-key-upsert", "keyed", "upsert", rows("k x", (None, 2)), MissingKeyError),
+    ("null-key-delete", "keyed", "delete", rows("k", (None,)), MissingKeyError),
+    ("duplicate-keys-upsert", "keyed", "upsert", rows("k x", (1, 5), (1, 6)), DuplicateKeyError),
+    ("duplicate-keys-update", "keyed", "update", rows("k x", (1, 5), (1, 6)), DuplicateKeyError),
+    ("update-missing-key", "keyed", "update", rows("k x", (1, 5), (99, 6)), KeyNotFoundError),
+    (
+        "bigint-too-large-for-integer",
+        "keyed",
+        "insert",
+        rows("k i", (7, 1), (8, 2**40), types={"i": pa.int64()}),
+        TypeMismatchError,
+    ),
+    (
+        "bigint-too-large-for-integer-upsert",
+        "keyed",
+        "upsert",
+        rows("k i", (1, 2**40), types={"i": pa.int64()}),
+        TypeMismatchError,
+    ),
+    (
+        "decimal-rounded",
+        "keyed",
+        "insert",
+        rows("k d", (7, dec("1.234")), types={"d": pa.decimal128(12, 3)}),
+        TypeMismatchError,
+    ),
+    (
+        "double-rounded-into-decimal",
+        "keyed",
+        "insert",
+        rows("k d", (7, 1.234), types={"d": pa.float64()}),
+        TypeMismatchError,
+    ),
+    (
+        "double-overflows-float",
+        "keyed",
+        "insert",
+        rows("k f", (7, 1e300), types={"f": pa.float64()}),
+        TypeMismatchError,
+    ),
+    ("system-column-in-insert", "keyed", "insert", rows("k x dml_type", (7, 1, 1)), SchemaError),
+    (
+        "dml-type-2",
+        "keyed",
+        "append_entries",
+        rows("k x dml_type", (7, 1, 1), (8, 1, 2)),
+        TypeMismatchError,
+    ),
+    ("dml-type-0", "keyed", "append_entries", rows("k x dml_type", (7, 1, 0)), TypeMismatchError),
+    (
+        "dml-type-null",
+        "keyed",
+        "append_entries",
+        rows("k x dml_type", (7, 1, None)),
+        TypeMismatchError,
+    ),
+    ("dml-type-missing", "keyed", "append_entries", rows("k x", (7, 1)), SchemaError),
+    ("upsert-without-key", "no_key", "upsert", rows("g x", ("a", 1)), InvalidArgumentError),
+    ("update-without-row-id", "no_key", "update", rows("g x", ("a", 1)), MissingKeyError),
+    ("row-id-on-keyed-table", "keyed", "update", rows(f"k {ROW_ID} x", (1, 1, 1)), SchemaError),
+    (
+        "mark-without-row-id",
+        "no_key",
+        "append_entries",
+        rows(f"{ROW_ID} g x dml_type", (None, "c", 3, 1), (None, "a", 1, -1)),
+        MissingKeyError,
+    ),
+    (
+        "mark-into-insert-only",
+        "insert_only",
+        "append_entries",
+        rows("k x s dml_type", (1, 5, "z", -1)),
+        InvalidArgumentError,
+    ),
+    ("update-of-insert-only", "insert_only", "update", rows("k x", (1, 6)), InvalidArgumentError),
+    ("delete-of-insert-only", "insert_only", "delete", rows("k", (1,)), InvalidArgumentError),
+]
+
+
+# Open gaps of the Spark write path (docs/spark.md, "Not yet"): values Spark's try_cast accepts
+# but the table's exact conversion refuses (rounded decimals, doubles overflowing a FLOAT) and
+# marks without a _row_id are found by the executors while they write, not before.
+SPARK_CHECKS_LATE = {
+    "decimal-rounded",
+    "double-rounded-into-decimal",
+    "double-overflows-float",
+    "mark-without-row-id",
+}
+
+
+def _bad_input_case(case: tuple[Any, ...]) -> Any:
+    marks = []
+    if case[0] in SPARK_CHECKS_LATE:
+        marks.append(
+            pytest.mark.xfail(
+                strict=True, reason="open gap: checked by the executors while writing"
+            )
+        )
+    return pytest.param(*case[1:], id=case[0], marks=marks)
+
+
+@pytest.mark.parametrize(
+    ("table_name", "operation", "data", "error"), [_bad_input_case(c) for c in BAD_INPUT]
+)
+def test_bad_input_raises_the_typed_error_and_writes_nothing(
+    spark: Any,
+    bad_input_tables: dict[str, ledger.Table],
+    table_name: str,
+    operation: str,
+    data: pa.Table,
+    error: type[Exception],
+) -> None:
+    table = bad_input_tables[table_name]
+    before = footprint(table)
+    # The embedded engine refuses the same input with the same error (the reference).
+    with pytest.raises(error):
+        getattr(table, operation)(data)
+    assert footprint(table) == before
+    with pytest.raises(error):
+        getattr(ls, operation)(table, frame(spark, data))
+    assert footprint(table) == before, "a refused Spark write left a commit or data files"
+
+
+@pytest.mark.parametrize("operation", ["insert", "upsert", "update", "delete", "append_entries"])
+def test_a_non_dataframe_is_refused_before_anything_runs(
+    bad_input_tables: dict[str, ledger.Table], operation: str
+) -> None:
+    table = bad_input_tables["keyed"]
+    before = footprint(table)
+    for data in ([{"k": 1, "x": 1}], rows("k x", (1, 1)), rows("k x", (1, 1)).to_pandas()):
+        with pytest.raises(InvalidArgumentError, match="DataFrame"):
+            getattr(ls, operation)(table, data)
+    assert footprint(table) == before
+
+
+def test_a_refused_write_inside_a_transaction_leaves_the_transaction_usable(
+    spark: Any, tmp_path: Any
+) -> None:
+    (table, _) = twins(tmp_path, primary_key="k")
+    with table.transaction() as tx:
+        ls.insert(tx, frame(spark, rows("k x", (1, 1))))
+        with pytest.raises(KeyNotFoundError):
+            ls.update(tx, frame(spark, rows("k x", (2, 2))))
+        with pytest.raises(InvalidArgumentError):
+            ls.insert(tx, frame(spark, rows("k x", (3, 3))), evolve_schema=True)
+    assert visible(table) == norm([(1, None, 1, None)])
+
+
+def test_writes_to_something_else_than_a_table_are_refused(spark: Any) -> None:
+    data = frame(spark, rows("k x", (1, 1)))
+    with pytest.raises(InvalidArgumentError):
+        ls.insert("wh.t", data)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError):
+        ls.merge(None, rows_per_task=0)  # type: ignore[arg-type]
+
+
+# =============================================================================================
+# 3. Commits, conflicts and idempotency
+# =============================================================================================
+
+
+def test_spark_update_racing_an_embedded_update_conflicts(spark: Any, tmp_path: Any) -> None:
+    (table, _) = twins(tmp_path, primary_key="k")
+    table.insert(rows("k g x", (1, "a", 1), (2, "a", 2)))
+    tx = table.transaction()
+    ls.update(tx, frame(spark, rows("k x", (1, 100))))
+    pending = footprint(table)[1]
+    table.update([{"k": 1, "x": 200}])  # commits first
+    with pytest.raises(ConflictError):
+        tx.commit()
+    version, files = footprint(table)
+    assert version == 2, "the losing Spark transaction committed"
+    alive = {table.prefix + m.path for m in table.snapshot().markers()}
+    assert len(pending) >= 2, "the Spark update should have written its files before the commit"
+    assert files == alive, "the losing Spark transaction left its data files behind"
+    assert visible(table) == norm([(1, "a", 200, None), (2, "a", 2, None)])
+
+    # The other way round: the Spark write commits first, an embedded transaction that read
+    # the key loses.
+    rival = table.transaction()
+    assert rival.lookup([2]).num_rows == 1
+    ls.update(table, frame(spark, rows("k x", (2, 20))))
+    rival.update([{"k": 2, "x": 21}])
+    with pytest.raises(ConflictError):
+        rival.commit()
+    assert visible(table) == norm([(1, "a", 200, None), (2, "a", 20, None)])
+    assert sum(r["dml_type"] for r in raw(table)) == 2
+
+
+def test_blind_spark_inserts_never_conflict(spark: Any, tmp_path: Any) -> None:
+    (table, _) = twins(tmp_path, primary_key="k")
+    table.insert(rows("k x", (1, 1)))
+    tx = table.transaction()
+    ls.insert(tx, frame(spark, rows("k x", (1, 10), (2, 20))))
+    table.update([{"k": 1, "x": 2}])
+    table.delete([1])
+    info = tx.commit()
+    assert info.version == table.refresh().version and info.inserted == 2
+    assert visible(table) == norm([(1, None, 10, None), (2, None, 20, None)])
+
+
+def test_a_replayed_app_batch_writes_nothing(spark: Any, tmp_path: Any) -> None:
+    (table, _) = twins(tmp_path, primary_key="k")
+    with table.transaction(app_id="nightly", batch=7) as tx:
+        ls.insert(tx, frame(spark, rows("k x", (1, 1), (2, 2))))
+        ls.upsert(tx, frame(spark, rows("k x", (2, 22))))
+    assert tx.commit_info is not None and tx.commit_info.version == 1
+    before = footprint(table)
+    for batch in (7, 3):
+        with table.transaction(app_id="nightly", batch=batch) as again:
+            assert ls.insert(again, frame(spark, rows("k x", (3, 3)))) == 0
+            assert ls.upsert(again, frame(spark, rows("k x", (1, 11)))) == 0
+            # Replays do no work at all, not even checking keys.
+            assert ls.update(again, frame(spark, rows("k x", (99, 9)))) == 0
+        assert again.commit_info is not None and again.commit_info.version is None
+        assert footprint(table) == before
+    assert visible(table) == norm([(1, None, 1, None), (2, None, 22, None)])
+
+
+# =============================================================================================
+# 4. Reads
+# =============================================================================================
+
+LEDGER_COLUMNS = [*SCHEMA, "trx_id", "trx_seq", "dml_type"]
+
+
+def _scan_rows(table: ledger.Table, **kw: Any) -> list[tuple[Any, ...]]:
+    rel = table.snapshot(kw.pop("version", None)).scan(**kw)
+    return norm(rel.fetchall())
+
+
+def test_both_readers_equal_the_embedded_scan(spark: Any, tmp_path: Any) -> None:
+    (table, _) = twins(tmp_path, primary_key="k", partition_by=["g"])
+    table.insert(rows("k g x d", (1, "a", 1, dec("1.10")), (2, "b", 2, None), (3, None, 3, None)))
+    table.upsert(rows("k g x", (1, "b", 11), (4, "a", 4)))
+    table.delete([3])
+    want = _scan_rows(table)
+    for reader in ("spark", "pyarrow", "auto"):
+        entries = ls.read(table, reader=reader)
+        assert entries.columns == LEDGER_COLUMNS
+        assert collected(entries) == want, reader
+    only_b = ls.read(table, partitions={"g": "b"}, reader="pyarrow")
+    assert collected(only_b) == _scan_rows(table, partitions={"g": "b"})
+    with pytest.raises(InvalidArgumentError):
+        ls.read(table, reader="hadoop")
+
+
+def test_schema_evolution_reads_older_files_with_null(spark: Any, tmp_path: Any) -> None:
+    (table, _) = twins(tmp_path, {"k": "BIGINT", "i": "INTEGER", "x": "BIGINT"}, primary_key="k")
+    table.insert(rows("k i x", (1, 1, 10), (2, 2, 20)))
+    # Embedded: a new column c, and i widened to BIGINT by a value that does not fit INTEGER.
+    table.insert(
+        rows("k i c", (3, 2**40, "c3"), types={"i": pa.int64(), "c": pa.string()}),
+        evolve_schema=True,
+    )
+    # Spark: another new column e.
+    data = frame(spark, rows("k x e", (4, 40, 4.5), types={"e": pa.float64()}))
+    info = ls.insert(table, data, evolve_schema=True)
+    assert info.version == table.refresh().version
+    assert table.schema == {
+        "k": "BIGINT",
+        "i": "BIGINT",
+        "x": "BIGINT",
+        "c": "VARCHAR",
+        "e": "DOUBLE",
+    }
+    want = _scan_rows(table)
+    assert (1, 1.0, 10.0, None, None, 1.0, 0.0, 1.0) in want
+    for reader in ("spark", "pyarrow"):
+        assert collected(ls.read(table, reader=reader)) == want, reader
+    assert collected(ls.visible(table)) == visible(table)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open gap: the Spark path evolves the schema from the DataFrame's types only, so an "
+    "existing column is never widened for values that do not fit it",
+)
+def test_spark_evolve_schema_widens_a_column_like_the_embedded_engine(
+    spark: Any, tmp_path: Any
+) -> None:
+    s, e = twins(tmp_path, {"k": "BIGINT", "i": "INTEGER"}, primary_key="k")
+    data = rows("k i", (1, 2**40), types={"i": pa.int64()})
+    e.insert(data, evolve_schema=True)
+    ls.insert(s, frame(spark, data), evolve_schema=True)
+    assert s.refresh().schema == e.refresh().schema == {"k": "BIGINT", "i": "BIGINT"}
+    assert visible(s) == visible(e)
+
+
+def test_time_travel_by_version_and_timestamp(spark: Any, tmp_path: Any) -> None:
+    (table, _) = twins(tmp_path, primary_key="k")
+    table.insert(rows("k g x", (1, "a", 1), (2, "b", 2)))
+    old = table.version
+    stamp = table.history()[-1].timestamp
+    table.update([{"k": 1, "x": 100}])
+    table.delete([2])
+    assert collected(ls.read(table, version=old)) == _scan_rows(table, version=old)
+    assert collected(ls.visible(table.snapshot(old))) == visible(table, version=old)
+    assert collected(ls.visible(table, timestamp=stamp)) == visible(table, version=old)
+    with pytest.raises(InvalidArgumentError):
+        ls.read(table.snapshot(old), version=old)
+
+
+# =============================================================================================
+# 5. S3 through the pyarrow fallback
+# =============================================================================================
+
+
+def test_spark_writes_and_reads_on_s3(spark: Any, s3_endpoint: S3Endpoint) -> None:
+    wh = ledger.connect(f"s3://{BUCKET}/{uuid.uuid4().hex}", **s3_endpoint.options())
+    s = wh.create_table("s", SCHEMA, primary_key="k", partition_by=["g"])
+    e = wh.create_table("e", SCHEMA, primary_key="k", partition_by=["g"])
+    first = rows("k g x d", (1, "a", 1, dec("1.00")), (2, "b", 2, None), (3, "a", 3, None))
+    same_commit(on_both(spark, s, e, "insert", first))
+    same_commit(on_both(spark, s, e, "upsert", rows("k g x", (1, "b", 10), (4, "a", 4))))
+    assert_same_meaning(s, e)
+    assert collected(ls.read(s)) == _scan_rows(s)
+    assert collected(ls.visible(s)) == visible(e)
+    with pytest.raises(StorageError):
+        ls.read(s, reader="spark")
+
+
+# =============================================================================================
+# 6. Merges on Spark
+# =============================================================================================
+
+POLICY_SCHEMA = {"k": "BIGINT", "g": "VARCHAR", "v": "BIGINT", "n": "BIGINT", "d": "DECIMAL(10,2)"}
+AGGREGATE_SCHEMA = {"k": "BIGINT", "v": "BIGINT", "n": "BIGINT", "d": "DECIMAL(10,2)"}
+POLICY_TABLES = ["collapsing", "collapsing-no-key", "replacing", "dedup", "aggregating"]
+
+
+def policy_table(wh: ledger.Warehouse, kind: str) -> ledger.Table:
+    """A table of ``kind`` with several files per bucket(2, k) partition, written embedded."""
+    if kind == "aggregating":
+        table = wh.create_table(
+            kind,
+            AGGREGATE_SCHEMA,
+            primary_key="k",
+            partition_by="bucket(2, k)",
+            policy={"name": "aggregating", "measures": {"v": "sum", "n": "count", "d": "sum"}},
+        )
+        table.insert(rows("k v n d", *[(k % 5, k, 1, dec(f"{k}.25")) for k in range(8)]))
+        table.insert(rows("k v n d", *[(k % 3, -k, 1, None) for k in range(6)]))
+        # A correction: retract a row inserted before and book its replacement.
+        table.append_entries(
+            rows("k v n d dml_type", (1, 1, 1, dec("1.25"), -1), (1, 7, 1, None, 1))
+        )
+        return table
+    options: dict[str, Any] = {"primary_key": "k", "partition_by": "bucket(2, k)"}
+    if kind == "collapsing-no-key":
+        options = {"primary_key": None, "partition_by": "bucket(2, v)"}
+    elif kind == "replacing":
+        options["policy"] = {"name": "replacing", "version_column": "v"}
+    elif kind == "dedup":
+        options["policy"] = {"name": "dedup", "dedup_key": ["v"]}
+    table = wh.create_table(kind, POLICY_SCHEMA, **options)
+    events = [(k % 6, "ab"[k % 2], k, 1, dec(f"{k}.50")) for k in range(9)]
+    table.insert(rows("k g v n d", *events[:6]))
+    table.insert(rows("k g v n d", *events[3:]))  # events 3-5 loaded twice
+    if kind == "collapsing-no-key":
+        ids = sorted(r[ROW_ID] for r in raw(table) if r["dml_type"] == 1)
+        table.update(rows(f"{ROW_ID} n", (ids[0], 5), (ids[4], 6)))
+        table.delete(rows(ROW_ID, (ids[1],)))
+        table.insert(rows("g v n", ("c", 20, 2)))
+        return table
+    table.upsert(rows("k g v n", (1, "c", 20, 2), (7, "c", 21, 3)))
+    table.update(rows("k d", (2, dec("-2.00"))))
+    table.delete([3])
+    table.insert(rows("k g v n d", *events[:2]))
+    return table
+
+
+def policy_views(table: ledger.Table, kind: str) -> dict[str, Any]:
+    answer: dict[str, Any] = {"visible": visible(table)}
+    if kind != "aggregating":
+        answer["totals"] = totals(table, by="g", sum=["n", "d"], avg="d")
+        answer["all"] = totals(table, sum=["v", "n", "d"])
+    return answer
+
+
+@pytest.mark.parametrize("kind", POLICY_TABLES)
+def test_spark_merge_leaves_every_view_unchanged(spark: Any, tmp_path: Any, kind: str) -> None:
+    table = policy_table(ledger.connect(str(tmp_path / "wh")), kind)
+    before = policy_views(table, kind)
+    version = table.version
+    entries = len(raw(table))
+    result = ls.merge(table, min_files=1, rows_per_task=2)
+    assert result.version == table.refresh().version and result.merged
+    # Two rows per task: a partition's keys are spread over several ranges, each its own file.
+    assert max(m.files_out for m in result.merged) >= 2, result
+    assert policy_views(table, kind) == before
+    assert len(raw(table)) <= entries
+    assert policy_views(table.snapshot(version), kind) == before  # time travel
+
+
+def test_each_engine_reads_the_files_the_others_merge_wrote(spark: Any, tmp_path: Any) -> None:
+    table = policy_table(ledger.connect(str(tmp_path / "wh")), "collapsing")
+    before = policy_views(table, "collapsing")
+    table.merge(partitions={"k_bucket": "0"}, min_files=1)  # embedded merge of one partition
+    assert collected(ls.read(table)) == _scan_rows(table)
+    ls.insert(table, frame(spark, rows("k g v n", (11, "a", 30, 1))))
+    ls.merge(table, min_files=1, rows_per_task=3)  # Spark merges embedded and Spark files
+    after = policy_views(table, "collapsing")
+    assert after["visible"] == norm([*before["visible"], (11, "a", 30, 1, None)])
+    table.merge(min_files=1)  # and the embedded engine merges what Spark wrote
+    assert policy_views(table, "collapsing") == after
+    assert collected(ls.visible(table)) == after["visible"]
+
+
+# =============================================================================================
+# 7. Rollups
+# =============================================================================================
+
+ROLLUP_SCHEMA = {"k": "BIGINT", "g": "VARCHAR", "p": "BIGINT", "x": "BIGINT", "d": "DECIMAL(10,2)"}
+MEASURES = {"views": "count", "total": "sum(x)", "n": "count(x)", "dsum": "sum(d)"}
+
+
+def rollup_rows(rollup: ledger.Rollup) -> list[tuple[Any, ...]]:
+    return visible(rollup.table)
+
+
+def rollup_as_totals(rollup: ledger.Rollup) -> list[tuple[Any, ...]]:
+    """The rollup's rows as ``views.totals(base, by="g", sum=["x", "d"])`` spells them."""
+    held = views.visible(rollup.table).to_arrow_table().to_pylist()
+    return norm((r["g"], r["views"], r["total"], r["dsum"]) for r in held if r["views"])
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open bug: a Spark refresh stores NULL where the embedded refresh stores 0 for a "
+    "sum measure (not yet diagnosed)",
+)
+def test_spark_refresh_and_rebuild_equal_the_embedded_refresh(spark: Any, tmp_path: Any) -> None:
+    wh = ledger.connect(str(tmp_path / "wh"))
+    base = wh.create_table("base", ROLLUP_SCHEMA, primary_key="k", partition_by=["p"])
+    first = pa.table(
+        {
+            "k": pa.array([1, 2, 3], pa.int64()),
+            "g": pa.array(["a", "b", "c"]),
+            "p": pa.array([1, 1, 2], pa.int64()),
+            "x": pa.array([10, None, 30], pa.int64()),
+            "d": pa.array([dec("1.00"), None, dec("3.00")], pa.decimal128(10, 2)),
+        }
+    )
+    base.insert(first)
+    by_spark = base.create_rollup("by_spark", by="g", measures=MEASURES)
+    embedded = base.create_rollup("embedded", by="g", measures=MEASURES)
+    assert rollup_rows(by_spark) == rollup_rows(embedded)
+
+    # Base writes (one of them through Spark), then both refresh.
+    ls.upsert(base, frame(spark, rows("k g x", (1, "b", 11), (4, "a", 4))))
+    base.update([{"k": 3, "x": None}])
+    base.delete([2])
+    spark_result = ls.refresh(by_spark)
+    embedded_result = embedded.refresh()
+    assert spark_result.watermark == embedded_result.watermark == base.version
+    assert spark_result.groups == embedded_result.groups
+    assert rollup_rows(by_spark) == rollup_rows(embedded)
+    assert ls.refresh(by_spark).version is None  # already at the base's latest version
+
+    # A merge and a partition drop of the base.
+    base.merge(min_files=1)
+    base.drop_partitions({"p": "2"})
+    ls.refresh(by_spark)
+    embedded.refresh()
+    assert rollup_rows(by_spark) == rollup_rows(embedded)
+    # A rollup reads a sum over no non-NULL value as 0 where the totals view says NULL.
+    summed = [
+        tuple(0.0 if v is None else v for v in r) for r in totals(base, by="g", sum=["x", "d"])
+    ]
+    assert rollup_as_totals(by_spark) == summed
+
+    # Rebuild from scratch on Spark: the same rows.
+    held = rollup_rows(by_spark)
+    result = ls.rebuild(by_spark)
+    assert result.watermark == base.version
+    assert rollup_rows(by_spark) == held
+
+
+# =============================================================================================
+# 8. Views as DataFrames, and the temp-view catalog
+# =============================================================================================
+
+
+@pytest.mark.parametrize("kind", POLICY_TABLES)
+def test_spark_views_equal_the_embedded_views(spark: Any, tmp_path: Any, kind: str) -> None:
+    table = policy_table(ledger.connect(str(tmp_path / "wh")), kind)
+    # Merge one partition fully so that the embedded views also read "isolated" files.
+    table.merge(partitions={"k_bucket": "1"} if kind != "collapsing-no-key" else None, min_files=1)
+    system = kind == "collapsing-no-key"
+    shown = ls.visible(table, system_columns=system)
+    assert shown.columns == views.visible(table, system_columns=system).columns
+    assert collected(shown) == visible(table, system_columns=system)
+    if kind == "aggregating":
+        return
+    request = {"by": "g", "sum": ["n", "d"], "avg": "d", "where": "n > 1 OR d IS NULL"}
+    summed = ls.totals(table, **request)
+    assert summed.columns == views.totals(table, **request).columns
+    assert collected(summed) == totals(table, **request)
+
+
+def test_register_creates_a_visible_and_a_ledger_view_per_table(spark: Any, tmp_path: Any) -> None:
+    wh = ledger.connect(str(tmp_path / "wh"))
+    first = policy_table(wh, "collapsing")
+    second = policy_table(wh, "replacing")
+    names = ls.register(wh)
+    assert sorted(names) == ["collapsing", "collapsing_ledger", "replacing", "replacing_ledger"]
+    assert collected(spark.sql("SELECT * FROM collapsing")) == visible(first)
+    assert collected(spark.sql("SELECT * FROM replacing")) == visible(second)
+    counts = spark.sql(
+        "SELECT count(*), sum(dml_type), sum(dml_type * n) FROM collapsing_ledger"
+    ).collect()[0]
+    want = first.snapshot().scan().aggregate("count(*), sum(dml_type), sum(dml_type * n)")
+    assert norm([tuple(counts)]) == norm(want.fetchall())
