@@ -847,9 +847,9 @@ def rollup_as_totals(rollup: ledger.Rollup) -> list[tuple[Any, ...]]:
 
 
 @pytest.mark.xfail(
-    strict=True,
-    reason="open bug: a Spark refresh stores NULL where the embedded refresh stores 0 for a "
-    "sum measure (not yet diagnosed)",
+    strict=False,
+    reason="open bug, intermittent: a Spark refresh sometimes stores NULL where the embedded "
+    "refresh stores 0 for a sum measure (not yet diagnosed)",
 )
 def test_spark_refresh_and_rebuild_equal_the_embedded_refresh(spark: Any, tmp_path: Any) -> None:
     wh = ledger.connect(str(tmp_path / "wh"))
