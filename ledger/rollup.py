@@ -212,9 +212,7 @@ def embedded_deltas(request: DeltaRequest) -> pa.Table:
     rollup, base = request.rollup, request.rollup.base
     with closing(engine.connect()) as con:
         if request.changes is None:
-            entries = Snapshot(base.name, base.store, base.prefix, request.base_state).scan(
-                con=con
-            )
+            entries = Snapshot(base.name, base.store, base.prefix, request.base_state).scan(con=con)
         else:
             schema = file_schema(request.base_state.schema, request.base_state.config)
             entries = engine.change_entries(con, base.store, base.prefix, request.changes, schema)

@@ -24,11 +24,13 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from ledger.errors import (
+    ConflictError,
     DuplicateKeyError,
     InvalidArgumentError,
     KeyNotFoundError,
     MissingKeyError,
     SchemaError,
+    TableDroppedError,
     TypeMismatchError,
 )
 from ledger.log.entries import FileMarker
@@ -37,7 +39,7 @@ from ledger.maintenance import merge as merging
 from ledger.rollup import DeltaRequest, RefreshResult, Rollup
 from ledger.schema import DML_TYPE, ROW_ID, conform
 from ledger.snapshot import PartitionFilter, Snapshot
-from ledger.table import Table
+from ledger.table import AUTO_RETRIES, Table
 from ledger.transaction import Transaction
 from ledger.writer import file_schema
 from merge_policies import load_policy
@@ -194,24 +196,46 @@ def append_entries(target: Table | Transaction, data: DataFrame, **kw: Any) -> A
     return _run(target, kw.pop("evolve_schema", False), lambda tx: _insert(tx, data, "entries"))
 
 
-def upsert(target: Table | Transaction, data: DataFrame, *, evolve_schema: bool = False) -> Any:
+def upsert(
+    target: Table | Transaction,
+    data: DataFrame,
+    *,
+    evolve_schema: bool = False,
+    retries: int = AUTO_RETRIES,
+) -> Any:
     """Insert rows of new keys, replace the visible row of existing ones (a Spark join against
-    the visible rows at the transaction's snapshot finds the entries to mark)."""
-    return _run(target, evolve_schema, lambda tx: _read_modify_write(tx, data, "upsert"))
+    the visible rows at the transaction's snapshot finds the entries to mark). On a Table a
+    conflict is retried up to ``retries`` times, as by ``Table.upsert``."""
+    return _run(target, evolve_schema, lambda tx: _read_modify_write(tx, data, "upsert"), retries)
 
 
-def update(target: Table | Transaction, data: DataFrame, *, evolve_schema: bool = False) -> Any:
+def update(
+    target: Table | Transaction,
+    data: DataFrame,
+    *,
+    evolve_schema: bool = False,
+    retries: int = AUTO_RETRIES,
+) -> Any:
     """Replace the visible row of existing keys; every key must exist
-    (:class:`KeyNotFoundError`, nothing written)."""
-    return _run(target, evolve_schema, lambda tx: _read_modify_write(tx, data, "update"))
+    (:class:`KeyNotFoundError`, nothing written). Retried on conflicts, as ``upsert``."""
+    return _run(target, evolve_schema, lambda tx: _read_modify_write(tx, data, "update"), retries)
 
 
-def delete(target: Table | Transaction, keys: DataFrame) -> Any:
-    """Delete the rows of the keys in a DataFrame (its key columns; other columns ignored)."""
-    return _run(target, False, lambda tx: _read_modify_write(tx, keys, "delete"))
+def delete(target: Table | Transaction, keys: DataFrame, *, retries: int = AUTO_RETRIES) -> Any:
+    """Delete the rows of the keys in a DataFrame (its key columns; other columns ignored; a
+    repeated key is deleted once). Retried on conflicts, as ``upsert``."""
+    return _run(target, False, lambda tx: _read_modify_write(tx, keys, "delete"), retries)
 
 
-def _run(target: Table | Transaction, evolve: bool, operation: Callable[[Transaction], int]) -> Any:
+def _run(
+    target: Table | Transaction,
+    evolve: bool,
+    operation: Callable[[Transaction], int],
+    retries: int = 0,
+) -> Any:
+    """Run ``operation`` in ``target`` (a Transaction), or in a new transaction of ``target``
+    (a Table) committed at once; a conflict starts a fresh transaction, ``retries`` times (the
+    DataFrame is evaluated again, against the newer snapshot)."""
     if isinstance(target, Transaction):
         if evolve and not target.evolves_schema:
             raise InvalidArgumentError(
@@ -223,13 +247,24 @@ def _run(target: Table | Transaction, evolve: bool, operation: Callable[[Transac
         raise InvalidArgumentError(
             f"write to a Table or a Transaction, not {type(target).__name__}"
         )
-    tx = target.transaction(evolve_schema=evolve)
-    try:
-        operation(tx)
-        return tx.commit()
-    except BaseException:
-        tx.abort()
-        raise
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        raise InvalidArgumentError(f"retries must be a whole number >= 0, not {retries!r}")
+    for attempt in range(retries + 1):
+        tx = target.transaction(evolve_schema=evolve)
+        try:
+            operation(tx)
+            return tx.commit()
+        except TableDroppedError:
+            tx.abort()
+            raise
+        except ConflictError:
+            tx.abort()
+            if attempt == retries:
+                raise
+        except BaseException:
+            tx.abort()
+            raise
+    raise AssertionError("unreachable")
 
 
 def _check_frame(data: Any) -> DataFrame:
@@ -245,42 +280,62 @@ def _check_frame(data: Any) -> DataFrame:
 
 def _conformed_columns(tx: Transaction, data: DataFrame, *, require_keys: bool) -> DataFrame:
     """Check ``data``'s columns and types against the table before anything runs (evolving the
-    schema if the transaction allows it) and cast each column to the table's type."""
+    schema if the transaction allows it) and cast each column to the table's type.
+
+    The types are checked on the driver; the values in one Spark job that finds, per column,
+    the values a cast would change (``engine.lossy``). The first such value of each column is
+    then conformed on the driver by the embedded engine's own rules, so the same value gets the
+    same typed error or, with ``evolve_schema``, widens the column the same way."""
     engine = _engine()
     config = tx.config
     columns = list(data.columns)
     if ROW_ID in columns and not config.generated_row_id:
         raise SchemaError("_row_id is a system column; this table has a primary key")
     user = [c for c in columns if c not in (ROW_ID, DML_TYPE)]
-    empty = engine.arrow_schema(data.select(*map(engine.col, user))).empty_table()
+    source = engine.arrow_schema(data.select(*map(engine.col, user)))
     keys = () if config.generated_row_id else config.key_columns
     _, schema = conform(
-        empty,
+        source.empty_table(),
         tx.schema,
         key_columns=keys,
         allow_new_columns=tx.evolves_schema,
         require_all_keys=require_keys,
     )
-    tx.adopt_schema(schema)
-    target = engine.spark_schema(file_schema(schema, config))
-    lossy = [
-        engine.F.sum(
-            engine.F.when(
-                engine.col(c).isNotNull() & engine.col(c).try_cast(target[c].dataType).isNull(),
-                1,
-            ).otherwise(0)
-        ).alias(c)
-        for c in user
-        if data.schema[c].dataType != target[c].dataType
-    ]
-    if lossy:
-        found = data.agg(*lossy).collect()[0].asDict()
-        bad = {c: n for c, n in found.items() if n}
-        if bad:
-            raise TypeMismatchError(
-                f"values of column(s) {sorted(bad)} do not fit the table's types "
-                f"({ {c: schema.type_of(c) for c in bad} }): {bad} row(s); nothing was written"
+    for _ in range(3):  # a widened column is checked again against its new type
+        target = engine.spark_schema(file_schema(schema, config))
+        changed = [c for c in user if data.schema[c].dataType != target[c].dataType]
+        if not changed:
+            break
+        found = data.agg(
+            *[
+                engine.F.first(
+                    engine.F.when(
+                        engine.lossy(c, data.schema[c].dataType, target[c].dataType),
+                        engine.col(c),
+                    ),
+                    ignorenulls=True,
+                ).alias(f"v{i}")
+                for i, c in enumerate(changed)
+            ]
+        ).collect()[0]
+        bad = {c: found[f"v{i}"] for i, c in enumerate(changed) if found[f"v{i}"] is not None}
+        if not bad:
+            break
+        before = schema
+        for c, value in bad.items():
+            example = pa.table([pa.array([value], source.field(c).type)], names=[c])
+            _, schema = conform(
+                example, schema, allow_new_columns=tx.evolves_schema, require_all_keys=False
             )
+        if schema == before:
+            raise TypeMismatchError(
+                f"values of column(s) {sorted(bad)} do not fit the table's types without "
+                f"changing ({ {c: schema.type_of(c) for c in bad} }), e.g. {bad}; nothing "
+                "was written"
+            )
+    else:
+        raise TypeMismatchError(f"values of column(s) {user} do not fit the table's types")
+    tx.adopt_schema(schema)
     projected = [engine.col(c).cast(target[c].dataType).alias(c) for c in user]
     if ROW_ID in columns:
         projected.append(engine.col(ROW_ID).cast("bigint").alias(ROW_ID))
@@ -306,9 +361,21 @@ def _insert(tx: Transaction, data: DataFrame, mode: str) -> int:
                 ).otherwise(0)
             ).alias("bad"),
             F.sum(F.when(engine.col(DML_TYPE) == -1, 1).otherwise(0)).alias("marks"),
+            F.sum(
+                F.when(
+                    (engine.col(DML_TYPE) == -1)
+                    & (engine.col(ROW_ID).isNull() if ROW_ID in frame.columns else F.lit(True)),
+                    1,
+                ).otherwise(0)
+            ).alias("anonymous"),
         ).collect()[0]
         if signs["bad"]:
             raise TypeMismatchError("dml_type must be +1 or -1 in every row, never NULL")
+        if tx.config.generated_row_id and signs["anonymous"]:
+            raise MissingKeyError(
+                "delete marks on a table without a primary key must carry the _row_id of the "
+                "entry they cancel"
+            )
         tx._refuse_marks_if_insert_only(int(signs["marks"] or 0))
     elif DML_TYPE in frame.columns:
         raise SchemaError(
@@ -402,9 +469,11 @@ def _read_modify_write(tx: Transaction, data: DataFrame, operation: str) -> int:
     if config.generated_row_id and ROW_ID not in frame.columns:
         raise MissingKeyError("rows of a table without a primary key are addressed by _row_id")
     rows = _conformed_columns(tx, frame, require_keys=True)
-    if engine.null_key_rows(rows, key_columns):
+    if operation == "delete":
+        rows = rows.dropDuplicates(key_columns)  # deleting a key twice deletes it once
+    has_null, duplicated = engine.key_problems(rows, key_columns)
+    if has_null:
         raise MissingKeyError(f"key column(s) {key_columns} hold NULL; every row needs a key")
-    duplicated = engine.duplicated_keys(rows, key_columns)
     if duplicated:
         raise DuplicateKeyError(
             f"key(s) appear more than once in one operation, e.g. {duplicated}; give each key "

@@ -82,6 +82,11 @@ def session(spark: SparkSession | None = None) -> SparkSession:
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
+    # The active session is per thread: from another thread, take the process's running
+    # session as it is (a builder with options would re-apply them to it).
+    running: SparkSession | None = getattr(SparkSession, "_instantiatedSession", None)
+    if running is not None and not _stopped(running):
+        return running
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -98,6 +103,11 @@ def session(spark: SparkSession | None = None) -> SparkSession:
         .getOrCreate()
     )
     return started
+
+
+def _stopped(spark: SparkSession) -> bool:
+    context = spark.sparkContext
+    return context._jsc is None or bool(context._jsc.sc().isStopped())
 
 
 def spark_schema(schema: pa.Schema) -> T.StructType:
@@ -278,22 +288,49 @@ def live_entries(
     return visible, marks
 
 
-def duplicated_keys(rows: DataFrame, key_columns: Sequence[str], limit: int = 3) -> list[Any]:
-    """Up to ``limit`` keys that appear more than once in ``rows``."""
+def lossy(name: str, source: T.DataType, target: T.DataType) -> Column:
+    """Whether a value of column ``name`` (of ``source`` type) would change when cast to
+    ``target``: the rules of the embedded engine's exact cast (``ledger.schema``). A value
+    that does not fit at all, a decimal rounded to the target's scale, a float rounded into a
+    decimal or an integer into a float, and a finite double overflowing a FLOAT are all lossy;
+    a double rounded into a FLOAT is not (as in Arrow)."""
+    if isinstance(source, T.NullType):
+        return F.lit(False)
+    value = col(name)
+    cast = value.try_cast(target)
+    changed = cast.isNull()
+    floats = (T.FloatType, T.DoubleType)
+    if isinstance(source, floats) and isinstance(target, floats):
+        infinite = [float("inf"), float("-inf")]
+        changed = changed | (cast.isin(infinite) & ~value.isin(infinite))
+    elif isinstance(source, floats) and isinstance(target, T.DecimalType):
+        changed = changed | (cast.cast("double") != value.cast("double"))
+    elif isinstance(target, (T.DecimalType, *floats)):
+        changed = changed | (cast.cast(source) != value)
+    return value.isNotNull() & changed
+
+
+def key_problems(
+    rows: DataFrame, key_columns: Sequence[str], limit: int = 3
+) -> tuple[bool, list[dict[str, Any]]]:
+    """In one job: whether a key column of ``rows`` holds NULL, and up to ``limit`` keys that
+    appear more than once."""
+    keys = list(key_columns)
+    null = F.lit(False)
+    for k in keys:
+        null = null | col(k).isNull()
     found = (
-        rows.groupBy(*map(col, key_columns)).count().filter(F.col("count") > 1).limit(limit)
-    ).collect()
-    return [{k: row[k] for k in key_columns} for row in found]
-
-
-def null_key_rows(rows: DataFrame, key_columns: Sequence[str]) -> int:
-    """How many rows hold NULL in a key column."""
-    condition = None
-    for k in key_columns:
-        condition = col(k).isNull() if condition is None else condition | col(k).isNull()
-    if condition is None:
-        return 0
-    return int(rows.filter(condition).count())
+        rows.groupBy(*map(col, keys))
+        .agg(F.count(F.lit(1)).alias("__ledger_n"))
+        .withColumn("__ledger_null", null)
+        .filter(F.col("__ledger_null") | (F.col("__ledger_n") > 1))
+        .orderBy(F.col("__ledger_null").desc())
+        .limit(limit + 1)
+        .collect()
+    )
+    has_null = bool(found) and bool(found[0]["__ledger_null"])
+    duplicated = [{k: r[k] for k in keys} for r in found if not r["__ledger_null"]]
+    return has_null, duplicated[:limit]
 
 
 def to_arrow(df: DataFrame) -> pa.Table:
@@ -471,12 +508,13 @@ def _chunk_entries(
         else:
             given = pa.nulls(chunk.num_rows, pa.int64())
         missing = pc.is_null(given).to_numpy(zero_copy_only=False)
-        if (missing & (kinds == MARKS)).any():
+        is_mark = pc.equal(signs, -1).to_numpy(zero_copy_only=False)
+        if (missing & is_mark).any():
             raise errors.MissingKeyError(
                 "delete marks on a table without a primary key must carry the _row_id of the "
                 "entry they cancel"
             )
-        wanted = missing & (kinds == INSERTIONS)
+        wanted = missing & ~is_mark
         count = int(wanted.sum())
         ids = row_ids(job.trx_id, job.first_row.get(partition, 0) + new_rows, count)
         filled = np.asarray(given.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
