@@ -611,6 +611,20 @@ WRITES = [
         [(2, 1e300)],
         "insert",
     ),
+    (
+        "bigint-rounds-in-float",
+        pa.table({"k": [2], "f": [2**24 + 1]}),
+        "k bigint, f bigint",
+        [(2, 2**24 + 1)],
+        "insert",
+    ),
+    (
+        "double-rounds-in-float",  # accepted by both: a FLOAT holds the nearest float
+        pa.table({"k": [2], "f": [0.1]}),
+        "k bigint, f double",
+        [(2, 0.1)],
+        "insert",
+    ),
     # Controls: what both engines already agree on.
     (
         "string-for-number",
@@ -667,3 +681,39 @@ def test_read_modify_write_conflicts_across_engines(spark: Any, tmp_path: Any) -
 
     assert _visible(table) == [(1, 5, "embedded"), (2, 4, "embedded"), (3, 6, "spark")]
     assert all(n == 1 for n in value_sign_sums(table).values())
+
+
+@pytest.mark.parametrize("retries", [0, 1])
+def test_a_spark_read_modify_write_on_a_table_is_retried_on_conflict(
+    spark: Any, tmp_path: Any, monkeypatch: Any, retries: int
+) -> None:
+    """An embedded commit lands between a Spark upsert's read and its commit (it is made from
+    inside the first commit call, through the real code): with ``retries`` left, the upsert
+    runs again against the newer snapshot, like ``Table.upsert``; without, it raises."""
+    table = ledger.connect(str(tmp_path)).create_table("t", PLAIN, primary_key="k")
+    table.insert([{"k": 1, "v": 0, "who": "seed"}])
+    rival = ledger.connect(str(tmp_path)).table("t")
+    real_commit = ledger.Transaction.commit
+    calls: list[Any] = []
+
+    def commit_after_a_rival(tx: Any) -> Any:
+        if tx.table is table:  # the Spark upsert's attempts, not the rival's own commit
+            calls.append(tx)
+            if len(calls) == 1:
+                rival.upsert([{"k": 1, "v": 1, "who": "embedded"}])
+        return real_commit(tx)
+
+    monkeypatch.setattr(ledger.Transaction, "commit", commit_after_a_rival)
+    data = spark.createDataFrame([(1, 2, "spark")], "k bigint, v bigint, who string")
+    if retries == 0:
+        with pytest.raises(ledger.ConflictError):
+            ls.upsert(table, data, retries=0)
+        assert _visible(table) == [(1, 1, "embedded")]
+    else:
+        info = ls.upsert(table, data, retries=retries)
+        assert (info.inserted, info.deleted) == (1, 1)
+        assert _visible(table) == [(1, 2, "spark")]
+    assert len(calls) == retries + 1
+    assert all(n == 1 for n in value_sign_sums(table).values())
+    with pytest.raises(ledger.InvalidArgumentError):
+        ls.delete(table, data, retries=-1)
