@@ -86,8 +86,19 @@ UNKNOWN_OPTIONS = [
 ]
 
 
+# Checked before anything is written, whatever the backend: every case locally, and an unknown
+# option and a custom query that does not parse on S3 as well.
+POLICY_OPTION_CASES = [
+    *(("local", policy, mentions) for policy, mentions in UNKNOWN_OPTIONS),
+    *(("s3", *UNKNOWN_OPTIONS[i]) for i in (0, 15)),
+]
+
+
 @pytest.mark.parametrize(
-    ("policy", "mentions"), UNKNOWN_OPTIONS, ids=[repr(p) for p, _ in UNKNOWN_OPTIONS]
+    ("location", "policy", "mentions"),
+    POLICY_OPTION_CASES,
+    ids=[f"{backend}-{policy!r}" for backend, policy, _ in POLICY_OPTION_CASES],
+    indirect=["location"],
 )
 def test_unknown_or_malformed_policy_options_are_refused_at_create_table(
     location, policy, mentions

@@ -2,7 +2,9 @@
 
 For each operation: fail its 1st storage call, then its 2nd, and so on until it runs through
 (locally; merges of the other policies, and S3, only at the calls that decide the outcome, to
-keep the suite fast). Two kinds of fault:
+keep the suite fast). Within a run of three or more consecutive reads or deletes in one folder
+(the log files read on opening, the data files, log files and trx_id reservations a vacuum
+deletes) the first and the last call stand for the run. Two kinds of fault:
 
 - *fail once*: the N-th call raises and every later call works (a transient error: the
   operation's own clean-up runs);
@@ -370,6 +372,30 @@ def sweep(
     return calls
 
 
+def _kind(call: str) -> str:
+    """A call's kind: its verb and the folder it touches (``delete t/_data/k_bucket=1``)."""
+    verb, _, key = call.partition(" ")
+    if verb == "fs":
+        operation, _, key = key.partition(" ")
+        verb = f"fs {operation}"
+    return f"{verb} {key.rsplit('/', 1)[0]}"
+
+
+def runs_collapsed(calls: list[str]) -> list[int]:
+    """Every call (1-based), except inside a run of consecutive reads or deletes of one kind
+    (in one folder), where the first and the last stand for the run: failing the 3rd of 10
+    log-file deletes of a vacuum is the same fault as failing the 2nd. Every write, every
+    listing, the commit and the last call are always chosen."""
+    chosen = []
+    for n, call in enumerate(calls, 1):
+        collapsible = call.startswith(("get ", "fs path ", "delete ", "fs delete "))
+        same_before = n > 1 and _kind(calls[n - 2]) == _kind(call)
+        same_after = n < len(calls) and _kind(calls[n]) == _kind(call)
+        if not (collapsible and same_before and same_after):
+            chosen.append(n)
+    return chosen
+
+
 def calls_where(*tests: Callable[[str], bool]) -> Callable[[list[str]], list[int]]:
     """A pick: for each test, the 1-based position of the first call it accepts."""
 
@@ -429,7 +455,7 @@ S3_PICKS = {
 def test_a_fault_at_any_call_of_a_merge_never_changes_the_answer(
     local_location: Location, fault: str
 ) -> None:
-    calls = sweep(local_location, OPERATIONS["merge"], "collapsing", FAULTS[fault])
+    calls = sweep(local_location, OPERATIONS["merge"], "collapsing", FAULTS[fault], runs_collapsed)
     # The sweep went through the calls that matter: the trx_id, both outputs, the commit and
     # the checkpoint it writes.
     assert any(c.startswith("put_if_absent ") and "/_trx/" in c for c in calls), calls
@@ -468,7 +494,9 @@ def test_a_fault_at_a_key_call_of_a_merge_never_changes_any_policys_answer(
 def test_a_fault_at_any_call_of_maintenance_leaves_before_or_after(
     local_location: Location, operation: str, fault: str
 ) -> None:
-    calls = sweep(local_location, OPERATIONS[operation], "collapsing", FAULTS[fault])
+    calls = sweep(
+        local_location, OPERATIONS[operation], "collapsing", FAULTS[fault], runs_collapsed
+    )
     if operation == "vacuum":
         deletes = [c for c in calls if c.startswith("delete ")]
         assert any("/_data/" in c for c in deletes), calls  # tombstoned files and the orphan

@@ -49,6 +49,7 @@ from ledger.live import expand_sql, live_entries_sql
 from ledger.maintenance import merge as merging
 from ledger.schema import ROW_ID
 from tests.support.ledger_reads import policy_answer, sign_sums
+from tests.support.scratch import scratch_dir
 
 SCHEMA = {"k": "BIGINT", "a": "BIGINT", "d": "DECIMAL(12,2)", "x": "DOUBLE", "s": "VARCHAR"}
 # v: the version column of replacing tables and the event id of dedup tables.
@@ -72,7 +73,7 @@ PICKS = st.lists(KEYS, min_size=1, max_size=3, unique=True)
 # Modest example counts keep the module near a minute on two cores; collapsing, the default
 # policy with the subtlest rule, and aggregating, whose drops depend on sums, get more.
 TEST_SETTINGS = settings(max_examples=12, deadline=None)
-MORE_EXAMPLES = settings(max_examples=16, deadline=None)
+MORE_EXAMPLES = settings(max_examples=14, deadline=None)
 
 
 def _operations(row: st.SearchStrategy[dict[str, Any]], *, keyed: bool) -> st.SearchStrategy:
@@ -343,6 +344,14 @@ def _build(table: ledger.Table, operations: list[tuple[Any, ...]]) -> ledger.Tab
 
 
 @contextmanager
+def _scratch_warehouse() -> Iterator[ledger.Warehouse]:
+    """A fresh local warehouse for one hypothesis example, in memory where possible
+    (tests/support/scratch.py): these tests check answers, not durability."""
+    with scratch_dir("ledger-merges-") as directory:
+        yield ledger.connect(directory)
+
+
+@contextmanager
 def _every_transaction_settled() -> Iterator[None]:
     """Merges take every committed transaction as settled (as if their timeout had long passed),
     so replacing merges may drop delete marks: no transaction is in flight in these tests."""
@@ -361,58 +370,53 @@ def _every_transaction_settled() -> Iterator[None]:
 @MORE_EXAMPLES
 @given(data=st.data())
 def test_collapsing_merges_keep_every_answer(
-    tmp_path_factory: pytest.TempPathFactory,
     primary_key: str | None,
     partition_by: str | None,
     data: st.DataObject,
 ) -> None:
-    warehouse = ledger.connect(str(tmp_path_factory.mktemp("wh")))
-    table = warehouse.create_table(
-        "t", SCHEMA, primary_key=primary_key, partition_by=partition_by, policy="collapsing"
-    )
-    operations = data.draw(_operations(ROW, keyed=primary_key is not None), label="writes")
-    _check_merges_keep_answers(_build(table, operations), data)
+    with _scratch_warehouse() as warehouse:
+        table = warehouse.create_table(
+            "t", SCHEMA, primary_key=primary_key, partition_by=partition_by, policy="collapsing"
+        )
+        operations = data.draw(_operations(ROW, keyed=primary_key is not None), label="writes")
+        _check_merges_keep_answers(_build(table, operations), data)
 
 
 @pytest.mark.parametrize("partition_by", [None, "bucket(2, k)", "bucket(2, v)"])
 @TEST_SETTINGS
 @given(data=st.data())
-def test_replacing_merges_keep_every_answer(
-    tmp_path_factory: pytest.TempPathFactory, partition_by: str | None, data: st.DataObject
-) -> None:
+def test_replacing_merges_keep_every_answer(partition_by: str | None, data: st.DataObject) -> None:
     """Every transaction counts as settled, so full merges of a partition drop delete marks
     (unless a key's entries can span partitions: partitioned by v); partial merges keep them."""
     version_column = data.draw(st.sampled_from([None, "v"]), label="version_column")
-    warehouse = ledger.connect(str(tmp_path_factory.mktemp("wh")))
-    table = warehouse.create_table(
-        "t",
-        SCHEMA_WITH_V,
-        primary_key="k",
-        partition_by=partition_by,
-        policy={"name": "replacing", "version_column": version_column},
-    )
-    _build(table, data.draw(_operations(ROW_WITH_V, keyed=True), label="writes"))
-    with _every_transaction_settled():
-        _check_merges_keep_answers(table, data)
+    with _scratch_warehouse() as warehouse:
+        table = warehouse.create_table(
+            "t",
+            SCHEMA_WITH_V,
+            primary_key="k",
+            partition_by=partition_by,
+            policy={"name": "replacing", "version_column": version_column},
+        )
+        _build(table, data.draw(_operations(ROW_WITH_V, keyed=True), label="writes"))
+        with _every_transaction_settled():
+            _check_merges_keep_answers(table, data)
 
 
 @TEST_SETTINGS
 @given(data=st.data())
-def test_dedup_merges_keep_every_answer(
-    tmp_path_factory: pytest.TempPathFactory, data: st.DataObject
-) -> None:
+def test_dedup_merges_keep_every_answer(data: st.DataObject) -> None:
     partition_by = data.draw(st.sampled_from([None, "bucket(2, k)"]), label="partition_by")
     dedup_key = data.draw(st.sampled_from([None, ["v"]]), label="dedup_key")
-    warehouse = ledger.connect(str(tmp_path_factory.mktemp("wh")))
-    table = warehouse.create_table(
-        "t",
-        SCHEMA_WITH_V,
-        primary_key="k",
-        partition_by=partition_by,
-        policy={"name": "dedup", **({"dedup_key": dedup_key} if dedup_key else {})},
-    )
-    operations = data.draw(_operations(ROW_WITH_V, keyed=True), label="writes")
-    _check_merges_keep_answers(_build(table, operations), data)
+    with _scratch_warehouse() as warehouse:
+        table = warehouse.create_table(
+            "t",
+            SCHEMA_WITH_V,
+            primary_key="k",
+            partition_by=partition_by,
+            policy={"name": "dedup", **({"dedup_key": dedup_key} if dedup_key else {})},
+        )
+        operations = data.draw(_operations(ROW_WITH_V, keyed=True), label="writes")
+        _check_merges_keep_answers(_build(table, operations), data)
 
 
 AGGREGATE_SCHEMA = {
@@ -436,87 +440,85 @@ AGGREGATE_ROWS = st.lists(AGGREGATE_ROW, min_size=1, max_size=4)
 
 @MORE_EXAMPLES
 @given(data=st.data())
-def test_aggregating_merges_keep_every_rollup(
-    tmp_path_factory: pytest.TempPathFactory, data: st.DataObject
-) -> None:
+def test_aggregating_merges_keep_every_rollup(data: st.DataObject) -> None:
     partition_by = data.draw(st.sampled_from([None, "bucket(2, k)"]), label="partition_by")
-    warehouse = ledger.connect(str(tmp_path_factory.mktemp("wh")))
-    table = warehouse.create_table(
-        "t",
-        AGGREGATE_SCHEMA,
-        primary_key="k",
-        partition_by=partition_by,
-        policy={
-            "name": "aggregating",
-            "measures": {"n": "count", "total": "sum", "amount": "sum", "score": "sum"},
-        },
-    )
-    operations = data.draw(
-        st.lists(
-            st.one_of(
-                st.tuples(st.just("insert"), AGGREGATE_ROWS),
-                # Retract rows inserted earlier, some replaced by a corrected row of their key.
-                st.tuples(
-                    st.just("correct"),
-                    PICKS,
-                    st.lists(st.sampled_from([True, True, False]), min_size=3, max_size=3),
+    with _scratch_warehouse() as warehouse:
+        table = warehouse.create_table(
+            "t",
+            AGGREGATE_SCHEMA,
+            primary_key="k",
+            partition_by=partition_by,
+            policy={
+                "name": "aggregating",
+                "measures": {"n": "count", "total": "sum", "amount": "sum", "score": "sum"},
+            },
+        )
+        operations = data.draw(
+            st.lists(
+                st.one_of(
+                    st.tuples(st.just("insert"), AGGREGATE_ROWS),
+                    # Retract rows inserted earlier, some replaced by a corrected row of their key.
+                    st.tuples(
+                        st.just("correct"),
+                        PICKS,
+                        st.lists(st.sampled_from([True, True, False]), min_size=3, max_size=3),
+                    ),
+                    st.tuples(st.just("delete"), PICKS),
                 ),
-                st.tuples(st.just("delete"), PICKS),
+                min_size=2,
+                max_size=6,
             ),
-            min_size=2,
-            max_size=6,
-        ),
-        label="writes",
-    )
-    retractable: list[dict[str, Any]] = []  # inserted rows not yet retracted or deleted
-    for kind, argument, *rest in [("insert", data.draw(AGGREGATE_ROWS)), *operations]:
-        if kind == "insert":
-            table.insert(argument)
-            retractable += argument
-        elif kind == "delete":
-            table.delete(argument)
-            retractable = [r for r in retractable if r["k"] not in argument]
-        elif retractable:
-            chosen = sorted({p % len(retractable) for p in argument})
-            marks = [{**retractable[i], "dml_type": -1} for i in chosen]
-            replaced = [i for i, replace in zip(chosen, rest[0], strict=False) if replace]
-            corrected = [
-                {**data.draw(AGGREGATE_ROW), "k": retractable[i]["k"], "n": retractable[i]["n"]}
-                for i in replaced
-            ]
-            table.append_entries(marks + [{**r, "dml_type": 1} for r in corrected])
-            retractable = [r for i, r in enumerate(retractable) if i not in chosen] + corrected
-    _check_merges_keep_answers(table, data)
+            label="writes",
+        )
+        retractable: list[dict[str, Any]] = []  # inserted rows not yet retracted or deleted
+        for kind, argument, *rest in [("insert", data.draw(AGGREGATE_ROWS)), *operations]:
+            if kind == "insert":
+                table.insert(argument)
+                retractable += argument
+            elif kind == "delete":
+                table.delete(argument)
+                retractable = [r for r in retractable if r["k"] not in argument]
+            elif retractable:
+                chosen = sorted({p % len(retractable) for p in argument})
+                marks = [{**retractable[i], "dml_type": -1} for i in chosen]
+                replaced = [i for i, replace in zip(chosen, rest[0], strict=False) if replace]
+                corrected = [
+                    {**data.draw(AGGREGATE_ROW), "k": retractable[i]["k"], "n": retractable[i]["n"]}
+                    for i in replaced
+                ]
+                table.append_entries(marks + [{**r, "dml_type": 1} for r in corrected])
+                retractable = [r for i, r in enumerate(retractable) if i not in chosen] + corrected
+        _check_merges_keep_answers(table, data)
 
 
 @TEST_SETTINGS
 @given(data=st.data())
-def test_insert_only_aggregating_merges_keep_min_and_max(
-    tmp_path_factory: pytest.TempPathFactory, data: st.DataObject
-) -> None:
-    warehouse = ledger.connect(str(tmp_path_factory.mktemp("wh")))
-    table = warehouse.create_table(
-        "t",
-        {"k": "BIGINT", "n": "BIGINT", "total": "BIGINT", "lo": "BIGINT", "hi": "VARCHAR"},
-        primary_key="k",
-        policy={
-            "name": "aggregating",
-            "measures": {"n": "count", "total": "sum", "lo": "min", "hi": "max"},
-            "insert_only": True,
-        },
-    )
-    row = st.fixed_dictionaries(
-        {
-            "k": st.integers(0, 3),
-            "n": st.integers(1, 2),
-            "total": AMOUNTS,
-            "lo": AMOUNTS,
-            "hi": LABELS,
-        }
-    )
-    for rows in data.draw(st.lists(st.lists(row, min_size=1, max_size=3), min_size=2, max_size=5)):
-        table.insert(rows)
-    _check_merges_keep_answers(table, data)
+def test_insert_only_aggregating_merges_keep_min_and_max(data: st.DataObject) -> None:
+    with _scratch_warehouse() as warehouse:
+        table = warehouse.create_table(
+            "t",
+            {"k": "BIGINT", "n": "BIGINT", "total": "BIGINT", "lo": "BIGINT", "hi": "VARCHAR"},
+            primary_key="k",
+            policy={
+                "name": "aggregating",
+                "measures": {"n": "count", "total": "sum", "lo": "min", "hi": "max"},
+                "insert_only": True,
+            },
+        )
+        row = st.fixed_dictionaries(
+            {
+                "k": st.integers(0, 3),
+                "n": st.integers(1, 2),
+                "total": AMOUNTS,
+                "lo": AMOUNTS,
+                "hi": LABELS,
+            }
+        )
+        for rows in data.draw(
+            st.lists(st.lists(row, min_size=1, max_size=3), min_size=2, max_size=5)
+        ):
+            table.insert(rows)
+        _check_merges_keep_answers(table, data)
 
 
 # --- collapsing: the two cases that keep the visible row exact -----------------------------------

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import itertools
 import shutil
-import tempfile
 from typing import Any, ClassVar
 
 import duckdb
@@ -28,6 +27,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_stat
 import ledger
 from tests.support.ledger_reads import entry_count, sign_sums, visible_rows
 from tests.support.s3server import BUCKET, S3Endpoint
+from tests.support.scratch import make_scratch_dir
 
 KEYS = st.integers(min_value=0, max_value=5)
 AMOUNTS = st.one_of(st.none(), st.integers(min_value=-50, max_value=50))
@@ -112,7 +112,7 @@ class LedgerMachine(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        self.directory = tempfile.mkdtemp(prefix="ledger-model-")
+        self.directory = make_scratch_dir("ledger-model-")  # in memory where possible
         warehouse = self._connect()
         self.table = warehouse.create_table(
             "t",
@@ -242,7 +242,7 @@ class PartitionedLedgerMachine(LedgerMachine):
 
 
 TestLedgerModel = LedgerMachine.TestCase
-TestLedgerModel.settings = settings(max_examples=25, stateful_step_count=15, deadline=None)
+TestLedgerModel.settings = settings(max_examples=20, stateful_step_count=15, deadline=None)
 TestPartitionedLedgerModel = PartitionedLedgerMachine.TestCase
 TestPartitionedLedgerModel.settings = settings(
     max_examples=10, stateful_step_count=15, deadline=None

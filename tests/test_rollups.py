@@ -23,7 +23,6 @@ import logging
 import os
 import random
 import shutil
-import tempfile
 import threading
 import time
 import uuid
@@ -56,6 +55,7 @@ from tests.support.failing import CallCounter, FailingStore, InjectedFault, _Fai
 from tests.support.lost_responses import LateFailingStore, LostCommitResponseStore
 from tests.support.maintenance import POLICIES, set_clock_skew, vacuum_now
 from tests.support.s3server import BUCKET, S3Endpoint
+from tests.support.scratch import make_scratch_dir
 
 SCHEMA = {"k": "BIGINT", "g": "VARCHAR", "p": "BIGINT", "x": "BIGINT", "d": "DECIMAL(10,2)"}
 COLUMNS = tuple(SCHEMA)
@@ -258,7 +258,7 @@ class RollupMachine(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        self.directory = tempfile.mkdtemp(prefix="ledger-rollup-")
+        self.directory = make_scratch_dir("ledger-rollup-")  # in memory where possible
         self.warehouse = ledger.connect(self.directory)
         self.base = create_base(self.warehouse, checkpoint_interval=4)
         self.versions = VersionedOracle()
@@ -451,7 +451,7 @@ class RollupMachine(RuleBasedStateMachine):
 
 
 TestRollupModel = RollupMachine.TestCase
-TestRollupModel.settings = settings(max_examples=20, stateful_step_count=14, deadline=None)
+TestRollupModel.settings = settings(max_examples=16, stateful_step_count=14, deadline=None)
 
 
 # --- fault injection -----------------------------------------------------------------------------

@@ -71,7 +71,7 @@ BYS = st.sampled_from([(), ("s",), ("n",), ("s", "n"), ("k",), ("x",), ("d",)])
 MEASURED = st.lists(st.sampled_from(["x", "d", "n", "k"]), unique=True, max_size=3)
 WHERES = st.none() | st.sampled_from([sql for sql, _ in PREDICATES])
 
-ORACLE_SETTINGS = settings(max_examples=30, deadline=None)
+ORACLE_SETTINGS = settings(max_examples=20, deadline=None)
 POLICY_SETTINGS = settings(max_examples=6, deadline=None)
 
 
