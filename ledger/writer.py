@@ -431,30 +431,32 @@ def _max(values: list[Any]) -> Any:
 
 
 def _sorted(table: pa.Table, keys: list[tuple[str, str]]) -> pa.Table:
-    if _already_sorted(table, [name for name, _ in keys]):
+    names = [name for name, _ in keys]
+    if table.num_rows < 2:
         return table
+    if names[-2:] == [TRX_ID, TRX_SEQ] and len(names) > 2 and _in_entry_order(table):
+        # One trx_id, trx_seq growing in row order: a stable sort by the leading columns alone
+        # gives the full order (Arrow's sort_indices is stable), or none is needed at all.
+        leading = keys[:-2]
+        if len(leading) == 1 and _never_decreases(table.column(leading[0][0])):
+            return table
+        keys = leading
     return table.take(pc.sort_indices(table, sort_keys=keys))
 
 
-def _already_sorted(table: pa.Table, columns: list[str]) -> bool:
-    """Whether rows already follow ``columns`` = [one column, trx_id, trx_seq] (a cheap check
-    for input that arrives in key order, which then skips the sort).
-
-    With a single trx_id and trx_seq growing in row order, rows whose leading column never
-    decreases are in full sort order; any other sort order is left to the sort.
-    """
-    leading = table.column(columns[0])
-    if leading.null_count or table.num_rows < 2:
-        return bool(table.num_rows < 2)
-    if len(columns) > 1 and columns[1:] != [TRX_ID, TRX_SEQ]:
-        return False
+def _in_entry_order(table: pa.Table) -> bool:
+    """Whether the rows hold one ``trx_id`` and ``trx_seq`` never decreases down the rows."""
     trx = pc.min_max(table.column(TRX_ID))
     if trx["min"] != trx["max"]:
         return False
-    if pc.any(pc.less(pc.pairwise_diff(table.column(TRX_SEQ).combine_chunks()), 0)).as_py():
+    return not pc.any(pc.less(pc.pairwise_diff(table.column(TRX_SEQ).combine_chunks()), 0)).as_py()
+
+
+def _never_decreases(column: pa.ChunkedArray) -> bool:
+    if column.null_count:
         return False
     try:
-        steps = pc.greater_equal(leading.slice(1), leading.slice(0, len(leading) - 1))
+        steps = pc.greater_equal(column.slice(1), column.slice(0, len(column) - 1))
     except pa.ArrowNotImplementedError:
         return False
     return bool(pc.all(steps).as_py())

@@ -110,6 +110,30 @@ def _stopped(spark: SparkSession) -> bool:
     return context._jsc is None or bool(context._jsc.sc().isStopped())
 
 
+ARROW_BATCH_ROWS = 128 * 1024  # rows per Arrow batch handed to the writers' Python tasks
+_ARROW_BATCH = "spark.sql.execution.arrow.maxRecordsPerBatch"
+
+
+@contextmanager
+def arrow_batches(spark: SparkSession, rows: int = ARROW_BATCH_ROWS) -> Iterator[None]:
+    """Run the block's jobs with Arrow batches of at least ``rows`` rows going to ``mapInArrow``
+    tasks. Spark's default (10,000) makes the writers spend a third of their time on batch
+    overhead; a larger setting of the session's own is kept, and the old value is put back."""
+    current = spark.conf.get(_ARROW_BATCH)
+    try:
+        value = int(current) if current is not None else 0
+    except ValueError:
+        value = 0
+    if value <= 0 or value >= rows:
+        yield
+        return
+    spark.conf.set(_ARROW_BATCH, str(rows))
+    try:
+        yield
+    finally:
+        spark.conf.set(_ARROW_BATCH, str(current))
+
+
 def spark_schema(schema: pa.Schema) -> T.StructType:
     """The Spark schema of an Arrow schema (TIMESTAMP without a zone is TIMESTAMP_NTZ)."""
     return from_arrow_schema(schema, prefer_timestamp_ntz=True)
@@ -377,62 +401,79 @@ def count_partitions(
     """One pass over ``df``: rows per Spark partition and kind, rows that need a generated row
     id, and rows with a NULL key (refused before any file is written).
 
-    The pass runs in ``mapInArrow`` over only the columns it needs, like the write that follows
-    it, so both see the same partitions (a JVM ``spark_partition_id()`` over a local relation
-    is folded on the driver, where every row is in partition 0)."""
-    wanted = [KIND, *key_columns]
-    if needs_row_ids and ROW_ID in df.columns:
-        wanted.append(ROW_ID)
-    keys = list(key_columns)
-    row_ids_given = needs_row_ids and ROW_ID in df.columns
+    Each row is reduced to a code (its kind, whether a key is NULL, whether it lacks a
+    ``_row_id``), counted per ``spark_partition_id()`` in the JVM. Over a local relation
+    (data created on the driver) Spark folds that function on the driver, where every row is in
+    partition 0, so there the codes are counted in ``mapInArrow``, like the write that follows.
+    Either way the write checks that each of its tasks got the rows counted here."""
+    code = col(KIND).cast("int")
+    if key_columns:
+        null = F.lit(False)
+        for k in key_columns:
+            null = null | col(k).isNull()
+        code = code + F.when(null, 2).otherwise(0)
+    if needs_row_ids:
+        absent = col(ROW_ID).isNull() if ROW_ID in df.columns else F.lit(True)
+        code = code + F.when(absent, 4).otherwise(0)
+    seen: dict[int, np.ndarray] = {}
+    if _local_relation(df):
+        for r in _count_codes_in_python(df.select(code.cast("tinyint").alias("c"))):
+            seen.setdefault(int(r["p"]), np.zeros(8, dtype=np.int64))[int(r["c"])] += r["n"]
+    else:
+        counted = (
+            df.select(F.spark_partition_id().alias("p"), code.alias("c"))
+            .groupBy("p", "c")
+            .count()
+            .collect()
+        )
+        for r in counted:
+            seen.setdefault(int(r["p"]), np.zeros(8, dtype=np.int64))[int(r["c"])] += r["count"]
+    codes = np.arange(8)
+    rows: dict[tuple[int, int], int] = {}
+    ids: dict[int, int] = {}
+    nulls = 0
+    for partition, n in seen.items():
+        for kind in (MARKS, INSERTIONS):
+            if count := int(n[codes & 1 == kind].sum()):
+                rows[(partition, kind)] = count
+        if count := int(n[(codes & 4 != 0) & (codes & 1 == INSERTIONS)].sum()):
+            ids[partition] = count
+        nulls += int(n[codes & 2 != 0].sum())
+    return PartitionCounts(rows, ids, nulls)
 
+
+def _local_relation(df: DataFrame) -> bool:
+    """Whether ``df``'s optimized plan reads a local relation (rows held by the driver)."""
+    leaves = df._jdf.queryExecution().optimizedPlan().collectLeaves()
+    return any(
+        leaves.apply(i).getClass().getSimpleName() == "LocalRelation" for i in range(leaves.size())
+    )
+
+
+def _count_codes_in_python(codes: DataFrame) -> list[Any]:
     def count(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         context = TaskContext.get()
         partition = context.partitionId() if context is not None else 0
-        rows = {MARKS: 0, INSERTIONS: 0}
-        nulls = ids = 0
+        seen = np.zeros(8, dtype=np.int64)
         for batch in batches:
-            kinds = batch.column(0).to_numpy(zero_copy_only=False)
-            for kind in rows:
-                rows[kind] += int((kinds == kind).sum())
-            missing = np.zeros(batch.num_rows, dtype=bool)
-            for i in range(len(keys)):
-                missing |= pc.is_null(batch.column(1 + i)).to_numpy(zero_copy_only=False)
-            nulls += int(missing.sum())
-            if needs_row_ids:
-                absent = (
-                    pc.is_null(batch.column(len(wanted) - 1)).to_numpy(zero_copy_only=False)
-                    if row_ids_given
-                    else np.ones(batch.num_rows, dtype=bool)
-                )
-                ids += int((absent & (kinds == INSERTIONS)).sum())
+            seen += np.bincount(batch.column(0).to_numpy(zero_copy_only=False), minlength=8)
+        found = np.nonzero(seen)[0]
         yield pa.RecordBatch.from_pydict(
-            {
-                "p": [partition, partition],
-                "k": [MARKS, INSERTIONS],
-                "rows": [rows[MARKS], rows[INSERTIONS]],
-                "nulls": [nulls, 0],
-                "ids": [0, ids],
-            }
+            {"p": [partition] * len(found), "c": found.tolist(), "n": seen[found].tolist()}
         )
 
-    counted = (
-        df.select(*map(col, wanted))
-        .mapInArrow(count, "p long, k long, rows long, nulls long, ids long")
-        .collect()
-    )
-    rows = {(int(r["p"]), int(r["k"])): int(r["rows"]) for r in counted if r["rows"]}
-    ids: dict[int, int] = {}
-    for r in counted:
-        if r["ids"]:
-            ids[int(r["p"])] = ids.get(int(r["p"]), 0) + int(r["ids"])
-    return PartitionCounts(rows, ids, sum(int(r["nulls"]) for r in counted))
+    with arrow_batches(codes.sparkSession, 1024 * 1024):  # one byte per row
+        found: list[Any] = codes.mapInArrow(count, "p long, c long, n long").collect()
+    return found
 
 
 def write_entries(df: DataFrame, job: WriteJob) -> list[FileMarker]:
     """Write ``df`` (see :class:`WriteJob`) as entry files from the executors; return the
     markers of every file written."""
-    written = df.mapInArrow(lambda batches: _write_task(job, batches), "marker string").collect()
+    with arrow_batches(df.sparkSession):
+        written = df.mapInArrow(
+            lambda batches: _write_task(job, batches), "marker string"
+        ).collect()
     return [FileMarker.from_json(json.loads(row["marker"])) for row in written]
 
 
@@ -567,9 +608,10 @@ def rewrite_entries(
     ``entries`` (every entry of one group in one range), write each result sorted; return the
     markers."""
     spread = entries.repartitionByRange(ranges, *map(col, group_columns))
-    written = spread.mapInArrow(
-        lambda batches: _rewrite_task(job, batches), "marker string"
-    ).collect()
+    with arrow_batches(entries.sparkSession):
+        written = spread.mapInArrow(
+            lambda batches: _rewrite_task(job, batches), "marker string"
+        ).collect()
     return [FileMarker.from_json(json.loads(row["marker"])) for row in written]
 
 
