@@ -663,20 +663,97 @@ def signed_entries(
     added: Sequence[FileMarker],
     removed: Sequence[FileMarker],
     schema: pa.Schema,
+    *,
+    reader: str = "auto",
 ) -> DataFrame:
     """The entries of ``added`` files, and those of ``removed`` files with the opposite sign:
     what a change set adds to any sign-weighted sum."""
     parts = []
     if added:
-        parts.append(scan_files(spark, store, table_prefix, added, schema))
+        parts.append(scan_files(spark, store, table_prefix, added, schema, reader=reader))
     if removed:
         parts.append(
-            scan_files(spark, store, table_prefix, removed, schema).withColumn(
+            scan_files(spark, store, table_prefix, removed, schema, reader=reader).withColumn(
                 DML_TYPE, (-col(DML_TYPE)).cast("tinyint")
             )
         )
     if not parts:
         return spark.createDataFrame([], spark_schema(schema))
+    out = parts[0]
+    for part in parts[1:]:
+        out = out.unionByName(part)
+    return out
+
+
+def change_entries(
+    spark: SparkSession,
+    store: Store,
+    table_prefix: str,
+    changes: Any,
+    schema: pa.Schema,
+    *,
+    reader: str = "auto",
+) -> DataFrame:
+    """The entries of a change set (``ledger.changes.ChangeSet``) with ``_commit_version`` and
+    ``_commit_timestamp``, as ``ledger.engines.duckdb.change_entries`` gives them: entries of
+    written files joined to their commit by ``trx_id``; for each commit that replaced files,
+    the entries of its removed (negated) and added files netted per value tuple, each left as
+    many times as its net sign says."""
+    columns = [f.name for f in schema]
+    values = [c for c in columns if c not in (TRX_ID, TRX_SEQ, DML_TYPE)]
+    stamp = T.TimestampType()
+    parts: list[DataFrame] = []
+    if changes.written:
+        commits = spark.createDataFrame(
+            [(trx, version, ms) for trx, (version, ms) in changes.commits.items()],
+            "__ledger_trx bigint, __ledger_version bigint, __ledger_ms bigint",
+        )
+        written = scan_files(
+            spark, store, table_prefix, list(changes.written), schema, reader=reader
+        )
+        parts.append(
+            written.join(F.broadcast(commits), col(TRX_ID) == F.col("__ledger_trx")).select(
+                *map(col, columns),
+                F.col("__ledger_version").alias("_commit_version"),
+                F.timestamp_millis(F.col("__ledger_ms")).cast(stamp).alias("_commit_timestamp"),
+            )
+        )
+    for commit in changes.replaced:
+        if not commit.added and not commit.removed:
+            continue
+        signed = signed_entries(
+            spark,
+            store,
+            table_prefix,
+            list(commit.added),
+            list(commit.removed),
+            schema,
+            reader=reader,
+        )
+        netted = (
+            signed.groupBy(*map(col, values))
+            .agg(
+                F.max(col(TRX_ID)).alias(TRX_ID),
+                F.max(col(TRX_SEQ)).alias(TRX_SEQ),
+                F.sum(col(DML_TYPE)).alias(_NET),
+            )
+            .filter(F.col(_NET) != 0)
+        )
+        copies = netted.withColumn(
+            "__ledger_copy", F.explode(F.sequence(F.lit(1), F.abs(F.col(_NET))))
+        ).withColumn(DML_TYPE, F.signum(F.col(_NET)).cast("tinyint"))
+        parts.append(
+            copies.select(
+                *map(col, columns),
+                F.lit(commit.version).cast("bigint").alias("_commit_version"),
+                F.timestamp_millis(F.lit(commit.timestamp_ms))
+                .cast(stamp)
+                .alias("_commit_timestamp"),
+            )
+        )
+    if not parts:
+        extra = [("_commit_version", pa.int64()), ("_commit_timestamp", pa.timestamp("us", "UTC"))]
+        return spark.createDataFrame([], spark_schema(pa.schema([*schema, *extra])))
     out = parts[0]
     for part in parts[1:]:
         out = out.unionByName(part)
