@@ -29,6 +29,8 @@ ORDER_SHIFT = 4294967296  # trx_seq fits in 32 bits: order = trx_id * 2**32 + tr
 NET = "__ledger_net"
 ORDER = "__ledger_order"
 CROWDED = "__ledger_crowded_keys"
+KEYED = "__ledger_keyed"  # entries with the number of entries of their key (window dialects)
+ENTRIES_OF_KEY = "__ledger_entries_of_key"
 LIVE = "__ledger_live"
 ROW_NUMBER = "__ledger_row"
 DEDUPED = "__ledger_deduped"
@@ -178,33 +180,46 @@ def _live_rows(
     values = list(spec.value_columns)
     shown = _shown_columns(spec, system_columns)
     is_insertion = exp.EQ(this=_dml(), expression=_int(1))
-    crowded = (
-        exp.select(*cols(keys))
-        .from_(entries.copy())
-        .group_by(*cols(keys))
-        .having(exp.GT(this=exp.Count(this=exp.Star()), expression=_int(1)))
-    )
 
     def using() -> list[int | str | exp.Expr]:
         return [exp.to_identifier(k, quoted=True) for k in keys]
 
-    singles = (
-        exp.select(*cols(shown))
-        .from_(entries.copy())
-        .join(relation(CROWDED), using=using(), join_type="anti")
-        .where(is_insertion)
-    )
-    order = exp.Max(this=exp.Case().when(is_insertion.copy(), entry_order(dialect)))
-    live = (
-        exp.select(
-            *cols(values),
-            alias(exp.Sum(this=_dml()), NET),
-            alias(order, ORDER),
+    if dialect.crowded_by_window:
+        count = exp.Window(this=exp.Count(this=exp.Star()), partition_by=cols(keys))
+        keyed = exp.select("*", alias(count, ENTRIES_OF_KEY)).from_(entries.copy())
+        ctes.append((KEYED, keyed))
+        alone = exp.EQ(this=col(ENTRIES_OF_KEY), expression=_int(1))
+        singles = (
+            exp.select(*cols(shown)).from_(relation(KEYED)).where(exp.and_(alone, is_insertion))
         )
-        .from_(entries.copy())
-        .join(relation(CROWDED), using=using(), join_type="semi")
-        .group_by(*cols(values))
-        .having(exp.GT(this=exp.Sum(this=_dml()), expression=_int(0)))
+        crowded_entries = (
+            exp.select("*")
+            .from_(relation(KEYED))
+            .where(exp.GT(this=col(ENTRIES_OF_KEY), expression=_int(1)))
+        )
+    else:
+        crowded = (
+            exp.select(*cols(keys))
+            .from_(entries.copy())
+            .group_by(*cols(keys))
+            .having(exp.GT(this=exp.Count(this=exp.Star()), expression=_int(1)))
+        )
+        ctes.append((CROWDED, crowded))
+        singles = (
+            exp.select(*cols(shown))
+            .from_(entries.copy())
+            .join(relation(CROWDED), using=using(), join_type="anti")
+            .where(is_insertion)
+        )
+        crowded_entries = None
+    order = exp.Max(this=exp.Case().when(is_insertion.copy(), entry_order(dialect)))
+    live = exp.select(*cols(values), alias(exp.Sum(this=_dml()), NET), alias(order, ORDER))
+    if crowded_entries is not None:
+        live = live.from_(exp.paren(crowded_entries, copy=False))
+    else:
+        live = live.from_(entries.copy()).join(relation(CROWDED), using=using(), join_type="semi")
+    live = live.group_by(*cols(values)).having(
+        exp.GT(this=exp.Sum(this=_dml()), expression=_int(0))
     )
     picked: list[exp.Expr] = cols(shown[: len(values)] if system_columns else shown)
     if system_columns:
@@ -218,7 +233,7 @@ def _live_rows(
         keys,
         [exp.Ordered(this=col(ORDER), desc=True, nulls_first=False)],
     )
-    ctes += [(CROWDED, crowded), (LIVE, live)]
+    ctes.append((LIVE, live))
     return exp.union(singles, latest, distinct=False)
 
 
