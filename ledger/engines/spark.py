@@ -443,8 +443,12 @@ def count_partitions(
 
 
 def _local_relation(df: DataFrame) -> bool:
-    """Whether ``df``'s optimized plan reads a local relation (rows held by the driver)."""
-    leaves = df._jdf.queryExecution().optimizedPlan().collectLeaves()
+    """Whether ``df``'s optimized plan reads a local relation (rows held by the driver); True
+    where the plan cannot be inspected (the Python count is right everywhere)."""
+    jdf = getattr(df, "_jdf", None)
+    if jdf is None:
+        return True
+    leaves = jdf.queryExecution().optimizedPlan().collectLeaves()
     return any(
         leaves.apply(i).getClass().getSimpleName() == "LocalRelation" for i in range(leaves.size())
     )
