@@ -1161,3 +1161,35 @@ def test_a_where_predicate_is_duckdb_sql_in_every_dialect(scratch: ledger.Wareho
     assert "`my col` = 'x'" in text
     assert "'my col' = 'x'" not in text
     assert views.totals(table, where="\"my col\" = 'x'").fetchall() == [(1,)]
+
+
+def test_history_of_a_snapshot_names_its_commits(scratch: ledger.Warehouse) -> None:
+    """Views take a Snapshot instead of a table (docs/views.md 5), with the same answers."""
+    table = scratch.create_table("t", {"k": "BIGINT", "a": "BIGINT"}, primary_key="k")
+    table.insert([{"k": 1, "a": 1}])
+    table.update([{"k": 1, "a": 2}])
+    old = table.version
+    table.update([{"k": 1, "a": 3}])
+    got = views.history(table.snapshot(), 1).fetchall()
+    assert got == views.history(table, 1).fetchall()
+    assert all(r[-2] is not None for r in got), got  # _commit_version
+    at_old = views.history(table.snapshot(old), 1).fetchall()
+    assert at_old == views.history(table, 1, version=old).fetchall()
+    assert len(at_old) == 3 and all(r[-2] is not None for r in at_old)
+
+
+def test_history_takes_a_time_key_as_docs_views_md_shows_it(scratch: ledger.Warehouse) -> None:
+    """docs/views.md: ``views.history(table, (17, "2026-11-02 10:00:00"))``."""
+    table = scratch.create_table(
+        "probes",
+        {"device_id": "BIGINT", "probe_dtime": "TIMESTAMP", "day": "DATE", "temp": "DOUBLE"},
+        primary_key=["device_id", "probe_dtime", "day"],
+    )
+    when, day = dt.datetime(2026, 11, 2, 10), dt.date(2026, 11, 2)
+    table.insert([{"device_id": 17, "probe_dtime": when, "day": day, "temp": 1.0}])
+    by_value = views.history(table, (17, when, day)).fetchall()
+    assert len(by_value) == 1
+    assert views.history(table, (17, "2026-11-02 10:00:00", "2026-11-02")).fetchall() == by_value
+    assert views.history(table, (17, "2026-11-02T10:00:00", day)).fetchall() == by_value
+    with pytest.raises(ledger.InvalidArgumentError):
+        views.history(table, (17, "yesterday", day))

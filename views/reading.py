@@ -16,6 +16,7 @@ import pyarrow as pa
 from ledger.changes import change_set
 from ledger.engines import duckdb as engine
 from ledger.errors import InvalidArgumentError, MissingKeyError, UnknownColumnError
+from ledger.log.table_log import TableLog
 from ledger.pruning import prune_by_keys
 from ledger.snapshot import PartitionFilter, Snapshot
 from ledger.table import Table
@@ -170,7 +171,7 @@ def history(
     connection = _connection(con)
     schema = file_schema(snap.state.schema, snap.state.config)
     markers = prune_by_keys(snap.markers(), keys, spec.key_columns)
-    commits = _commit_times(table if isinstance(table, Table) else None)
+    commits = _commit_times(snap)
     names = engine.bind_relations(
         connection,
         {
@@ -213,6 +214,7 @@ def _key_rows(snap: Snapshot, spec: TableSpec, key: Any) -> pa.Table:
     schema = file_schema(snap.state.schema, snap.state.config)
     key_schema = pa.schema([schema.field(c) for c in columns])
     try:
+        rows = [{c: _key_value(v, key_schema.field(c).type) for c, v in r.items()} for r in rows]
         table = pa.Table.from_pylist(rows, schema=key_schema)
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as e:
         raise InvalidArgumentError(
@@ -221,14 +223,32 @@ def _key_rows(snap: Snapshot, spec: TableSpec, key: Any) -> pa.Table:
     return table
 
 
-def _commit_times(table: Table | None) -> pa.Table:
-    records = [] if table is None else [r for r in table.history() if r.trx_id is not None]
+def _key_value(value: Any, kind: pa.DataType) -> Any:
+    """A key value as given, or ISO text for a DATE or TIMESTAMP key column read as one
+    (``views.history(probes, (17, "2026-11-02 10:00:00"))``)."""
+    if not isinstance(value, str):
+        return value
+    if pa.types.is_timestamp(kind):
+        return dt.datetime.fromisoformat(value)
+    if pa.types.is_date(kind):
+        return dt.date.fromisoformat(value)
+    return value
+
+
+def _commit_times(snap: Snapshot) -> pa.Table:
+    """``trx_id`` -> commit version and time of every transaction commit of the snapshot's
+    table still in the log, up to the snapshot's version (a Snapshot reads its table's log as
+    a Table does)."""
+    log = TableLog(snap.store, snap.prefix, snap.name)
+    listing = log.listing()
+    entries = log.read_many([k for v, k in sorted(listing.commits.items()) if v <= snap.version])
+    records = [e for e in entries if e.trx_id is not None]
     return pa.table(
         {
-            "trx_id": pa.array([r.trx_id for r in records], pa.int64()),
-            queries.COMMIT_VERSION: pa.array([r.version for r in records], pa.int64()),
-            queries.COMMIT_TIMESTAMP: pa.array(
-                [r.timestamp for r in records], pa.timestamp("ms", "UTC")
+            "trx_id": pa.array([e.trx_id for e in records], pa.int64()),
+            queries.COMMIT_VERSION: pa.array([e.version for e in records], pa.int64()),
+            queries.COMMIT_TIMESTAMP: pa.array([e.timestamp_ms for e in records], pa.int64()).cast(
+                pa.timestamp("ms", "UTC")
             ),
         }
     )
