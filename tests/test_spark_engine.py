@@ -956,6 +956,30 @@ def test_spark_change_feed_equals_the_embedded_one(spark: Any, tmp_path: Any, ki
         ls.changes(table, latest + 1)
 
 
+def test_spark_totals_of_non_finite_doubles_equal_the_embedded_ones(
+    spark: Any, tmp_path: Any
+) -> None:
+    """A corrected NaN no longer counts; a visible infinity does (the Spark dialect of the same
+    SQL, where NaN and infinities are classified without isnan())."""
+    table = ledger.connect(str(tmp_path / "wh")).create_table(
+        "t", {"k": "BIGINT", "g": "VARCHAR", "x": "DOUBLE"}, primary_key="k"
+    )
+    table.insert(
+        [
+            {"k": 1, "g": "a", "x": float("nan")},
+            {"k": 2, "g": "a", "x": 1.0},
+            {"k": 3, "g": "a", "x": 5.0},
+            {"k": 4, "g": "b", "x": float("inf")},
+            {"k": 5, "g": "b", "x": 2.0},
+        ]
+    )
+    table.update([{"k": 1, "x": 2.0}])
+    request = {"by": "g", "sum": "x", "avg": "x"}
+    want = totals(table, **request)
+    assert want == norm([("a", 3, 8.0, 8.0 / 3), ("b", 2, float("inf"), float("inf"))])
+    assert collected(ls.totals(table, **request)) == want
+
+
 def test_register_creates_a_visible_and_a_ledger_view_per_table(spark: Any, tmp_path: Any) -> None:
     wh = ledger.connect(str(tmp_path / "wh"))
     first = policy_table(wh, "collapsing")

@@ -15,6 +15,7 @@ Behaviours, each checked against a reference that never runs the views' SQL:
 from __future__ import annotations
 
 import datetime as dt
+import math
 import os
 import shutil
 import tempfile
@@ -1193,3 +1194,60 @@ def test_history_takes_a_time_key_as_docs_views_md_shows_it(scratch: ledger.Ware
     assert views.history(table, (17, "2026-11-02T10:00:00", day)).fetchall() == by_value
     with pytest.raises(ledger.InvalidArgumentError):
         views.history(table, (17, "yesterday", day))
+
+
+NON_FINITE = {"nan": float("nan"), "inf": float("inf"), "-inf": float("-inf")}
+
+
+@pytest.mark.parametrize("column_type", ["DOUBLE", "FLOAT"])
+@pytest.mark.parametrize("bad", list(NON_FINITE))
+def test_totals_of_a_corrected_non_finite_value(
+    scratch: ledger.Warehouse, bad: str, column_type: str
+) -> None:
+    """A sensor's NaN (or infinity) corrected later: the visible rows hold no such value, so SUM
+    and AVG over them are ordinary numbers, before a merge as after it (invariant 5)."""
+    table = scratch.create_table("t", {"k": "BIGINT", "x": column_type}, primary_key="k")
+    # Two finite values beside it: the file's statistics then hold a range without the NaN.
+    table.insert([{"k": 1, "x": NON_FINITE[bad]}, {"k": 2, "x": 1.0}, {"k": 3, "x": 5.0}])
+    table.update([{"k": 1, "x": 2.0}])
+    assert _visible(table) == [(1, 2.0), (2, 1.0), (3, 5.0)]
+    before = views.totals(table, sum="x", avg="x").fetchall()
+    table.merge(min_files=1)
+    after = views.totals(table, sum="x", avg="x").fetchall()
+    assert after == [(3, 8.0, 8.0 / 3)]
+    assert before == after, "a merge changed the totals"
+
+
+@pytest.mark.parametrize(
+    ("visible", "want"),
+    [
+        (["nan", 1.0], "nan"),
+        (["inf", 1.0], float("inf")),
+        (["-inf", 1.0], float("-inf")),
+        (["inf", "-inf"], "nan"),
+        (["inf", "inf", "nan"], "nan"),
+    ],
+)
+def test_totals_of_visible_non_finite_values_are_those_of_sql(
+    scratch: ledger.Warehouse, visible: list[Any], want: Any
+) -> None:
+    """Visible NaN and infinities give the SUM and AVG plain SQL gives over the visible rows,
+    with or without corrections of other rows in between."""
+    table = scratch.create_table(
+        "t", {"k": "BIGINT", "g": "BIGINT", "x": "DOUBLE"}, primary_key="k"
+    )
+    values = [NON_FINITE.get(v, v) if isinstance(v, str) else v for v in visible]
+    table.insert([{"k": k, "g": 1, "x": v} for k, v in enumerate(values)])
+    table.insert([{"k": 100, "g": 1, "x": float("nan")}, {"k": 101, "g": 2, "x": 5.0}])
+    table.delete([100])  # a NaN that no longer counts
+    [(count, total, mean)] = (
+        views.totals(table, by="g", sum="x", avg="x", where="g = 1")
+        .project("count, sum_x, avg_x")
+        .fetchall()
+    )
+    assert count == len(values)
+    for got in (total, mean):
+        if want == "nan":
+            assert math.isnan(got)
+        else:
+            assert got == want

@@ -38,6 +38,11 @@ DEDUPED = "__ledger_deduped"
 PART_COUNT = "__ledger_count"
 PART_SUM = "__ledger_sum_"
 PART_PRESENT = "__ledger_present_"
+# Per FLOAT/DOUBLE measure, the net number of NaN, +inf and -inf values: a weighted sum of
+# non-finite values never cancels (NaN - NaN is NaN), so they are counted, not summed.
+PART_NAN = "__ledger_nan_"
+PART_POSITIVE_INF = "__ledger_pinf_"
+PART_NEGATIVE_INF = "__ledger_ninf_"
 
 # The change feed's own columns (Delta Lake's change data feed names).
 CHANGE_TYPE = "_change_type"
@@ -412,19 +417,34 @@ def totals(
         entries = DEDUPED
     wide = exp.DataType.build(dialect.order_type, dialect=dialect.name)
     integers = frozenset(c for c in spec.columns if pa.types.is_integer(spec.type_of(c)))
+    floats = frozenset(c for c in spec.columns if pa.types.is_floating(spec.type_of(c)))
     parts = [
-        _partial_totals(relation(entries), request, weighted=True, wide=wide, integers=integers)
+        _partial_totals(
+            relation(entries), request, weighted=True, wide=wide, integers=integers, floats=floats
+        )
     ]
     if sources.insertions is not None:
-        parts.append(_partial_totals(relation(sources.insertions), request, weighted=False))
+        parts.append(
+            _partial_totals(relation(sources.insertions), request, weighted=False, floats=floats)
+        )
     combined: exp.Query = parts[0]
     for part in parts[1:]:
         combined = exp.union(combined, part, distinct=False)
-    return with_ctes(_combine_partials(exp.paren(combined, copy=False), request), ctes)
+    return with_ctes(_combine_partials(exp.paren(combined, copy=False), request, floats), ctes)
 
 
 def _measured(request: TotalsRequest) -> list[str]:
     return list(dict.fromkeys([*request.sums, *request.avgs]))
+
+
+def _finite(column: str) -> exp.Expr:
+    """Whether a FLOAT/DOUBLE value is finite: x - x = 0 fails for NaN and both infinities."""
+    return exp.EQ(this=exp.Sub(this=col(column), expression=col(column)), expression=_int(0))
+
+
+def _special(text: str) -> exp.Expr:
+    """A DOUBLE NaN or infinity ('NaN', 'Infinity', '-Infinity'), spelled alike in each dialect."""
+    return exp.cast(exp.Literal.string(text), "DOUBLE")
 
 
 def _partial_totals(
@@ -434,29 +454,57 @@ def _partial_totals(
     weighted: bool,
     wide: exp.DataType | None = None,
     integers: frozenset[str] = frozenset(),
+    floats: frozenset[str] = frozenset(),
 ) -> exp.Select:
     """Per group: the count, and per measured column its sum and its count of non-NULLs, each
-    weighted by dml_type (or not, over files of insertions only)."""
-
-    def weigh(column: str) -> exp.Expr:
-        if not weighted:
-            return col(column)
-        # -1 * the smallest integer overflows its type: weigh integers in a wide one.
-        value = (
-            exp.cast(col(column), wide) if wide is not None and column in integers else col(column)
-        )
-        return _weighted(value)
-
+    weighted by dml_type (or not, over files of insertions only). A FLOAT or DOUBLE column's
+    sum takes its finite values only; its NaN, +inf and -inf values are counted apart."""
     one: exp.Expr = _dml() if weighted else _int(1)
+
+    def weigh(value: exp.Expr) -> exp.Expr:
+        return _weighted(value) if weighted else value
+
+    def counted(condition: exp.Expr) -> exp.Expr:
+        return exp.Sum(this=exp.If(this=condition, true=one.copy(), false=_int(0)))
+
     selected: list[exp.Expr] = [*cols(request.by), alias(exp.Sum(this=one), PART_COUNT)]
     for i, column in enumerate(_measured(request)):
-        present = exp.If(
-            this=exp.Is(this=col(column), expression=exp.Null()), true=_int(0), false=one.copy()
+        value: exp.Expr = col(column)
+        if weighted and wide is not None and column in integers:
+            # -1 * the smallest integer overflows its type: weigh integers in a wide one.
+            value = exp.cast(value, wide)
+        if column in floats:
+            value = exp.If(this=_finite(column), true=value, false=exp.Null())
+        present = exp.Sum(
+            this=exp.If(
+                this=exp.Is(this=col(column), expression=exp.Null()),
+                true=_int(0),
+                false=one.copy(),
+            )
         )
         selected += [
-            alias(exp.Sum(this=weigh(column)), f"{PART_SUM}{i}"),
-            alias(exp.Sum(this=present), f"{PART_PRESENT}{i}"),
+            alias(exp.Sum(this=weigh(value)), f"{PART_SUM}{i}"),
+            alias(present, f"{PART_PRESENT}{i}"),
         ]
+        if column in floats:
+            # Every test is a positive condition in a CASE: DuckDB folds isnan(), NOT and
+            # range comparisons by Parquet statistics, which leave NaN out (isnan(NaN) and
+            # NOT (NaN - NaN = 0) were read as false).
+            positive = exp.EQ(this=col(column), expression=_special("Infinity"))
+            negative = exp.EQ(this=col(column), expression=_special("-Infinity"))
+            nan = exp.Sum(
+                this=exp.Case()
+                .when(_finite(column), _int(0))
+                .when(positive.copy(), _int(0))
+                .when(negative.copy(), _int(0))
+                .when(exp.Is(this=col(column), expression=exp.Null()), _int(0))
+                .else_(one.copy())
+            )
+            selected += [
+                alias(nan, f"{PART_NAN}{i}"),
+                alias(counted(positive), f"{PART_POSITIVE_INF}{i}"),
+                alias(counted(negative), f"{PART_NEGATIVE_INF}{i}"),
+            ]
     query = exp.select(*selected).from_(entries.copy())
     if request.where is not None:
         query = query.where(request.where.copy())
@@ -465,12 +513,40 @@ def _partial_totals(
     return query
 
 
-def _combine_partials(partials: exp.Expr, request: TotalsRequest) -> exp.Select:
+def _combine_partials(
+    partials: exp.Expr, request: TotalsRequest, floats: frozenset[str] = frozenset()
+) -> exp.Select:
     count = exp.Coalesce(this=exp.Sum(this=col(PART_COUNT)), expressions=[_int(0)])
     selected: list[exp.Expr] = cols(request.by)
     if request.count:
         selected.append(alias(exp.cast(count.copy(), "BIGINT"), "count"))
     index = {c: i for i, c in enumerate(_measured(request))}
+
+    def total(column: str) -> exp.Expr:
+        """The sum of the visible values: for FLOAT/DOUBLE columns NaN if a visible value is
+        NaN or both infinities are visible, else the visible infinity, else the finite sum."""
+        i = index[column]
+        summed: exp.Expr = exp.Sum(this=col(f"{PART_SUM}{i}"))
+        if column not in floats:
+            return summed
+
+        def visible(name: str) -> exp.Expr:
+            return exp.GT(this=exp.Sum(this=col(f"{name}{i}")), expression=_int(0))
+
+        return (
+            exp.Case()
+            .when(
+                exp.or_(
+                    visible(PART_NAN),
+                    exp.and_(visible(PART_POSITIVE_INF), visible(PART_NEGATIVE_INF)),
+                ),
+                _special("NaN"),
+            )
+            .when(visible(PART_POSITIVE_INF), _special("Infinity"))
+            .when(visible(PART_NEGATIVE_INF), _special("-Infinity"))
+            .else_(summed)
+        )
+
     for column in request.sums:
         i = index[column]
         present = exp.Coalesce(this=exp.Sum(this=col(f"{PART_PRESENT}{i}")), expressions=[_int(0)])
@@ -479,7 +555,7 @@ def _combine_partials(partials: exp.Expr, request: TotalsRequest) -> exp.Select:
                 exp.If(
                     this=exp.EQ(this=present, expression=_int(0)),
                     true=exp.Null(),
-                    false=exp.Sum(this=col(f"{PART_SUM}{i}")),
+                    false=total(column),
                 ),
                 f"sum_{column}",
             )
@@ -487,9 +563,7 @@ def _combine_partials(partials: exp.Expr, request: TotalsRequest) -> exp.Select:
     for column in request.avgs:
         i = index[column]
         denominator = exp.Nullif(this=exp.Sum(this=col(f"{PART_PRESENT}{i}")), expression=_int(0))
-        average = exp.Div(
-            this=exp.cast(exp.Sum(this=col(f"{PART_SUM}{i}")), "DOUBLE"), expression=denominator
-        )
+        average = exp.Div(this=exp.cast(total(column), "DOUBLE"), expression=denominator)
         selected.append(alias(average, f"avg_{column}"))
     query = exp.select(*selected).from_(partials)
     if request.by:
