@@ -1251,3 +1251,66 @@ def test_totals_of_visible_non_finite_values_are_those_of_sql(
             assert math.isnan(got)
         else:
             assert got == want
+
+
+def _apply_feed(
+    rows: dict[Any, tuple[Any, ...]], feed: list[tuple[Any, ...]]
+) -> dict[Any, tuple[Any, ...]]:
+    """What a change-feed consumer (Delta Lake's reading) makes of ``feed``, rows of (key,
+    values..., change type) in feed order: inserts and postimages are the key's new row, deletes
+    remove it, preimages only say what was there."""
+    state = dict(rows)
+    for *values, change in feed:
+        if change in ("insert", "update_postimage"):
+            state[values[0]] = tuple(values)
+        elif change == "delete":
+            state.pop(values[0], None)
+    return state
+
+
+def test_change_feed_of_one_transaction_shows_its_net_effect(scratch: ledger.Warehouse) -> None:
+    """One commit's changes, read by a consumer, leave exactly the rows the commit left: a key
+    inserted and deleted in one transaction was never there; one updated then deleted is gone;
+    one updated twice shows its first and last rows."""
+    table = scratch.create_table("t", {"k": "BIGINT", "a": "BIGINT"}, primary_key="k")
+    table.insert([{"k": 1, "a": 1}, {"k": 2, "a": 2}, {"k": 3, "a": 3}])
+    since = table.version
+    with table.transaction() as tx:
+        tx.insert([{"k": 5, "a": 1}])
+        tx.delete([5])
+        tx.update([{"k": 1, "a": 10}])
+        tx.delete([1])
+        tx.update([{"k": 2, "a": 20}])
+        tx.update([{"k": 2, "a": 21}])
+        tx.insert([{"k": 6, "a": 6}, {"k": 6, "a": 6}])  # the same row twice: both stay
+    assert _visible(table) == [(2, 21), (3, 3), (6, 6)]
+    feed = views.changes(table, since).project('"k", "a", "_change_type"').fetchall()
+    assert sorted(feed) == [
+        (1, 1, "delete"),
+        (2, 2, "update_preimage"),
+        (2, 21, "update_postimage"),
+        (6, 6, "insert"),
+        (6, 6, "insert"),
+    ]
+    before = {row[0]: row for row in _visible(table, version=since)}
+    assert _apply_feed(before, feed) == {2: (2, 21), 3: (3, 3), 6: (6, 6)}, feed
+    # Signed sums over the feed are still the totals' difference.
+    signs = {"insert": 1, "update_postimage": 1, "delete": -1, "update_preimage": -1}
+    assert sum(signs[t] * a for _, a, t in feed) == 21 + 6 + 6 - 1 - 2
+
+
+def test_change_feed_of_a_table_without_a_key(scratch: ledger.Warehouse) -> None:
+    table = scratch.create_table("t", {"a": "BIGINT"}, primary_key=None)
+    since = table.version
+    table.insert([{"a": 1}, {"a": 2}])
+    ids = sorted(r[1] for r in views.visible(table, system_columns=True).fetchall())
+    table.update([{ROW_ID: ids[0], "a": 10}])
+    table.delete([ids[1]])
+    feed = views.changes(table, since).project(f'"a", "{ROW_ID}", "_change_type"').fetchall()
+    assert feed == [
+        (1, ids[0], "insert"),
+        (2, ids[1], "insert"),
+        (1, ids[0], "update_preimage"),
+        (10, ids[0], "update_postimage"),
+        (2, ids[1], "delete"),
+    ]

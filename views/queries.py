@@ -32,6 +32,7 @@ CROWDED = "__ledger_crowded_keys"
 KEYED = "__ledger_keyed"  # entries with the number of entries of their key (window dialects)
 ENTRIES_OF_KEY = "__ledger_entries_of_key"
 LIVE = "__ledger_live"
+RANK = "__ledger_rank"
 ROW_NUMBER = "__ledger_row"
 DEDUPED = "__ledger_deduped"
 # Columns of the partial totals (user columns cannot start with "__ledger": ledger.schema).
@@ -657,8 +658,32 @@ def changes(spec: TableSpec, sources: Sources) -> exp.Select:
             col(TRX_ID),
             col(TRX_SEQ),
         )
-        .from_(relation(sources.entries))
+        .from_(exp.paren(_net_of_each_commit(sources.entries, shown), copy=False))
         .order_by(col(COMMIT_VERSION), col(TRX_ID), col(TRX_SEQ))
+    )
+
+
+def _net_of_each_commit(entries: str, shown: list[str]) -> exp.Select:
+    """The entries of ``entries`` that one commit's net effect keeps: per commit and value
+    tuple, entries of opposite signs cancel (a key inserted then deleted in one transaction was
+    never there), and of the sign that remains the latest ones are kept."""
+    tuple_of_commit = [COMMIT_VERSION, *shown]
+    net = exp.Window(this=exp.Sum(this=_dml()), partition_by=cols(tuple_of_commit))
+    latest_first = exp.Window(
+        this=exp.RowNumber(),
+        partition_by=cols([*tuple_of_commit, DML_TYPE]),
+        order=exp.Order(expressions=[exp.Ordered(this=col(TRX_SEQ), desc=True)]),
+    )
+    ranked = exp.select("*", alias(net, NET), alias(latest_first, RANK)).from_(relation(entries))
+    return (
+        exp.select("*")
+        .from_(exp.paren(ranked, copy=False))
+        .where(
+            exp.and_(
+                exp.GT(this=exp.Mul(this=_dml(), expression=col(NET)), expression=_int(0)),
+                exp.LTE(this=col(RANK), expression=exp.Abs(this=col(NET))),
+            )
+        )
     )
 
 
