@@ -420,13 +420,11 @@ def _insert(tx: Transaction, data: DataFrame, mode: str) -> int:
     if DML_TYPE not in rows.columns:
         rows = rows.withColumn(DML_TYPE, F.lit(1).cast("tinyint"))
     rows = rows.withColumn(engine.KIND, F.lit(engine.INSERTIONS))
-    marks = None
-    if mode == "entries":
-        marks = rows.filter(engine.col(DML_TYPE) == -1)
-    markers, (_, written) = _write(tx, rows)
+    markers, (_, written), rows = _write(tx, rows)
     deleted = 0
     touched = None
-    if marks is not None:
+    if mode == "entries":
+        marks = rows.filter(engine.col(DML_TYPE) == -1)
         touched = engine.to_arrow(marks.select(*map(engine.col, tx.key_columns)))
         deleted = touched.num_rows
     tx.add_written_files(markers, inserted=written - deleted, deleted=deleted, touched_keys=touched)
@@ -435,11 +433,32 @@ def _insert(tx: Transaction, data: DataFrame, mode: str) -> int:
 
 def _write(
     tx: Transaction, entries: DataFrame, check: Callable[[int], None] | None = None
-) -> tuple[list[FileMarker], tuple[int, int]]:
+) -> tuple[list[FileMarker], tuple[int, int], DataFrame]:
     """Write an entries DataFrame (see ``ledger.engines.spark.WriteJob``) for ``tx``: count
     per Spark partition, claim ``trx_seq`` ranges (marks first), write on the executors.
-    ``check(marks)`` runs after counting, before any file is written. Returns the markers and
-    the numbers of marks and of all entries written."""
+    ``check(marks)`` runs after counting, before any file is written. Returns the markers, the
+    numbers of marks and of all entries written, and the DataFrame the entries were written from.
+
+    The counting job and the write job must see the same partitions. A DataFrame that yields
+    other rows when evaluated again, or whose partitions Spark plans otherwise for the write
+    (adaptive execution sizes a shuffle's partitions by the columns it carries), fails the
+    write's own check; it is then checkpointed and counted and written once more. The first
+    attempt's files are left to vacuum as orphans; nothing of it is committed."""
+    engine = _engine()
+    for attempt in range(2):
+        try:
+            markers, counts = _write_once(tx, entries, check)
+            return markers, counts, entries
+        except InvalidArgumentError as e:
+            if attempt or engine.OTHER_ROWS not in str(e):
+                raise
+            entries = entries.localCheckpoint(eager=True)
+    raise AssertionError("unreachable")
+
+
+def _write_once(
+    tx: Transaction, entries: DataFrame, check: Callable[[int], None] | None
+) -> tuple[list[FileMarker], tuple[int, int]]:
     engine = _engine()
     config = tx.config
     keys = () if config.generated_row_id else config.key_columns
@@ -549,7 +568,7 @@ def _read_modify_write(tx: Transaction, data: DataFrame, operation: str) -> int:
         written = marks.unionByName(insertions, allowMissingColumns=True)
     # Evaluate the join once: counting and writing then read the same entries.
     written = written.localCheckpoint(eager=True)
-    markers, counts = _write(tx, written, check=tx._refuse_marks_if_insert_only)
+    markers, counts, _ = _write(tx, written, check=tx._refuse_marks_if_insert_only)
     deleted, total = counts
     touched = engine.to_arrow(rows.select(*map(engine.col, key_columns)))
     tx.add_written_files(

@@ -33,6 +33,7 @@ import ledger
 import ledger.spark as ls
 import views
 from ledger.engines import duckdb as engine
+from ledger.schema import ROW_ID
 from tests.conftest import Location
 from tests.support.view_oracle import assert_same_rows
 
@@ -574,8 +575,8 @@ def test_spark_calls_from_a_thread_leave_the_session_settings_alone(
 
 # --- 5. the same answer to the same request, and to the same bad input ----------------------------
 
-NUMBERS = {"k": "BIGINT", "d": "DECIMAL(12,2)", "f": "FLOAT", "n": "BIGINT"}
-SEED = [{"k": 1, "d": Decimal("1.00"), "f": 1.0, "n": 1}]
+NUMBERS = {"k": "BIGINT", "d": "DECIMAL(12,2)", "f": "FLOAT", "n": "BIGINT", "x": "DOUBLE"}
+SEED = [{"k": 1, "d": Decimal("1.00"), "f": 1.0, "n": 1, "x": 1.0}]
 
 
 def _outcome(call: Any) -> tuple[str, Any]:
@@ -623,6 +624,53 @@ WRITES = [
         pa.table({"k": [2], "f": [0.1]}),
         "k bigint, f double",
         [(2, 0.1)],
+        "insert",
+    ),
+    # Integers into floats: refused beyond the integers the float holds exactly (2**53, 2**24),
+    # the Long maximum included (Spark's cast clamps it); accepted up to there.
+    (
+        "bigint-beyond-2**53-in-double",
+        pa.table({"k": [2], "x": [2**53 + 2]}),
+        "k bigint, x bigint",
+        [(2, 2**53 + 2)],
+        "insert",
+    ),
+    (
+        "bigint-max-in-double",
+        pa.table({"k": [2], "x": [2**63 - 1]}),
+        "k bigint, x bigint",
+        [(2, 2**63 - 1)],
+        "insert",
+    ),
+    (
+        "int-max-in-float",
+        pa.table({"k": [2], "f": pa.array([2**31 - 1], pa.int32())}),
+        "k bigint, f int",
+        [(2, 2**31 - 1)],
+        "insert",
+    ),
+    (
+        "2**53-in-double",
+        pa.table({"k": [2], "x": [2**53]}),
+        "k bigint, x bigint",
+        [(2, 2**53)],
+        "insert",
+    ),
+    # Decimals into a DOUBLE are rounded by both, never refused.
+    (
+        "decimal-rounds-into-double",
+        pa.table(
+            {"k": [2], "x": pa.array([Decimal("0.333333333333333333")], pa.decimal128(38, 18))}
+        ),
+        "k bigint, x decimal(38,18)",
+        [(2, Decimal("0.333333333333333333"))],
+        "insert",
+    ),
+    (
+        "17-digit-decimal-into-double",
+        pa.table({"k": [2], "x": pa.array([Decimal("99999999999999999")], pa.decimal128(17, 0))}),
+        "k bigint, x decimal(17,0)",
+        [(2, Decimal("99999999999999999"))],
         "insert",
     ),
     # Controls: what both engines already agree on.
@@ -717,3 +765,42 @@ def test_a_spark_read_modify_write_on_a_table_is_retried_on_conflict(
     assert all(n == 1 for n in value_sign_sums(table).values())
     with pytest.raises(ledger.InvalidArgumentError):
         ls.delete(table, data, retries=-1)
+
+
+@pytest.mark.parametrize("primary_key", ["k", None])
+def test_a_dataframe_that_changes_between_its_evaluations_is_written_once_consistently(
+    spark: Any, tmp_path: Any, monkeypatch: Any, primary_key: str | None
+) -> None:
+    """A DataFrame filtered by a random Python UDF yields other rows each time it is
+    evaluated, so the write's tasks see other rows than the counting pass did: the write is
+    refused by its own check, the DataFrame checkpointed, counted and written again. What is
+    committed is consistent: as many entries as the log says, unique entry numbers and row ids.
+    (Spark's rand() would not do: its seed is fixed when the DataFrame is made.)"""
+    import random
+
+    from pyspark.sql import functions as F
+
+    schema = {"k": "BIGINT", "a": "BIGINT"}
+    table = ledger.connect(str(tmp_path)).create_table("t", schema, primary_key=primary_key)
+    coin = F.udf(lambda _: random.random() < 0.5, "boolean").asNondeterministic()
+    frame = (
+        spark.range(0, 2000, numPartitions=2)
+        .select(F.col("id").alias("k"), (F.col("id") * 2).alias("a"))
+        .filter(coin(F.col("k")))
+    )
+    real_write_once = ls._write_once
+    attempts: list[int] = []
+
+    def counted_write_once(*args: Any, **kwargs: Any) -> Any:
+        attempts.append(1)
+        return real_write_once(*args, **kwargs)
+
+    monkeypatch.setattr(ls, "_write_once", counted_write_once)
+    info = ls.insert(table, frame)
+    entries = table.scan().to_arrow_table().to_pylist()
+    assert 0 < info.inserted == len(entries) == table.count() < 2000
+    assert len({e["trx_seq"] for e in entries}) == len(entries)
+    if primary_key is None:
+        assert len({e[ROW_ID] for e in entries}) == len(entries)
+    assert all(e["a"] == 2 * e["k"] for e in entries)
+    assert len(attempts) == 2  # refused once by the write's own check, then checkpointed

@@ -61,6 +61,7 @@ __all__ = ["DataFrame", "SparkSession"]
 
 KIND = "__ledger_kind"  # ordering class of an entry in one write: marks (0) before insertions (1)
 MARKS, INSERTIONS = 0, 1
+OTHER_ROWS = "a Spark partition of the DataFrame gave other rows"  # the write's own check
 _NET = "__ledger_net"
 _ORDER = "__ledger_order"
 _TASK_ROWS = 4 * 1024 * 1024  # rows an executor sorts and writes at once
@@ -312,24 +313,36 @@ def live_entries(
     return visible, marks
 
 
+_INTEGERS = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
+_FLOATS = (T.FloatType, T.DoubleType)
+# Integers a float holds exactly, as Arrow's safe cast checks them: |v| <= 2**24 or 2**53.
+_EXACT_INTEGERS = {T.FloatType: 2**24, T.DoubleType: 2**53}
+
+
 def lossy(name: str, source: T.DataType, target: T.DataType) -> Column:
-    """Whether a value of column ``name`` (of ``source`` type) would change when cast to
-    ``target``: the rules of the embedded engine's exact cast (``ledger.schema``). A value
-    that does not fit at all, a decimal rounded to the target's scale, a float rounded into a
-    decimal or an integer into a float, and a finite double overflowing a FLOAT are all lossy;
-    a double rounded into a FLOAT is not (as in Arrow)."""
+    """Whether a value of column ``name`` (of ``source`` type) would be changed or refused by
+    the embedded engine's cast to ``target`` (``ledger.schema._cast_column``), per type pair:
+
+    - anything that does not fit at all (``try_cast`` gives NULL);
+    - an integer into a float beyond the integers the float holds exactly (2**24, 2**53);
+    - a decimal rounded to a smaller scale;
+    - a float into a decimal that does not read back as the same double;
+    - a finite double that overflows a FLOAT (a double rounded into a FLOAT is accepted, and so
+      is a decimal rounded into a float, as in Arrow)."""
     if isinstance(source, T.NullType):
         return F.lit(False)
     value = col(name)
+    if isinstance(source, _INTEGERS) and isinstance(target, _FLOATS):
+        exact = _EXACT_INTEGERS[type(target)]
+        return (value > F.lit(exact)) | (value < F.lit(-exact))
     cast = value.try_cast(target)
     changed = cast.isNull()
-    floats = (T.FloatType, T.DoubleType)
-    if isinstance(source, floats) and isinstance(target, floats):
+    if isinstance(source, _FLOATS) and isinstance(target, _FLOATS):
         infinite = [float("inf"), float("-inf")]
         changed = changed | (cast.isin(infinite) & ~value.isin(infinite))
-    elif isinstance(source, floats) and isinstance(target, T.DecimalType):
+    elif isinstance(source, _FLOATS) and isinstance(target, T.DecimalType):
         changed = changed | (cast.cast("double") != value.cast("double"))
-    elif isinstance(target, (T.DecimalType, *floats)):
+    elif isinstance(source, T.DecimalType) and isinstance(target, T.DecimalType):
         changed = changed | (cast.cast(source) != value)
     return value.isNotNull() & changed
 
@@ -503,8 +516,9 @@ def _write_task(job: WriteJob, batches: Iterator[pa.RecordBatch]) -> Iterator[pa
         for kind, count in done.items():
             if count != job.expected.get((partition, kind), 0):
                 raise errors.InvalidArgumentError(
-                    "the DataFrame gave other rows on a second evaluation (it is not "
-                    "deterministic); cache or checkpoint it before writing it to a ledger table"
+                    f"{OTHER_ROWS} than when its rows were counted (it is not deterministic, or "
+                    "Spark planned its partitions otherwise); cache or checkpoint it before "
+                    "writing it to a ledger table"
                 )
     except BaseException:
         for marker in markers:
