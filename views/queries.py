@@ -13,7 +13,7 @@ Identifiers are always quoted, so any column name works in any dialect.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -398,7 +398,12 @@ def parse_predicate(spec: TableSpec, dialect: Dialect, where: str | None) -> exp
 
 
 def totals(
-    spec: TableSpec, dialect: Dialect, sources: Sources, request: TotalsRequest
+    spec: TableSpec,
+    dialect: Dialect,
+    sources: Sources,
+    request: TotalsRequest,
+    *,
+    non_finite_marks: Collection[str] | None = None,
 ) -> exp.Query:
     """SUM, COUNT and AVG per group, equal to the same aggregates over the visible rows.
 
@@ -407,6 +412,12 @@ def totals(
     SUM / sum(dml_type * (x IS NOT NULL)); a SUM over no visible non-NULL value is NULL, as in
     SQL. Replacing and aggregating tables keep no cancelling marks (a replacement needs none),
     so their totals aggregate the visible rows.
+
+    A FLOAT/DOUBLE measure whose delete marks may hold NaN or an infinity (all of them unless
+    ``non_finite_marks`` names those that do) is summed over its finite values, with its NaN
+    and infinities counted apart: such a value never cancels by subtraction. Where no mark holds
+    one, the plain weighted sum is already exact (an uncancelled NaN or infinity gives the sum
+    SQL gives).
     """
     if spec.policy.name in ("replacing", "aggregating"):
         rows = visible(spec, dialect, Sources(entries=sources.entries))
@@ -418,7 +429,12 @@ def totals(
         entries = DEDUPED
     wide = exp.DataType.build(dialect.order_type, dialect=dialect.name)
     integers = frozenset(c for c in spec.columns if pa.types.is_integer(spec.type_of(c)))
-    floats = frozenset(c for c in spec.columns if pa.types.is_floating(spec.type_of(c)))
+    floats = frozenset(
+        c
+        for c in spec.columns
+        if pa.types.is_floating(spec.type_of(c))
+        and (non_finite_marks is None or c in non_finite_marks)
+    )
     parts = [
         _partial_totals(
             relation(entries), request, weighted=True, wide=wide, integers=integers, floats=floats
