@@ -993,3 +993,36 @@ def test_register_creates_a_visible_and_a_ledger_view_per_table(spark: Any, tmp_
     ).collect()[0]
     want = first.snapshot().scan().aggregate("count(*), sum(dml_type), sum(dml_type * n)")
     assert norm([tuple(counts)]) == norm(want.fetchall())
+
+
+def test_arrow_batch_size_is_raised_for_writes_and_put_back_after_the_last_one(
+    spark: Any, tmp_path: Any
+) -> None:
+    """Writes raise the session's Arrow batch size while they run; overlapping writes (as from
+    two threads) put the session's own value back only when the last one ends."""
+    from ledger.engines import spark as engine
+
+    key = "spark.sql.execution.arrow.maxRecordsPerBatch"
+    own = spark.conf.get(key)
+    first, second = engine.arrow_batches(spark), engine.arrow_batches(spark, 1 << 20)
+    first.__enter__()
+    assert spark.conf.get(key) == str(engine.ARROW_BATCH_ROWS)
+    second.__enter__()
+    assert spark.conf.get(key) == str(1 << 20)
+    first.__exit__(None, None, None)
+    assert spark.conf.get(key) == str(1 << 20)  # the second write still runs
+    second.__exit__(None, None, None)
+    assert spark.conf.get(key) == own
+    # A session that asks for larger batches (or none: 0) keeps its own setting.
+    for setting in ("500000", "0"):
+        spark.conf.set(key, setting)
+        try:
+            with engine.arrow_batches(spark):
+                assert spark.conf.get(key) == setting
+            assert spark.conf.get(key) == setting
+        finally:
+            spark.conf.set(key, own)
+    # A real write leaves the session as it found it.
+    table = ledger.connect(str(tmp_path)).create_table("t", {"k": "BIGINT"}, primary_key="k")
+    ls.insert(table, spark.range(0, 10).withColumnRenamed("id", "k"))
+    assert spark.conf.get(key) == own

@@ -20,6 +20,7 @@ import json
 import os
 import re
 import sys
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
@@ -115,24 +116,40 @@ ARROW_BATCH_ROWS = 128 * 1024  # rows per Arrow batch handed to the writers' Pyt
 _ARROW_BATCH = "spark.sql.execution.arrow.maxRecordsPerBatch"
 
 
+_ARROW_BATCH_LOCK = threading.Lock()
+_ARROW_BATCH_SAVED: dict[int, tuple[str | None, int]] = {}  # id(session) -> (its value, users)
+
+
+def _batch_rows(value: str | None) -> int:
+    try:
+        return int(value) if value is not None else 0
+    except ValueError:
+        return 0
+
+
 @contextmanager
 def arrow_batches(spark: SparkSession, rows: int = ARROW_BATCH_ROWS) -> Iterator[None]:
     """Run the block's jobs with Arrow batches of at least ``rows`` rows going to ``mapInArrow``
     tasks. Spark's default (10,000) makes the writers spend a third of their time on batch
-    overhead; a larger setting of the session's own is kept, and the old value is put back."""
-    current = spark.conf.get(_ARROW_BATCH)
-    try:
-        value = int(current) if current is not None else 0
-    except ValueError:
-        value = 0
-    if value <= 0 or value >= rows:
-        yield
-        return
-    spark.conf.set(_ARROW_BATCH, str(rows))
+    overhead. A larger setting of the session's own (or none: 0) is kept. The session's value
+    is put back when the last block using that session ends, so writes from several threads
+    never leave it changed."""
+    session = id(spark)
+    with _ARROW_BATCH_LOCK:
+        saved, users = _ARROW_BATCH_SAVED.get(session, (spark.conf.get(_ARROW_BATCH), 0))
+        _ARROW_BATCH_SAVED[session] = (saved, users + 1)
+        now = _batch_rows(spark.conf.get(_ARROW_BATCH))
+        if 0 < now < rows:
+            spark.conf.set(_ARROW_BATCH, str(rows))
     try:
         yield
     finally:
-        spark.conf.set(_ARROW_BATCH, str(current))
+        with _ARROW_BATCH_LOCK:
+            saved, users = _ARROW_BATCH_SAVED.pop(session)
+            if users > 1:
+                _ARROW_BATCH_SAVED[session] = (saved, users - 1)
+            elif saved is not None:
+                spark.conf.set(_ARROW_BATCH, saved)
 
 
 def spark_schema(schema: pa.Schema) -> T.StructType:
