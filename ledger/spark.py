@@ -160,6 +160,40 @@ def totals(
     return _view(snap, "totals", spark, reader, by=by, sum=sum, count=count, avg=avg, where=where)
 
 
+def history(
+    table: Table | Snapshot,
+    key: Any,
+    *,
+    version: int | None = None,
+    timestamp: dt.datetime | int | None = None,
+    spark: SparkSession | None = None,
+    reader: str = "auto",
+) -> DataFrame:
+    """Every entry of a key (or of a list of keys) as a DataFrame, oldest first, with its
+    commit's version and time: the Spark dialect of the same query as ``views.history``, over
+    only the files whose key ranges may hold the keys.
+
+    >>> ledger.spark.history(accounts, "A-1").show()                         # doctest: +SKIP
+    """
+    from views.reading import history_request
+
+    if reader not in ("auto", "spark", "pyarrow"):
+        raise InvalidArgumentError(f"reader must be 'auto', 'spark' or 'pyarrow', not {reader!r}")
+    engine = _engine()
+    session = engine.session(spark)
+    request = history_request(table, key, version=version, timestamp=timestamp)
+    snap = request.snapshot
+    tag = uuid.uuid4().hex[:12]
+    names = {part: f"__ledger_history_{part}_{tag}" for part in ("entries", "keys", "commits")}
+    engine.scan_files(
+        session, snap.store, snap.prefix, request.files, request.file_schema, reader=reader
+    ).createOrReplaceTempView(names["entries"])
+    for part, rows in (("keys", request.keys), ("commits", request.commits)):
+        session.createDataFrame(rows).createOrReplaceTempView(names[part])
+    frame: DataFrame = session.sql(request.sql("spark", **names))
+    return frame
+
+
 def changes(
     table: Table,
     since_version: int,
@@ -799,6 +833,7 @@ __all__ = [
     "changes",
     "committed_batch",
     "delete",
+    "history",
     "insert",
     "merge",
     "publish_delta",

@@ -980,6 +980,33 @@ def test_spark_totals_of_non_finite_doubles_equal_the_embedded_ones(
     assert collected(ls.totals(table, **request)) == want
 
 
+@pytest.mark.parametrize("kind", ["collapsing", "collapsing-no-key", "replacing"])
+def test_spark_history_equals_the_embedded_one(spark: Any, tmp_path: Any, kind: str) -> None:
+    """``ls.history`` lists a key's entries with their commits as ``views.history`` does: one
+    key, a list of keys, an older version, a snapshot, and through either reader."""
+    table = policy_table(ledger.connect(str(tmp_path / "wh")), kind)
+    if kind == "collapsing-no-key":
+        ids = sorted({r[ROW_ID] for r in raw(table)})
+        keys: list[Any] = [ids[0], [ids[0], ids[4]], (ids[1],)]
+    else:
+        keys = [1, [1, 2, 3], (5,), {"k": 2}]
+    old = table.version - 2
+    for key in keys:
+        want = norm(views.history(table, key).fetchall())
+        assert want, key
+        got = ls.history(table, key)
+        assert got.columns == views.history(table, key).columns
+        assert collected(got) == want, key
+        assert collected(ls.history(table, key, version=old, reader="pyarrow")) == norm(
+            views.history(table, key, version=old).fetchall()
+        )
+    assert collected(ls.history(table.snapshot(), keys[0])) == norm(
+        views.history(table, keys[0]).fetchall()
+    )
+    with pytest.raises(InvalidArgumentError):
+        ls.history(table, keys[0], reader="hadoop")
+
+
 def test_register_creates_a_visible_and_a_ledger_view_per_table(spark: Any, tmp_path: Any) -> None:
     wh = ledger.connect(str(tmp_path / "wh"))
     first = policy_table(wh, "collapsing")

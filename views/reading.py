@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -16,6 +17,7 @@ import pyarrow as pa
 from ledger.changes import change_set
 from ledger.engines import duckdb as engine
 from ledger.errors import InvalidArgumentError, MissingKeyError, UnknownColumnError
+from ledger.log.entries import FileMarker
 from ledger.log.table_log import TableLog
 from ledger.pruning import prune_by_keys
 from ledger.snapshot import PartitionFilter, Snapshot
@@ -196,23 +198,61 @@ def history(
 
     >>> views.history(accounts, "A-1").fetchall()                           # doctest: +SKIP
     """
-    snap = _snapshot(table, version, timestamp)
-    spec = TableSpec.of(snap.state)
-    keys = _key_rows(snap, spec, key)
+    request = history_request(table, key, version=version, timestamp=timestamp)
+    snap = request.snapshot
     connection = _connection(con)
-    schema = file_schema(snap.state.schema, snap.state.config)
-    markers = prune_by_keys(snap.markers(), keys, spec.key_columns)
-    commits = _commit_times(snap)
     names = engine.bind_relations(
         connection,
         {
-            "entries": engine.scan_files(connection, snap.store, snap.prefix, markers, schema),
-            "keys": connection.from_arrow(keys),
-            "commits": connection.from_arrow(commits),
+            "entries": engine.scan_files(
+                connection, snap.store, snap.prefix, request.files, request.file_schema
+            ),
+            "keys": connection.from_arrow(request.keys),
+            "commits": connection.from_arrow(request.commits),
         },
     )
-    query = queries.history(spec, names["entries"], names["keys"], names["commits"])
-    return connection.sql(queries.render(query, DUCKDB))
+    return connection.sql(
+        request.sql(
+            "duckdb", entries=names["entries"], keys=names["keys"], commits=names["commits"]
+        )
+    )
+
+
+@dataclass(frozen=True)
+class HistoryRequest:
+    """What a key history reads, for any engine: the files that may hold the keys (pruned by
+    their key ranges), the keys as a table, and each transaction's commit version and time."""
+
+    snapshot: Snapshot
+    files: list[FileMarker]
+    keys: pa.Table
+    commits: pa.Table
+
+    @property
+    def file_schema(self) -> pa.Schema:
+        return file_schema(self.snapshot.state.schema, self.snapshot.state.config)
+
+    def sql(self, dialect: str, *, entries: str, keys: str, commits: str) -> str:
+        """The history query in ``dialect`` over relations of the files' entries, the keys
+        and the commits, named ``entries``, ``keys`` and ``commits``."""
+        spec = TableSpec.of(self.snapshot.state)
+        query = queries.history(spec, entries, keys, commits)
+        return queries.render(query, dialect_named(dialect))
+
+
+def history_request(
+    table: Table | Snapshot,
+    key: Any,
+    *,
+    version: int | None = None,
+    timestamp: dt.datetime | int | None = None,
+) -> HistoryRequest:
+    """The inputs of :func:`history` (which engines other than DuckDB run themselves)."""
+    snap = _snapshot(table, version, timestamp)
+    spec = TableSpec.of(snap.state)
+    keys = _key_rows(snap, spec, key)
+    files = prune_by_keys(snap.markers(), keys, spec.key_columns)
+    return HistoryRequest(snap, list(files), keys, _commit_times(snap))
 
 
 def _key_rows(snap: Snapshot, spec: TableSpec, key: Any) -> pa.Table:
