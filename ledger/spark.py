@@ -24,13 +24,11 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from ledger.errors import (
-    ConflictError,
     DuplicateKeyError,
     InvalidArgumentError,
     KeyNotFoundError,
     MissingKeyError,
     SchemaError,
-    TableDroppedError,
     TypeMismatchError,
 )
 from ledger.log.entries import FileMarker
@@ -315,24 +313,7 @@ def _run(
         raise InvalidArgumentError(
             f"write to a Table or a Transaction, not {type(target).__name__}"
         )
-    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
-        raise InvalidArgumentError(f"retries must be a whole number >= 0, not {retries!r}")
-    for attempt in range(retries + 1):
-        tx = target.transaction(evolve_schema=evolve)
-        try:
-            operation(tx)
-            return tx.commit()
-        except TableDroppedError:
-            tx.abort()
-            raise
-        except ConflictError:
-            tx.abort()
-            if attempt == retries:
-                raise
-        except BaseException:
-            tx.abort()
-            raise
-    raise AssertionError("unreachable")
+    return target.retrying(operation, evolve_schema=evolve, retries=retries)
 
 
 def _check_frame(data: Any) -> DataFrame:

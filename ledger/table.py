@@ -287,10 +287,32 @@ class Table:
     ) -> CommitInfo:
         if isinstance(data, pa.RecordBatchReader):
             data = data.read_all()  # a retry must be able to read the data again
+        return self.retrying(
+            lambda tx: operation(tx, data),
+            evolve_schema=evolve_schema,
+            retries=retries,
+            app_id=app_id,
+            batch=batch,
+        )
+
+    def retrying(
+        self,
+        operation: Callable[[Transaction], Any],
+        *,
+        evolve_schema: bool = False,
+        retries: int = AUTO_RETRIES,
+        app_id: str | None = None,
+        batch: int | None = None,
+    ) -> CommitInfo:
+        """Run ``operation`` in a new transaction and commit it; on a conflict, abort and run
+        it again in a fresh transaction (against the newer snapshot), up to ``retries`` times.
+        What the read-modify-writes of every engine commit through."""
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+            raise InvalidArgumentError(f"retries must be a whole number >= 0, not {retries!r}")
         for attempt in range(retries + 1):
             tx = self.transaction(app_id=app_id, batch=batch, evolve_schema=evolve_schema)
             try:
-                operation(tx, data)
+                operation(tx)
                 return tx.commit()
             except TableDroppedError:
                 raise

@@ -320,3 +320,31 @@ def test_a_key_read_by_lookup_and_written_meanwhile_fails_the_commit(location: L
 
     assert table.refresh().version == written.version == 4
     assert visible_rows(table) == [(1, 5, "other"), (2, 1, "reader"), (3, 0, "unrelated")]
+
+
+def test_retrying_reruns_a_transaction_on_conflict_and_checks_its_retries(tmp_path):
+    """``Table.retrying`` (the loop behind upsert/update/delete on every engine): a rival
+    commit between the read and the commit makes it rerun on the newer state."""
+    table = ledger.connect(str(tmp_path)).create_table(
+        "t", {"k": "BIGINT", "n": "BIGINT"}, primary_key="k"
+    )
+    table.insert([{"k": 1, "n": 0}])
+    rival = ledger.connect(str(tmp_path)).table("t")
+    runs = []
+
+    def increment(tx):
+        [(n,)] = [(r["n"],) for r in tx.lookup([1]).to_pylist()]
+        if not runs:
+            rival.update([{"k": 1, "n": 10}])  # lands while this run is between read and commit
+        runs.append(n)
+        tx.update([{"k": 1, "n": n + 1}])
+
+    table.retrying(increment)
+    assert runs == [0, 10]
+    assert visible_rows(table) == [(1, 11)]
+    with pytest.raises(ledger.ConflictError):
+        runs.clear()
+        table.retrying(increment, retries=0)
+    for bad in (-1, True, 1.5):
+        with pytest.raises(ledger.InvalidArgumentError):
+            table.upsert([{"k": 1, "n": 0}], retries=bad)
