@@ -27,6 +27,7 @@ from ledger.maintenance.merge import check_query, delete_uncommitted, write_quer
 from ledger.partitioning import PartitionSpec
 from ledger.predicates import check_predicate
 from ledger.pruning import prune_by_partitions
+from ledger.sql_guard import checked_select
 from ledger.transaction import check_timeout
 from ledger.trx_ids import reserve_trx_id
 from ledger.writer import file_schema
@@ -93,6 +94,8 @@ def rewrite_partitions(table: Table, partitions: PartitionChoice, sql: str) -> P
             "rewrite_partitions needs a query over 'entries', e.g. "
             '"SELECT * FROM entries WHERE user_id <> 42"'
         )
+    # Checked before DuckDB sees it (binding alone would run a COPY); the checked text runs.
+    sql = checked_select(sql, (engine.ENTRIES,), "rewrite query")
     base = table._latest_state()
     spec = _spec(table, base)
     chosen = _chooser(spec, partitions, None)(base.alive_files)
