@@ -5,7 +5,8 @@ Every entry point taking caller SQL (partition rewrites, custom merge policies, 
 statements that write files or change the catalog, file and catalog readers, several statements,
 comments hiding statements, unknown tables, setting leaks, in mixed case. Each must raise the
 typed error before anything runs: the canary file the statement would write never appears and
-the warehouse's objects and the table's version are unchanged. Legitimate shapes keep working.
+the warehouse's objects and the table's version are unchanged. Legitimate shapes keep working,
+and a rewrite that changes values but keeps the row count really rewrites.
 """
 
 from __future__ import annotations
@@ -272,6 +273,36 @@ def test_legitimate_rewrite_shapes_run(events, sql, kept):
 def test_a_legitimate_predicate_with_functions_runs(events):
     events.delete_where("lower(email) LIKE 'a@%' OR abs(v) = 3")
     assert [r[0] for r in _visible(events)] == [2]
+
+
+# --- a rewrite that keeps the row count ----------------------------------------------------------
+
+
+def test_a_redaction_keeping_the_row_count_is_rewritten(location):
+    table = _events(location.connect())
+    before = table.version
+    redact = (
+        "SELECT * REPLACE (CASE WHEN id = 1 THEN 'redacted' ELSE email END AS email) FROM entries"
+    )
+    result = table.rewrite_partitions({"region": ["eu", "us"]}, redact)
+    assert result.version == before + 1 == table.version
+    # Only the eu file holds id 1; the us file comes back unchanged and is kept as it is.
+    assert (result.files_removed, result.entries_removed, result.entries_rewritten) == (1, 0, 2)
+    assert _visible(table) == [
+        (1, "eu", "redacted", 1),
+        (2, "eu", "b@x.org", 2),
+        (3, "us", "c@x.org", 3),
+    ]
+    fresh = location.connect().table("events")
+    assert sorted(views.visible(fresh).fetchall()) == _visible(table)
+
+
+def test_a_rewrite_returning_the_entries_unchanged_commits_nothing(events):
+    before = events.version
+    files = sorted(m.path for m in events.snapshot().markers())
+    result = events.rewrite_partitions({"region": ["eu", "us"]}, "SELECT * FROM entries ORDER BY v")
+    assert result.version is None and events.refresh().version == before
+    assert sorted(m.path for m in events.snapshot().markers()) == files
 
 
 @pytest.mark.spark
