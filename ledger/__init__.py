@@ -29,6 +29,8 @@ from ledger.errors import (
     TransactionTimeoutError,
     TypeMismatchError,
     UnknownColumnError,
+    UnsafePredicateError,
+    UnsafeSqlError,
 )
 from ledger.snapshot import Snapshot
 from ledger.table import CommitRecord, Table
@@ -60,6 +62,8 @@ __all__ = [
     "TransactionTimeoutError",
     "TypeMismatchError",
     "UnknownColumnError",
+    "UnsafePredicateError",
+    "UnsafeSqlError",
     "Warehouse",
     "connect",
 ]

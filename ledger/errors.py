@@ -54,6 +54,16 @@ class InvalidPredicateError(LedgerError, ValueError):
     """A SQL predicate that cannot be parsed or bound to the table's columns."""
 
 
+class UnsafeSqlError(InvalidArgumentError):
+    """SQL handed to an operation is not one plain SELECT over the relations the operation
+    provides: a statement (COPY, ATTACH, SET, ...), several statements, a table function or file
+    read, a table the operation does not provide, or a function that reveals settings."""
+
+
+class UnsafePredicateError(UnsafeSqlError, InvalidPredicateError):
+    """A predicate (``where=``, ``delete_where``) reads files, tables or settings."""
+
+
 # --- catalog ----------------------------------------------------------------------------------
 
 

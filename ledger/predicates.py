@@ -7,7 +7,8 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 
-from ledger.errors import InvalidPredicateError
+from ledger.errors import InvalidPredicateError, UnsafePredicateError
+from ledger.sql_guard import check_expression
 
 _FORBIDDEN_IN_PREDICATE = (exp.Query, exp.Command, exp.Create, exp.Drop, exp.Insert, exp.Delete)
 
@@ -20,16 +21,32 @@ def check_predicate(predicate: Any) -> str:
     """
     if not isinstance(predicate, str) or not predicate.strip():
         raise InvalidPredicateError("delete_where needs a non-empty SQL predicate string")
-    try:
-        statements = sqlglot.parse(predicate, dialect="duckdb")
-    except sqlglot.errors.ParseError as e:
-        raise InvalidPredicateError(f"cannot parse predicate {predicate!r}: {e}") from e
-    if len(statements) != 1 or statements[0] is None:
-        raise InvalidPredicateError(f"predicate {predicate!r} must be one SQL expression")
-    tree = statements[0]
+    tree = predicate_tree(predicate)
     if any(isinstance(node, _FORBIDDEN_IN_PREDICATE) for node in tree.walk()):
         raise InvalidPredicateError(
             f"predicate {predicate!r} must be an expression over the table's columns, not a "
             "statement or subquery"
         )
-    return str(tree.sql(dialect="duckdb"))
+    return str(tree.sql(dialect="duckdb", comments=False))
+
+
+def predicate_tree(predicate: str) -> exp.Expr:
+    """``predicate`` parsed as one DuckDB expression that reads no file, table or setting.
+
+    Raises :class:`InvalidPredicateError` when it does not parse, and
+    :class:`UnsafePredicateError` (also an ``InvalidPredicateError``) for several statements, a
+    statement, a table or a table function, file reader or setting lookup anywhere in it.
+    """
+    try:
+        statements = sqlglot.parse(predicate, dialect="duckdb")
+    except sqlglot.errors.ParseError as e:
+        raise InvalidPredicateError(f"cannot parse predicate {predicate!r}: {e}") from e
+    if len(statements) != 1 or statements[0] is None:
+        raise UnsafePredicateError(
+            f"predicate {predicate!r} must be one SQL expression, not several statements"
+        )
+    tree = statements[0]
+    check_expression(tree, predicate, "predicate", UnsafePredicateError)
+    for node in tree.walk():
+        node.comments = None  # rendered into other queries, the predicate carries no comment
+    return tree

@@ -18,6 +18,7 @@ from sqlglot import exp
 from ledger.errors import InvalidArgumentError
 from ledger.log.entries import TableConfig
 from ledger.schema import TableSchema
+from ledger.sql_guard import checked_select
 from merge_policies.base import MergeContext, check_options
 
 NAME = "custom"
@@ -46,17 +47,11 @@ def build(options: Mapping[str, Any], schema: TableSchema, config: TableConfig) 
     sql = options.get("sql")
     if not isinstance(sql, str) or not sql.strip():
         raise InvalidArgumentError(f"merge policy 'custom' needs its query as sql, e.g. {_EXAMPLE}")
-    try:
-        tree = sqlglot.parse_one(sql, read="duckdb")
-    except sqlglot.errors.ParseError as e:
-        raise InvalidArgumentError(f"merge policy 'custom': the query does not parse: {e}") from e
-    if not isinstance(tree, exp.Query):
-        raise InvalidArgumentError(
-            f"merge policy 'custom': the query must be a SELECT over {SOURCE}, got "
-            f"{type(tree).__name__}"
-        )
-    if not any(t.name == SOURCE and not t.db for t in tree.find_all(exp.Table)):
+    checked = checked_select(sql, (SOURCE,), "merge policy 'custom': the query")
+    tree = sqlglot.parse_one(checked, read="duckdb")
+    if not any(t.name.lower() == SOURCE for t in tree.find_all(exp.Table)):
         raise InvalidArgumentError(
             f"merge policy 'custom': the query must read the merged entries from {SOURCE!r}"
         )
-    return CustomPolicy(sql)
+    # The checked rendering is what runs, so nothing the check did not see can reach the engine.
+    return CustomPolicy(checked)

@@ -17,10 +17,10 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
-import sqlglot
 from sqlglot import exp
 
 from ledger.errors import InvalidArgumentError, InvalidPredicateError, UnknownColumnError
+from ledger.predicates import predicate_tree
 from ledger.schema import DML_TYPE, ROW_ID, TRX_ID, TRX_SEQ
 from views.dialects import Dialect
 from views.spec import TableSpec
@@ -361,12 +361,9 @@ def parse_predicate(spec: TableSpec, dialect: Dialect, where: str | None) -> exp
         return None
     if not isinstance(where, str) or not where.strip():
         raise InvalidPredicateError("where must be a non-empty SQL predicate string")
-    try:
-        # Predicates are written in DuckDB's SQL (as delete_where's) and rendered per dialect,
-        # so one predicate means the same everywhere.
-        tree = sqlglot.parse_one(where, dialect="duckdb")
-    except sqlglot.errors.ParseError as e:
-        raise InvalidPredicateError(f"cannot parse predicate {where!r}: {e}") from e
+    # Predicates are written in DuckDB's SQL (as delete_where's) and rendered per dialect, so
+    # one predicate means the same everywhere.
+    tree = predicate_tree(where)
     forbidden = (
         exp.Query,
         exp.Command,

@@ -246,6 +246,23 @@ def query_result_schema(sql: str, schema: pa.Schema) -> pa.Schema:
         return con.sql(sql).limit(0).to_arrow_table().schema
 
 
+def query_changes_entries(
+    store: Store, table_prefix: str, files: Sequence[FileMarker], schema: pa.Schema, sql: str
+) -> bool:
+    """Whether ``sql`` over the entries of ``files`` returns anything other than those entries
+    (compared as multisets of rows over ``schema``'s columns, NULLs equal to NULLs)."""
+    columns = idents(schema.names)
+    given = f"SELECT {columns} FROM {ENTRIES}"
+    returned = f"SELECT {columns} FROM ({sql})"
+    with closing(connect()) as con, storage_errors(f"rewriting {table_prefix.rstrip('/')!r}"):
+        scan_files(con, store, table_prefix, files, schema).create_view(ENTRIES)
+        [(changed,)] = con.sql(
+            f"SELECT EXISTS ({given} EXCEPT ALL {returned}) "
+            f"OR EXISTS ({returned} EXCEPT ALL {given})"
+        ).fetchall()
+    return bool(changed)
+
+
 def partition_values_matching(values: pa.Table, predicate: str) -> pa.Table:
     """The rows of ``values`` (one column per partition field) matching a SQL predicate.
 

@@ -19,7 +19,12 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from ledger.engines import duckdb as engine
-from ledger.errors import ConflictError, InvalidArgumentError, InvalidPredicateError
+from ledger.errors import (
+    ConflictError,
+    InvalidArgumentError,
+    InvalidPredicateError,
+    SchemaError,
+)
 from ledger.log.commit import commit_entry, next_timestamp
 from ledger.log.entries import FileMarker, LogFile
 from ledger.log.state import TableState
@@ -27,6 +32,7 @@ from ledger.maintenance.merge import check_query, delete_uncommitted, write_quer
 from ledger.partitioning import PartitionSpec
 from ledger.predicates import check_predicate
 from ledger.pruning import prune_by_partitions
+from ledger.sql_guard import checked_select
 from ledger.transaction import check_timeout
 from ledger.trx_ids import reserve_trx_id
 from ledger.writer import file_schema
@@ -42,12 +48,16 @@ PartitionChoice = Mapping[str, Any] | Iterable[Mapping[str, Any]] | None
 
 @dataclass(frozen=True)
 class PartitionChange:
-    """The outcome of a drop or rewrite; ``version`` is None when nothing was committed."""
+    """The outcome of a drop or rewrite; ``version`` is None when nothing was committed.
+
+    ``entries_rewritten`` counts the entries a rewrite wrote again into new files (those its
+    query returned from the files it changed, redacted values included)."""
 
     version: int | None
     files_removed: int
     files_added: int
     entries_removed: int
+    entries_rewritten: int = 0
 
 
 def drop_partitions(
@@ -93,6 +103,8 @@ def rewrite_partitions(table: Table, partitions: PartitionChoice, sql: str) -> P
             "rewrite_partitions needs a query over 'entries', e.g. "
             '"SELECT * FROM entries WHERE user_id <> 42"'
         )
+    # Checked before DuckDB sees it (binding alone would run a COPY); the checked text runs.
+    sql = checked_select(sql, (engine.ENTRIES,), "rewrite query")
     base = table._latest_state()
     spec = _spec(table, base)
     chosen = _chooser(spec, partitions, None)(base.alive_files)
@@ -103,12 +115,11 @@ def rewrite_partitions(table: Table, partitions: PartitionChoice, sql: str) -> P
     added: list[FileMarker] = []
     try:
         for marker in chosen:
+            if not _query_changes(table, base, marker, sql):
+                continue  # the query returns the file's entries as they are: keep the file
             outputs = write_query_result(
                 table, base, dict(marker.partition), [marker], sql, "rewrite query"
             )
-            if sum(m.rows for m in outputs) == marker.rows:
-                delete_uncommitted(table, outputs)  # nothing filtered out: keep the file as it is
-                continue
             replaced.append(marker)
             added.extend(outputs)
         # The id makes the commit recognisable if its response is lost (see log/commit.py).
@@ -151,7 +162,19 @@ def rewrite_partitions(table: Table, partitions: PartitionChoice, sql: str) -> P
         len(replaced),
         len(added),
         sum(m.rows for m in replaced) - _rows(added),
+        _rows(added),
     )
+
+
+def _query_changes(table: Table, base: TableState, marker: FileMarker, sql: str) -> bool:
+    """Whether ``sql`` returns anything but the entries of ``marker``'s file: a redaction keeps
+    the row count and changes values, so counting rows cannot tell."""
+    try:
+        return engine.query_changes_entries(
+            table.store, table.prefix, [marker], file_schema(base.schema, base.config), sql
+        )
+    except engine.QUERY_ERRORS as e:
+        raise SchemaError(f"rewrite query does not apply to table {table.name!r}: {e}") from e
 
 
 def _rows(markers: list[FileMarker]) -> int:

@@ -1,0 +1,243 @@
+"""SQL that callers hand to an operation, checked before anything runs.
+
+Merge queries, partition rewrites, ``where=`` predicates and rollup measures are written by
+callers in DuckDB's SQL. DuckDB runs whatever statement it is given (``COPY ... TO`` writes a
+file, ``ATTACH`` opens a database, ``read_csv('/etc/passwd')`` reads one), so every such text is
+parsed first and accepted only in an allowed shape:
+
+- a query is one SELECT (CTEs, subqueries and UNION/INTERSECT/EXCEPT of selects are fine) whose
+  tables are only the relations the operation provides or its own CTEs;
+- an expression (a predicate, a measure) names columns and scalar functions only;
+- no function DuckDB resolves as a table function (every file reader among them) and no function
+  that reveals the engine's settings or the environment is called anywhere.
+
+What runs afterwards is the checked tree rendered again, never the caller's text, so a comment or
+a construct the parser reads differently from DuckDB cannot smuggle a second statement through.
+
+>>> checked_select("select * from ENTRIES where id <> 4", ("entries",), "rewrite query")
+'SELECT * FROM ENTRIES WHERE id <> 4'
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Collection
+from typing import Any
+
+import duckdb
+import sqlglot
+from sqlglot import exp
+
+from ledger.errors import UnsafeSqlError
+
+DIALECT = "duckdb"
+
+# Statements sqlglot knows; anything else it cannot parse falls back to exp.Command.
+_STATEMENTS: tuple[type[exp.Expr], ...] = tuple(
+    getattr(exp, name)
+    for name in (
+        "Alter", "Analyze", "Attach", "Cache", "Command", "Commit", "Copy", "Create", "DDL",
+        "DML", "Declare", "Delete", "Describe", "Detach", "Drop", "Export", "Grant", "Insert",
+        "Install", "Into", "Kill", "LoadData", "Merge", "Pragma", "Refresh", "Revoke",
+        "Rollback", "Set", "Show", "Summarize", "Transaction", "TruncateTable", "Uncache",
+        "Update", "Use",
+    )
+    if hasattr(exp, name)
+)  # fmt: skip
+
+_QUERY_SHAPES = (exp.Select, exp.SetOperation, exp.Subquery)
+
+# Readers and catalog functions, refused even when this DuckDB build lacks the extension that
+# would define them (a later build, or one with the extension loaded, would run them).
+_TABLE_FUNCTIONS = frozenset(
+    {
+        "read_parquet", "parquet_scan", "parquet_metadata", "parquet_schema",
+        "parquet_file_metadata", "parquet_kv_metadata", "read_csv", "read_csv_auto", "sniff_csv",
+        "read_json", "read_json_auto", "read_json_objects", "read_json_objects_auto",
+        "read_ndjson", "read_ndjson_auto", "read_ndjson_objects", "read_text", "read_blob",
+        "read_xlsx", "glob", "query", "query_table", "iceberg_scan", "iceberg_metadata",
+        "delta_scan", "st_read", "sqlite_scan", "sqlite_attach", "postgres_scan",
+        "postgres_query", "mysql_scan", "mysql_query", "duckdb_secrets", "duckdb_settings",
+        "load_aws_credentials", "table",
+    }
+)  # fmt: skip
+
+# Scalar functions that reveal settings or the environment, or (in Spark, where predicates are
+# rendered too) call into the JVM, read file names or fail on purpose.
+_LEAKING_FUNCTIONS = frozenset(
+    {
+        "current_setting", "getenv", "current_query", "reflect", "java_method", "try_reflect",
+        "input_file_name", "input_file_block_start", "input_file_block_length", "raise_error",
+        "assert_true", "current_user", "session_user", "user",
+    }
+)  # fmt: skip
+
+
+def checked_select(sql: Any, relations: Collection[str], what: str) -> str:
+    """``sql`` rendered from its parse tree once it is known to be one SELECT reading only
+    ``relations`` (matched as DuckDB matches names: ignoring ASCII case); else
+    :class:`UnsafeSqlError` saying why.
+
+    >>> checked_select("COPY (SELECT 1) TO '/tmp/x.csv'", ("entries",), "rewrite query")
+    Traceback (most recent call last):
+    ledger.errors.UnsafeSqlError: rewrite query must be one SELECT ...
+    """
+    if not isinstance(sql, str) or not sql.strip():
+        raise UnsafeSqlError(f"{what} must be a SELECT over {_names(relations)}, got {sql!r}")
+    rendered = _checked_render(sql, relations, what)
+    # Check what will run: the rendered text, parsed again, must pass and render the same.
+    if _checked_render(rendered, relations, what) != rendered:
+        raise UnsafeSqlError(
+            f"{what} {sql!r} cannot be verified (it does not survive a round trip through the "
+            "SQL parser); write it as a plain SELECT"
+        )
+    return rendered
+
+
+def check_expression(
+    tree: exp.Expr, text: str, what: str, error: type[UnsafeSqlError] = UnsafeSqlError
+) -> None:
+    """Refuse an expression (a predicate, a measure) that holds a statement, a table, a table
+    function or a function revealing settings; ``error`` is the type raised."""
+    _check_nodes(tree, text, what, error, tables=False)
+
+
+def _check_nodes(
+    tree: exp.Expr, text: str, what: str, error: type[UnsafeSqlError], *, tables: bool
+) -> None:
+    for node in tree.walk():
+        if isinstance(node, _STATEMENTS):
+            raise error(
+                f"{what} {text!r} holds a statement ({node.key.upper()}); write "
+                + ("one SELECT" if tables else "an expression over the table's columns")
+            )
+        if isinstance(node, exp.Table) and not tables:
+            raise error(
+                f"{what} {text!r} reads a table ({node.sql(dialect=DIALECT)}); write an "
+                "expression over the table's columns"
+            )
+        if isinstance(node, exp.Func):
+            _check_function(node, text, what, error)
+
+
+def _checked_render(sql: str, relations: Collection[str], what: str) -> str:
+    tree = _one_statement(sql, relations, what)
+    if not isinstance(tree, _QUERY_SHAPES):
+        raise UnsafeSqlError(
+            f"{what} must be one SELECT over {_names(relations)} (CTEs, subqueries, UNION, "
+            f"INTERSECT and EXCEPT are fine), not {tree.key.upper()}: {sql!r}"
+        )
+    _check_tables(tree, relations, sql, what)
+    _check_nodes(tree, sql, what, UnsafeSqlError, tables=True)
+    return str(tree.sql(dialect=DIALECT, comments=False))
+
+
+def _one_statement(sql: str, relations: Collection[str], what: str) -> exp.Expr:
+    # sqlglot logs a warning for each statement it cannot parse; it is refused just below.
+    parser_log = logging.getLogger("sqlglot")
+    level = parser_log.level
+    parser_log.setLevel(logging.ERROR)
+    try:
+        statements = sqlglot.parse(sql, dialect=DIALECT)
+    except sqlglot.errors.SqlglotError as e:
+        raise UnsafeSqlError(
+            f"{what} must be one SELECT over {_names(relations)}; {sql!r} does not parse: {e}"
+        ) from e
+    finally:
+        parser_log.setLevel(level)
+    present = [s for s in statements if s is not None]
+    if len(present) != 1 or len(statements) != 1:
+        raise UnsafeSqlError(
+            f"{what} must be exactly one SELECT over {_names(relations)}; {sql!r} holds "
+            f"{len(present)} statements"
+        )
+    return present[0]
+
+
+def _check_tables(tree: exp.Expr, relations: Collection[str], sql: str, what: str) -> None:
+    for table in tree.find_all(exp.Table):
+        shown = table.sql(dialect=DIALECT)
+        if not isinstance(table.this, exp.Identifier):
+            raise UnsafeSqlError(
+                f"{what} {sql!r} reads {shown}, a table function; read only {_names(relations)}"
+            )
+        if table.args.get("db") or table.args.get("catalog"):
+            raise UnsafeSqlError(
+                f"{what} {sql!r} reads {shown}; name {_names(relations)} without a schema or "
+                "database"
+            )
+        visible = [*relations, *_ctes_around(table)]
+        if not any(_same_name(table.name, name) for name in visible):
+            raise UnsafeSqlError(
+                f"{what} {sql!r} reads {shown}, which is not {_names(relations)} nor one of its "
+                "CTEs (file paths, catalog tables and other tables are refused)"
+            )
+
+
+def _ctes_around(node: exp.Expr) -> list[str]:
+    """The CTE names visible at ``node``: those of every WITH enclosing it."""
+    names: list[str] = []
+    parent = node.parent
+    while parent is not None:
+        with_clause = parent if isinstance(parent, exp.With) else parent.args.get("with_")
+        if isinstance(with_clause, exp.With):
+            names.extend(cte.alias for cte in with_clause.expressions)
+        parent = parent.parent
+    return names
+
+
+def _same_name(given: str, name: str) -> bool:
+    # DuckDB folds ASCII case only; a non-ASCII name must match exactly.
+    return given == name or (given.isascii() and name.isascii() and given.lower() == name.lower())
+
+
+def _check_function(node: exp.Func, text: str, what: str, error: type[UnsafeSqlError]) -> None:
+    names = _function_names(node)
+    refused = names & (_TABLE_FUNCTIONS | _LEAKING_FUNCTIONS | duckdb_table_functions())
+    if refused:
+        raise error(
+            f"{what} {text!r} calls {sorted(refused)[0]}(), a table function or one that reads "
+            "files or settings; use the provided relations, columns and scalar functions only"
+        )
+    if isinstance(node, exp.Anonymous) and not names & duckdb_scalar_functions():
+        raise error(
+            f"{what} {text!r} calls {node.name}(), which is not a scalar or aggregate function "
+            "of DuckDB"
+        )
+
+
+def _function_names(node: exp.Func) -> set[str]:
+    if isinstance(node, exp.Anonymous):
+        return {str(node.name).lower()}
+    return {name.lower() for name in node.sql_names()}
+
+
+@functools.cache
+def duckdb_table_functions() -> frozenset[str]:
+    """Names DuckDB resolves as table functions, table macros or pragmas."""
+    return _catalog_functions(("table", "table_macro", "pragma"), keep=True)
+
+
+@functools.cache
+def duckdb_scalar_functions() -> frozenset[str]:
+    """Names DuckDB resolves as scalar, aggregate or window functions, or scalar macros."""
+    return _catalog_functions(("table", "table_macro", "pragma"), keep=False) - (
+        duckdb_table_functions()
+    )
+
+
+def _catalog_functions(kinds: tuple[str, ...], *, keep: bool) -> frozenset[str]:
+    config: dict[str, str | bool | int | float | list[str]] = {
+        "autoinstall_known_extensions": False,
+        "autoload_known_extensions": False,
+    }
+    with duckdb.connect(config=config) as con:
+        rows = con.execute(
+            "SELECT DISTINCT lower(function_name), function_type FROM duckdb_functions()"
+        ).fetchall()
+    return frozenset(name for name, kind in rows if (kind in kinds) == keep)
+
+
+def _names(relations: Collection[str]) -> str:
+    return " or ".join(repr(r) for r in relations)
