@@ -50,6 +50,11 @@ class KeyNotFoundError(_LookupError):
     """An update names keys that have no visible row."""
 
 
+class StaleVersionError(InvalidArgumentError):
+    """An upsert or update of a replacing table gives a row a version below the version of its
+    key's latest entry, so the new row would not be the one the table shows."""
+
+
 class InvalidPredicateError(LedgerError, ValueError):
     """A SQL predicate that cannot be parsed or bound to the table's columns."""
 

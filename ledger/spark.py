@@ -29,6 +29,7 @@ from ledger.errors import (
     KeyNotFoundError,
     MissingKeyError,
     SchemaError,
+    StaleVersionError,
     TypeMismatchError,
 )
 from ledger.log.entries import FileMarker
@@ -580,6 +581,7 @@ def _read_modify_write(tx: Transaction, data: DataFrame, operation: str) -> int:
             .withColumn(DML_TYPE, F.lit(1).cast("tinyint"))
             .withColumn(engine.KIND, F.lit(engine.INSERTIONS))
         )
+        _refuse_stale_versions(tx, entries, filled.select(*map(engine.col, [*given, *kept])))
         written = marks.unionByName(insertions, allowMissingColumns=True)
     # Evaluate the join once: counting and writing then read the same entries.
     written = written.localCheckpoint(eager=True)
@@ -596,11 +598,37 @@ def _read_modify_write(tx: Transaction, data: DataFrame, operation: str) -> int:
     return total - deleted if operation != "delete" else deleted
 
 
-def _latest_order(state: TableState) -> list[str] | None:
+def _refuse_stale_versions(tx: Transaction, entries: DataFrame, rows: DataFrame) -> None:
+    """The rule of the embedded upsert and update on replacing tables (see
+    ``Transaction._refuse_stale_versions``): a new row never ranks below its key's latest
+    entry."""
+    policy = _replacing_policy(tx.base_state)
+    if policy is None or policy.version_column is None:
+        return
+    stale = _engine().stale_versions(
+        entries, rows, tx.key_columns, policy.version_column, policy.latest_order()
+    )
+    examples = stale.limit(3).collect()
+    if examples:
+        raise StaleVersionError(
+            f"row(s) give {policy.version_column!r} a version below the current version of "
+            f"their key (NULL ranks lowest), e.g. {[r.asDict() for r in examples]}; table "
+            f"{tx.table.name!r} shows the row with the highest version, so give a version at "
+            "or above the current one (insert records an older version without replacing the "
+            "newer row)"
+        )
+
+
+def _replacing_policy(state: TableState) -> ReplacingPolicy | None:
     if state.config.policy.get("name") != "replacing":
         return None
     policy = load_policy(state.config.policy, state.schema, state.config)
-    return policy.latest_order() if isinstance(policy, ReplacingPolicy) else None
+    return policy if isinstance(policy, ReplacingPolicy) else None
+
+
+def _latest_order(state: TableState) -> list[str] | None:
+    policy = _replacing_policy(state)
+    return None if policy is None else policy.latest_order()
 
 
 # --- merges and rollups --------------------------------------------------------------------------

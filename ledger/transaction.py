@@ -32,6 +32,7 @@ from ledger.errors import (
     KeyNotFoundError,
     MissingKeyError,
     SchemaError,
+    StaleVersionError,
     TransactionClosedError,
     TransactionTimeoutError,
     TypeMismatchError,
@@ -598,6 +599,7 @@ class Transaction:
     def _replace(self, rows: pa.Table, latest: pa.Table, marks: pa.Table) -> int:
         self._refuse_marks_if_insert_only(marks.num_rows)
         rows = engine.fill_missing(rows, latest, self.key_columns, self._value_columns)
+        self._refuse_stale_versions(rows)
         entries = pa.concat_tables([self._entries(marks, -1), self._entries(rows, 1)])
         self._write(entries)
         self._touched.append(self._keys_of(rows))
@@ -661,10 +663,40 @@ class Transaction:
 
     def _latest_first(self) -> str | None:
         """Replacing tables read a key's latest entry only (merges drop older ones)."""
+        policy = self._replacing_policy()
+        return None if policy is None else policy.latest_first()
+
+    def _replacing_policy(self) -> ReplacingPolicy | None:
         if self._config.policy.get("name") != "replacing":
             return None
         policy = load_policy(self._config.policy, self._schema, self._config)
-        return policy.latest_first() if isinstance(policy, ReplacingPolicy) else None
+        return policy if isinstance(policy, ReplacingPolicy) else None
+
+    def _refuse_stale_versions(self, rows: pa.Table) -> None:
+        """On a replacing table with a version column, a new row must rank at or above its
+        key's latest entry: below it, the old row (or the delete mark of a deleted key) would
+        stay the latest, and the mark this write adds would hide the key altogether."""
+        policy = self._replacing_policy()
+        if policy is None or policy.version_column is None or not rows.num_rows:
+            return
+        stale = engine.stale_versions(
+            self._table.store,
+            self._table.prefix,
+            self._visible_markers(rows.select(list(self.key_columns))),
+            file_schema(self._schema, self._config),
+            self.key_columns,
+            rows,
+            policy.version_column,
+            policy.latest_first(),
+        )
+        if stale.num_rows:
+            raise StaleVersionError(
+                f"{stale.num_rows} row(s) give {policy.version_column!r} a version below the "
+                f"current version of their key (NULL ranks lowest), e.g. "
+                f"{stale.slice(0, 3).to_pylist()}; table {self._table.name!r} shows the row "
+                "with the highest version, so give a version at or above the current one "
+                "(insert records an older version without replacing the newer row)"
+            )
 
     def _check_conflicts(self, latest: TableState, intervening: Sequence[LogFile]) -> None:
         """Raise if a commit since the snapshot wrote entries for a key this transaction read,

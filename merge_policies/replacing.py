@@ -1,8 +1,10 @@
 """Replacing (dimension tables): keep the latest entry of each key.
 
-"Latest" is by ``trx_id``/``trx_seq``, or by a user version column first (ties, and NULL
-versions, fall back to the ledger order). The visible row of a key is its latest entry unless
-that entry is a delete mark.
+"Latest" is by ``trx_id``/``trx_seq``, or by a user version column first (a NULL version ranks
+below every other version; ties fall back to the ledger order). Upserts and updates refuse a row
+whose version ranks below its key's latest entry (``StaleVersionError``): the mark they write
+carries the old version, so it would outrank the new row and hide the key. The visible row of a
+key is its latest entry unless that entry is a delete mark.
 
 A delete mark that is a key's latest entry hides every older entry of the key, including one a
 slow transaction has not committed yet. It is dropped only when dropping cannot bring a deleted
@@ -16,7 +18,9 @@ row back (ClickHouse's ReplacingMergeTree lost deletes this way):
    the table's ``transaction_timeout`` are refused at commit, so an entry written more than that
    long ago bounds every transaction that reserved a smaller ``trx_id``).
 
-Otherwise the mark stays, as the single entry of its key, until a later merge may drop it.
+Otherwise the mark stays, as the single entry of its key, until a later merge may drop it. With
+a version column a mark is never dropped: it hides insertions of versions up to its own that
+arrive later, which a dropped mark would let through.
 """
 
 from __future__ import annotations
@@ -59,6 +63,10 @@ class ReplacingPolicy:
             f"SELECT {columns} FROM {context.source} "
             f"QUALIFY row_number() OVER (PARTITION BY {keys} ORDER BY {self.latest_first()}) = 1"
         )
+        if self.version_column is not None:
+            # A mark records that every version up to its own is deleted: an older version
+            # inserted later (late data) must stay hidden, so the mark is never dropped.
+            return latest
         if not context.covers_every_entry_of_its_keys or context.settled_trx_id is None:
             return latest
         return (
@@ -81,15 +89,29 @@ def build(options: Mapping[str, Any], schema: TableSchema, config: TableConfig) 
     (column,) = check_columns(
         NAME, "version_column", [version] if isinstance(version, str) else version, schema, config
     )
+    check_version_column(column, schema, config)
+    return ReplacingPolicy(column)
+
+
+def check_version_column(column: str, schema: TableSchema, config: TableConfig) -> None:
+    """A version orders a key's entries, so it must be a value of the row (not the key, which
+    every entry of a key shares) with an exact total order: an integer, decimal, date or
+    timestamp. Floats are refused: NaN and -0.0/0.0 order differently across engines, and a
+    version that cannot be compared exactly cannot pick one latest row."""
+    if column in config.key_columns:
+        raise InvalidArgumentError(
+            f"merge policy 'replacing': version_column {column!r} is a primary-key column, "
+            "which every entry of a key shares; use a separate column that grows with every "
+            "new version of a row"
+        )
     data_type = schema.type_of(column)
     if not (
         pa.types.is_integer(data_type)
         or pa.types.is_decimal(data_type)
-        or pa.types.is_floating(data_type)
         or pa.types.is_temporal(data_type)
     ):
         raise InvalidArgumentError(
-            f"merge policy 'replacing': version_column {column!r} is {data_type}; use a number, "
-            "date or timestamp that grows with every new version of a row"
+            f"merge policy 'replacing': version_column {column!r} is {data_type}; use an "
+            "integer, decimal, date or timestamp that grows with every new version of a row "
+            "(floating-point versions do not order exactly)"
         )
-    return ReplacingPolicy(column)

@@ -34,7 +34,7 @@ import math
 import time
 import zlib
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from decimal import Decimal
 from typing import Any
 from unittest import mock
@@ -45,6 +45,7 @@ from hypothesis import strategies as st
 
 import ledger
 from ledger.engines import duckdb as engine
+from ledger.errors import StaleVersionError
 from ledger.live import expand_sql, live_entries_sql
 from ledger.maintenance import merge as merging
 from ledger.schema import ROW_ID
@@ -185,7 +186,16 @@ def _with_row_ids(table: ledger.Table, rows: list[dict[str, Any]]) -> list[dict[
 def _apply(
     table: ledger.Table, operation: tuple[Any, ...], written: list[list[dict[str, Any]]]
 ) -> None:
-    """Run one operation; ``written`` collects the batches of rows inserted, for ``repeat``."""
+    """Run one operation; ``written`` collects the batches of rows inserted, for ``repeat``.
+    An upsert or update giving a replacing table's row a lower version than its key's latest
+    entry is refused before writing (docs/merges.md 2.2), and leaves the table as it was."""
+    with suppress(StaleVersionError):
+        _apply_or_refuse(table, operation, written)
+
+
+def _apply_or_refuse(
+    table: ledger.Table, operation: tuple[Any, ...], written: list[list[dict[str, Any]]]
+) -> None:
     kind, argument, *rest = operation
     key = _key_column(table)
     if kind == "insert":

@@ -44,6 +44,7 @@ from ledger.errors import (
     KeyNotFoundError,
     MissingKeyError,
     SchemaError,
+    StaleVersionError,
     StorageError,
     TypeMismatchError,
     UnknownColumnError,
@@ -299,9 +300,18 @@ def test_replacing_writes_equal_embedded(
     data = rows("k g x v", (1, "a", 10, 5), (2, "a", 20, 5), (3, "b", 30, 5))
     s.insert(data)
     e.insert(data)
-    # Key 1 gets a higher version, key 2 a lower one (with a version column it stays hidden
-    # behind the older, higher version), key 4 is new.
-    same_commit(on_both(spark, s, e, "upsert", rows("k x v", (1, 11, 6), (2, 21, 1), (4, 40, 1))))
+    if version_column is not None:
+        # A lower (or NULL) version is refused on both engines before anything is written:
+        # the mark of the old row would outrank the new row and hide the key.
+        versions = (s.version, e.version)
+        for stale in (rows("k x v", (2, 21, 1)), rows("k x v", (1, 11, None))):
+            with pytest.raises(StaleVersionError):
+                ls.upsert(s, frame(spark, stale))
+            with pytest.raises(StaleVersionError):
+                e.upsert(stale)
+        assert (s.refresh().version, e.refresh().version) == versions
+    # Key 1 gets a higher version, key 2 the same one (the later write wins), key 4 is new.
+    same_commit(on_both(spark, s, e, "upsert", rows("k x v", (1, 11, 6), (2, 21, 5), (4, 40, 1))))
     if version_column is None:
         same_commit(on_both(spark, s, e, "delete", rows("k", (4,))))
     else:

@@ -183,6 +183,35 @@ def entries_touch(
         return False
 
 
+def stale_versions(
+    store: Store,
+    table_prefix: str,
+    files: Sequence[FileMarker],
+    schema: pa.Schema,
+    key_columns: Sequence[str],
+    rows: pa.Table,
+    version_column: str,
+    latest_first: str,
+) -> pa.Table:
+    """The rows whose version ranks below the version of their key's latest entry (by
+    ``latest_first``, an ORDER BY; a delete mark counts): key columns, ``given`` and
+    ``current``. A NULL version ranks below every other version."""
+    keys, version = idents(list(key_columns)), ident(version_column)
+    with closing(connect()) as con, storage_errors(f"reading {table_prefix.rstrip('/')!r}"):
+        scan_files(con, store, table_prefix, files, schema).create_view("ledger_entries")
+        con.register("ledger_rows", rows.select([*key_columns, version_column]))
+        latest = (
+            f"SELECT {keys}, {version} FROM ledger_entries SEMI JOIN ledger_rows USING ({keys}) "
+            f"QUALIFY row_number() OVER (PARTITION BY {keys} ORDER BY {latest_first}) = 1"
+        )
+        return con.sql(
+            f"SELECT {keys}, given.{version} AS given, latest.{version} AS current "
+            f"FROM ledger_rows AS given JOIN ({latest}) AS latest USING ({keys}) "
+            f"WHERE latest.{version} IS NOT NULL "
+            f"AND (given.{version} IS NULL OR given.{version} < latest.{version})"
+        ).to_arrow_table()
+
+
 def anti_join(keys: pa.Table, found: pa.Table, key_columns: Sequence[str]) -> pa.Table:
     """The rows of ``keys`` whose key is not in ``found``."""
     with closing(connect()) as con:

@@ -330,6 +330,31 @@ def live_entries(
     return visible, marks
 
 
+def stale_versions(
+    entries: DataFrame,
+    rows: DataFrame,
+    key_columns: Sequence[str],
+    version_column: str,
+    latest_first: Sequence[str],
+) -> DataFrame:
+    """The rows whose version ranks below the version of their key's latest entry (a delete
+    mark counts), as in ``ledger.engines.duckdb.stale_versions``: key columns, ``given`` and
+    ``current``. A NULL version ranks below every other version."""
+    touched = entries.join(rows.select(*map(col, key_columns)), list(key_columns), "left_semi")
+    by_key = Window.partitionBy(*map(col, key_columns))
+    order = [col(c).desc_nulls_last() for c in latest_first]
+    latest = (
+        touched.withColumn("__ledger_rank", F.row_number().over(by_key.orderBy(*order)))
+        .filter("__ledger_rank = 1")
+        .select(*map(col, key_columns), col(version_column).alias("current"))
+    )
+    given = rows.select(*map(col, key_columns), col(version_column).alias("given"))
+    return given.join(latest, list(key_columns)).filter(
+        F.col("current").isNotNull()
+        & (F.col("given").isNull() | (F.col("given") < F.col("current")))
+    )
+
+
 _INTEGERS = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 _FLOATS = (T.FloatType, T.DoubleType)
 # Integers a float holds exactly, as Arrow's safe cast checks them: |v| <= 2**24 or 2**53.
