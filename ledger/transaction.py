@@ -44,7 +44,7 @@ from ledger.partitioning import PartitionSpec
 from ledger.predicates import check_predicate
 from ledger.pruning import prune_by_keys
 from ledger.schema import DML_TYPE, ROW_ID, TableSchema, conform, to_arrow
-from ledger.trx_ids import reservation_key, reserve_trx_id
+from ledger.trx_ids import reservation_body, reservation_key, reserve_trx_id
 from ledger.writer import DataWriter, build_entries, file_schema, row_ids, sequence
 from merge_policies import load_policy
 from merge_policies.replacing import ReplacingPolicy
@@ -95,7 +95,19 @@ class Transaction:
             raise InvalidArgumentError(f"batch must be a non-negative integer, got {batch!r}")
         self._table = table
         self._started_ms = int(time.time() * 1000)  # before the snapshot: see check_timeout
-        self._base: TableState = table._latest_state()
+        # The id is reserved before the snapshot is read, and the reservation names a version at
+        # or below it: a vacuum that lists reservations after reading its state either sees this
+        # transaction or read that state before this snapshot, so it keeps every file this
+        # transaction may read or check for conflicts (ledger.maintenance.vacuum).
+        known = table._latest_state()
+        self._trx_id: int | None = reserve_trx_id(
+            table.store, table.prefix, known.max_trx_id, reservation_body(known.version)
+        )
+        try:
+            self._base: TableState = table._latest_state()
+        except BaseException:
+            table.store.delete(reservation_key(table.prefix, self._trx_id))
+            raise
         self._schema = self._base.schema
         self._config = self._base.config
         self._evolve = evolve_schema
@@ -107,7 +119,6 @@ class Transaction:
         self._replay = self._app is not None and self._base.apps.get(self._app.app_id, -1) >= (
             self._app.batch
         )
-        self._trx_id: int | None = None
         self._next_seq = 0
         self._next_row = 0
         self._added: list[FileMarker] = []
@@ -142,7 +153,7 @@ class Transaction:
 
     @property
     def trx_id(self) -> int:
-        """The transaction's ``trx_id`` (reserved on first use)."""
+        """The transaction's ``trx_id`` (reserved when it began)."""
         if self._trx_id is None:
             self._trx_id = reserve_trx_id(
                 self._table.store, self._table.prefix, self._base.max_trx_id

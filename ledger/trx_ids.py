@@ -6,9 +6,15 @@ and every reservation listed above it, so it exceeds the id of any transaction t
 before this one began (that transaction reserved its id before committing, and the listing sees
 it). Two writers can never create the same reservation key, so ids are unique without a lock.
 Reservations at or below the committed maximum are garbage that vacuum may delete.
+
+A transaction's reservation also holds ``{"snapshot": V}``: a version at or below the snapshot
+it reads. Vacuum keeps the data files such a transaction may still read or check for conflicts
+while the reservation is younger than the transaction timeout (docs/merges.md 4.4).
 """
 
 from __future__ import annotations
+
+import json
 
 from ledger.errors import ConflictError
 from ledger.storage import Store
@@ -25,7 +31,22 @@ def reservation_key(table_prefix: str, trx_id: int) -> str:
     return f"{reservation_prefix(table_prefix)}{trx_id:0{ID_DIGITS}d}"
 
 
-def reserve_trx_id(store: Store, table_prefix: str, committed_max: int) -> int:
+def reservation_body(snapshot_version: int) -> bytes:
+    """What a transaction's reservation holds: a lower bound of the version it reads."""
+    return json.dumps({"snapshot": snapshot_version}, separators=(",", ":")).encode()
+
+
+def reservation_snapshot(body: bytes) -> int | None:
+    """The snapshot bound a reservation holds, or None when it holds none (an empty object, or
+    anything else: then the reader must assume the oldest snapshot)."""
+    try:
+        value = json.loads(body).get("snapshot")
+    except (ValueError, AttributeError):
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def reserve_trx_id(store: Store, table_prefix: str, committed_max: int, body: bytes = b"") -> int:
     """Reserve and return a fresh ``trx_id`` above ``committed_max`` and every reservation."""
     prefix = reservation_prefix(table_prefix)
     candidate = committed_max + 1
@@ -34,7 +55,7 @@ def reserve_trx_id(store: Store, table_prefix: str, committed_max: int) -> int:
         if name.isdigit():
             candidate = max(candidate, int(name) + 1)
     for _ in range(_MAX_TRIES):
-        if store.put_if_absent(reservation_key(table_prefix, candidate), b""):
+        if store.put_if_absent(reservation_key(table_prefix, candidate), body):
             return candidate
         candidate += 1
     raise ConflictError("could not reserve a trx_id: too many concurrent transactions; retry")

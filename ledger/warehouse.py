@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 import time
@@ -24,7 +25,7 @@ from ledger.errors import (
     TableNotFoundError,
 )
 from ledger.log.commit import commit_entry, next_timestamp
-from ledger.log.entries import LogFile, TableConfig
+from ledger.log.entries import LogFile, TableConfig, life_data_folder
 from ledger.log.state import CREATE, DROP, TableState
 from ledger.log.table_log import TableLog
 from ledger.maintenance.merge import check_query
@@ -147,6 +148,9 @@ class Warehouse:
                     f"table {table_log.name!r} already exists in {self.store.uri}; open it with "
                     "warehouse.table(name) or drop it first"
                 )
+            # A data folder of this life's own: vacuum of the new life then never deletes the
+            # dropped life's files, which snapshots from before the drop still read.
+            config = dataclasses.replace(config, data_folder=life_data_folder(config))
             entry = LogFile(state.version + 1, next_timestamp(state), CREATE, schema, config=config)
             if self.store.put_if_absent(table_log.commit_key(entry.version), entry.to_jsonl()):
                 return Table(self.store, table_log.name, state.apply([entry]))

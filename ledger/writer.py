@@ -103,7 +103,7 @@ def sort_columns(config: TableConfig) -> list[str]:
 
 @dataclass(frozen=True)
 class DataWriter:
-    """Writes entry tables of one table's current schema into its ``_data/`` folder."""
+    """Writes entry tables of one table's current schema into its life's data folder."""
 
     store: Store
     table_prefix: str
@@ -163,7 +163,8 @@ class DataWriter:
         """A fresh data file's path relative to the table, and its store key (its local
         folder created)."""
         folder = self.partition_spec.path(partition)
-        relative = f"_data/{folder + '/' if folder else ''}{uuid.uuid4().hex}.parquet"
+        data_folder = self.config.data_folder
+        relative = f"{data_folder}/{folder + '/' if folder else ''}{uuid.uuid4().hex}.parquet"
         key = self.table_prefix + relative
         local = self.store.local_path(key)
         if local is not None:

@@ -39,6 +39,14 @@ def json_value(value: Any) -> JsonValue:
     return value
 
 
+DATA_FOLDER = "_data"
+
+
+def life_data_folder(config: TableConfig) -> str:
+    """The data folder of a table created again after a drop: ``_data-<table uuid as hex>``."""
+    return f"{DATA_FOLDER}-{config.table_uuid.replace('-', '')}"
+
+
 @dataclass(frozen=True)
 class TableConfig:
     """Everything about a table that is not its schema; stored in the first commit and every
@@ -60,6 +68,10 @@ class TableConfig:
     rollup: Mapping[str, Any] | None = None
     # On a base table: rollups refreshed in the same call as each write.
     auto_refresh: tuple[str, ...] = ()
+    # Where this life of the table writes data files: "_data" for the first life, a folder of
+    # its own for a table created again after a drop (vacuum then never takes the files of the
+    # dropped life, which its snapshots still read, for orphans of the new one).
+    data_folder: str = DATA_FOLDER
 
     @property
     def key_columns(self) -> tuple[str, ...]:
@@ -79,6 +91,7 @@ class TableConfig:
             "transaction_timeout_ms": self.transaction_timeout_ms,
             **({"rollup": dict(self.rollup)} if self.rollup is not None else {}),
             **({"auto_refresh": list(self.auto_refresh)} if self.auto_refresh else {}),
+            **({"data_folder": self.data_folder} if self.data_folder != DATA_FOLDER else {}),
         }
 
     @staticmethod
@@ -95,6 +108,7 @@ class TableConfig:
             transaction_timeout_ms=int(data.get("transaction_timeout_ms", 3_600_000)),
             rollup=None if data.get("rollup") is None else dict(data["rollup"]),
             auto_refresh=tuple(data.get("auto_refresh", ())),
+            data_folder=str(data.get("data_folder", DATA_FOLDER)),
         )
 
 

@@ -29,7 +29,7 @@ from ledger.progress import progress
 from ledger.schema import ROW_ID
 from ledger.snapshot import PartitionFilter
 from ledger.transaction import check_timeout
-from ledger.trx_ids import reserve_trx_id
+from ledger.trx_ids import reservation_body, reserve_trx_id
 from ledger.writer import ROW_GROUP_ROWS, DataWriter, SortedFileSink, file_schema, sort_columns
 from merge_policies import load_policy
 from merge_policies.base import MergeContext, MergePolicy
@@ -142,7 +142,9 @@ def merge_table(
         raise
     try:
         # The id makes the commit recognisable if its response is lost (see log/commit.py).
-        trx_id = reserve_trx_id(table.store, table.prefix, base.max_trx_id)
+        trx_id = reserve_trx_id(
+            table.store, table.prefix, base.max_trx_id, reservation_body(base.version)
+        )
     except BaseException:
         delete_uncommitted(table, [m for markers in outputs.values() for m in markers])
         raise

@@ -34,7 +34,7 @@ from ledger.predicates import check_predicate
 from ledger.pruning import prune_by_partitions
 from ledger.sql_guard import checked_select
 from ledger.transaction import check_timeout
-from ledger.trx_ids import reserve_trx_id
+from ledger.trx_ids import reservation_body, reserve_trx_id
 from ledger.writer import file_schema
 
 if TYPE_CHECKING:
@@ -123,7 +123,8 @@ def rewrite_partitions(table: Table, partitions: PartitionChoice, sql: str) -> P
             replaced.append(marker)
             added.extend(outputs)
         # The id makes the commit recognisable if its response is lost (see log/commit.py).
-        trx_id = reserve_trx_id(table.store, table.prefix, base.max_trx_id) if replaced else 0
+        body = reservation_body(base.version)  # a snapshot bound for vacuum (docs/merges.md 4.4)
+        trx_id = reserve_trx_id(table.store, table.prefix, base.max_trx_id, body) if replaced else 0
     except BaseException:
         delete_uncommitted(table, added)
         raise

@@ -1,13 +1,18 @@
 """Vacuum: delete what no snapshot newer than the grace period can read.
 
 1. Data files tombstoned longer ago than ``grace``: a ``vacuum`` commit removes their markers
-   from the state (and a checkpoint is written at once), then the files are deleted.
+   from the state (and a checkpoint is written at once), then the files are deleted. Files a
+   transaction that can still commit may read or check for conflicts stay, however short the
+   grace: see :func:`_needed_by_running_transactions`.
 2. Orphan data files, written by an operation that failed or was aborted and referenced by no
    commit: deleted once older than both ``grace`` and the table's transaction timeout. The data
    folder is listed *before* the state is read, and a transaction cannot commit after its
    timeout, so a file that is still going to be committed is never taken for an orphan.
 3. Log files older than the newest checkpoint that every snapshot within ``grace`` can start
    from, and ``trx_id`` reservations at or below the largest committed one.
+4. Temporary files (``.tmp-<hex>`` on local disk) that writers killed in the middle of a write
+   left in the table folder: deleted once as old as orphans must be. A live write holds its
+   temporary file only for the length of one put, far less than that.
 
 Vacuum takes no lock: merges, appends and other vacuums may run at the same time. Deleting a
 file twice, or expunging a marker another vacuum already expunged, is harmless.
@@ -24,11 +29,12 @@ from typing import TYPE_CHECKING
 
 from ledger.errors import InvalidArgumentError
 from ledger.log.commit import commit_entry, next_timestamp, write_checkpoint
-from ledger.log.entries import LogFile
+from ledger.log.entries import DATA_FOLDER, LogFile
 from ledger.log.state import TableState
+from ledger.log.table_log import VacuumedLogError
 from ledger.maintenance import merge as merging
 from ledger.transaction import check_timeout
-from ledger.trx_ids import ID_DIGITS, reservation_prefix
+from ledger.trx_ids import ID_DIGITS, reservation_prefix, reservation_snapshot
 
 if TYPE_CHECKING:
     from ledger.table import Table
@@ -47,17 +53,26 @@ class VacuumResult:
     orphans_deleted: int
     log_files_deleted: int
     reservations_deleted: int
+    temporaries_deleted: int = 0
 
 
 def vacuum_table(table: Table, grace: dt.timedelta | float) -> VacuumResult:
     grace_ms = _grace_ms(grace)
     now = int(time.time() * 1000)
-    data_prefix = table.prefix + "_data/"
+    # A life's data folder never changes, and this handle only ever sees its own life.
+    data_prefix = f"{table.prefix}{table._state.config.data_folder}/"
     listed = list(table.store.list(data_prefix))  # before the state: see the module docstring
     state = table._latest_state()
     cutoff = now - grace_ms
+    # Read after the state: see _needed_by_running_transactions.
+    needed = _needed_by_running_transactions(table, state, now, grace_ms)
+    if needed is None:  # unknown: keep everything a transaction that can still commit may need
+        cutoff = min(cutoff, _settled_cutoff(state, now, grace_ms))
+        needed = frozenset()
     expired = sorted(
-        m.path for m in state.files.values() if not m.alive and (m.tombstoned_ms or 0) < cutoff
+        m.path
+        for m in state.files.values()
+        if not m.alive and (m.tombstoned_ms or 0) < cutoff and m.path not in needed
     )
     version = None
     if expired:
@@ -66,9 +81,7 @@ def vacuum_table(table: Table, grace: dt.timedelta | float) -> VacuumResult:
 
     # Anything a running transaction could still commit, or still aim its commit at, is
     # younger than this.
-    settled_cutoff = (
-        now - max(grace_ms, state.config.transaction_timeout_ms) - merging.CLOCK_SKEW_MS
-    )
+    settled_cutoff = _settled_cutoff(state, now, grace_ms)
     known = set(state.files) | set(expired)
     orphans = [
         info.key
@@ -79,16 +92,29 @@ def vacuum_table(table: Table, grace: dt.timedelta | float) -> VacuumResult:
     ]
     orphans_deleted = _delete_keys(table, orphans)
     log_deleted, settled_trx_id = _vacuum_log(table, settled_cutoff)
+    orphans_deleted += _vacuum_earlier_lives(table, state, settled_cutoff)
     reservations_deleted = _vacuum_reservations(table, settled_trx_id)
+    temporaries_deleted = _delete_keys(
+        table,
+        [
+            info.key
+            for info in table.store.list_temporaries(table.prefix)
+            if info.modified_ms < settled_cutoff
+        ],
+    )
     log.info(
-        "table %s: vacuum deleted %d data files, %d orphans, %d log files, %d reservations",
+        "table %s: vacuum deleted %d data files, %d orphans, %d log files, %d reservations, "
+        "%d temporary files",
         table.name,
         deleted,
         orphans_deleted,
         log_deleted,
         reservations_deleted,
+        temporaries_deleted,
     )
-    return VacuumResult(version, deleted, orphans_deleted, log_deleted, reservations_deleted)
+    return VacuumResult(
+        version, deleted, orphans_deleted, log_deleted, reservations_deleted, temporaries_deleted
+    )
 
 
 def _grace_ms(grace: dt.timedelta | float) -> int:
@@ -105,6 +131,54 @@ def _grace_ms(grace: dt.timedelta | float) -> int:
             f"grace must be a finite, non-negative duration, got {seconds} s"
         )
     return int(seconds * 1000)
+
+
+def _settled_cutoff(state: TableState, now: int, grace_ms: int) -> int:
+    return now - max(grace_ms, state.config.transaction_timeout_ms) - merging.CLOCK_SKEW_MS
+
+
+def _needed_by_running_transactions(
+    table: Table, state: TableState, now: int, grace_ms: int
+) -> frozenset[str] | None:
+    """Paths of data files a transaction that can still commit may read (the files alive at
+    its snapshot) or check for conflicts (the files committed after it): every file added or
+    tombstoned by a commit after the oldest snapshot of a running transaction. None when that
+    cannot be told (then nothing tombstoned within the transaction timeout may go).
+
+    A running transaction is a ``trx_id`` reservation younger than the transaction timeout
+    (plus the clock-skew margin) whose id no commit carries; it names a version at or below
+    the transaction's snapshot. A transaction reserves before it reads its snapshot, and this
+    lists reservations after ``state`` was read, so one it misses reads a snapshot at or after
+    ``state``, whose tombstoned files it can never need.
+    """
+    live_since = now - state.config.transaction_timeout_ms - merging.CLOCK_SKEW_MS
+    if now - grace_ms <= live_since:
+        return frozenset()  # the grace already outlasts every transaction that can commit
+    prefix = reservation_prefix(table.prefix)
+    snapshots: dict[int, int | None] = {}
+    for info in table.store.list(prefix):
+        name = info.key[len(prefix) :]
+        if not name.isdigit() or info.modified_ms < live_since:
+            continue
+        try:
+            snapshots[int(name)] = reservation_snapshot(table.store.get(info.key))
+        except FileNotFoundError:
+            continue  # discarded by its transaction, which did not commit
+    if not snapshots:
+        return frozenset()
+    bounds = [v for v in snapshots.values() if v is not None]
+    try:
+        commits = table._log.commits_after(min([*bounds, state.version]))
+    except VacuumedLogError:
+        return None
+    committed = {c.trx_id for c in commits if c.trx_id is not None}
+    running = [v for n, v in snapshots.items() if n not in committed]
+    if not running:
+        return frozenset()
+    if None in running:  # a reservation without a snapshot bound: its reader may be older
+        return None
+    oldest = min(v for v in running if v is not None)
+    return frozenset(m.path for c in commits if c.version > oldest for m in c.files)
 
 
 def _expunge(
@@ -167,6 +241,39 @@ def _vacuum_log(table: Table, cutoff_ms: int) -> tuple[int, int]:
     # Oldest first: a crash part-way leaves a log that still starts at a readable point.
     doomed.sort()
     return _delete_keys(table, doomed), checkpoint.max_trx_id or 0
+
+
+def _vacuum_earlier_lives(table: Table, state: TableState, cutoff_ms: int) -> int:
+    """Delete the data files of earlier, dropped lives of the table once the log no longer
+    names them (its oldest file belongs to this life, so no snapshot of theirs can be read).
+
+    Each life writes into a data folder of its own (``_data`` for the first, ``_data-<uuid>``
+    for later ones), so this is the only place one life's vacuum touches another's files.
+    """
+    current = state.config.data_folder
+    others = [
+        name
+        for name in table.store.list_dirs(table.prefix)
+        if (name == DATA_FOLDER or name.startswith(DATA_FOLDER + "-")) and name != current
+    ]
+    if not others or _log_names_an_earlier_life(table, state):
+        return 0
+    doomed = [
+        info.key
+        for name in others
+        for info in table.store.list(f"{table.prefix}{name}/")
+        if info.modified_ms < cutoff_ms
+    ]
+    return _delete_keys(table, doomed)
+
+
+def _log_names_an_earlier_life(table: Table, state: TableState) -> bool:
+    listing = table._log.listing()
+    oldest = min([*listing.commits, *listing.checkpoints], default=None)
+    if oldest is None:
+        return True  # cannot tell: keep
+    first = table._log.read(listing.checkpoints.get(oldest) or listing.commits[oldest])
+    return first.config is None or first.config.table_uuid != state.config.table_uuid
 
 
 def _vacuum_reservations(table: Table, settled_trx_id: int) -> int:

@@ -70,6 +70,11 @@ class Store(ABC):
     def fs_path(self, key: str) -> str:
         """The path of ``key`` on :attr:`filesystem`."""
 
+    def list_temporaries(self, prefix: str) -> Iterator[ObjectInfo]:
+        """Yield the temporary objects under ``prefix`` that writes in progress (or killed
+        part-way) left, which ``list`` hides. Stores whose writes are atomic have none."""
+        return iter(())
+
     def local_path(self, key: str) -> str | None:
         """A path on local disk for engines that read files natively, or None."""
         return None

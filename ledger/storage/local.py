@@ -12,7 +12,8 @@ import pyarrow.fs as pafs
 
 from ledger.storage.base import ObjectInfo, Store
 
-_TEMP_PREFIX = ".tmp-"
+# A write in progress, or one killed part-way: listed apart (vacuum removes old ones).
+TEMP_PREFIX = ".tmp-"
 
 
 class LocalStore(Store):
@@ -39,7 +40,7 @@ class LocalStore(Store):
     def _write_temp(self, path: str, data: bytes) -> str:
         directory = os.path.dirname(path)
         os.makedirs(directory, exist_ok=True)
-        temp = os.path.join(directory, f"{_TEMP_PREFIX}{uuid.uuid4().hex}")
+        temp = os.path.join(directory, f"{TEMP_PREFIX}{uuid.uuid4().hex}")
         with open(temp, "wb") as f:
             f.write(data)
             f.flush()
@@ -64,12 +65,20 @@ class LocalStore(Store):
         return True
 
     def list(self, prefix: str, start_after: str | None = None) -> Iterator[ObjectInfo]:
+        yield from self._listing(prefix, start_after, temporaries=False)
+
+    def list_temporaries(self, prefix: str) -> Iterator[ObjectInfo]:
+        yield from self._listing(prefix, None, temporaries=True)
+
+    def _listing(
+        self, prefix: str, start_after: str | None, *, temporaries: bool
+    ) -> builtins.list[ObjectInfo]:
         base_key = prefix[: prefix.rfind("/") + 1]
         found: builtins.list[ObjectInfo] = []
         start = self._path(base_key) if base_key else self.root
-        self._walk(start, base_key, prefix, start_after, found)
+        self._walk(start, base_key, prefix, start_after, found, temporaries)
         found.sort(key=lambda info: info.key)
-        yield from found
+        return found
 
     def _walk(
         self,
@@ -78,6 +87,7 @@ class LocalStore(Store):
         prefix: str,
         start_after: str | None,
         found: builtins.list[ObjectInfo],
+        temporaries: bool,
     ) -> None:
         try:
             entries = os.scandir(directory)
@@ -89,9 +99,9 @@ class LocalStore(Store):
                 if entry.is_dir(follow_symlinks=False):
                     sub = key + "/"
                     if sub.startswith(prefix) or prefix.startswith(sub):
-                        self._walk(entry.path, sub, prefix, start_after, found)
+                        self._walk(entry.path, sub, prefix, start_after, found, temporaries)
                     continue
-                if entry.name.startswith(_TEMP_PREFIX) or not key.startswith(prefix):
+                if entry.name.startswith(TEMP_PREFIX) != temporaries or not key.startswith(prefix):
                     continue
                 if start_after is not None and key <= start_after:
                     continue

@@ -1,0 +1,198 @@
+"""Vacuum keeps what work still in flight needs, and cleans up what dead work left behind.
+
+- A transaction that can still commit (open for less than the table's transaction timeout)
+  keeps every data file it may read (its snapshot's) or check for conflicts (those committed
+  after its snapshot), whatever merges and vacuums with a shorter grace run meanwhile: its reads
+  answer, its conflict check raises ConflictError (which retries), never a storage error.
+- Counter increments racing a loop of merge + vacuum(0) each land exactly once.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+import ledger
+from tests.conftest import Location
+from tests.support.maintenance import set_clock_skew, vacuum_now
+
+SCHEMA = {"k": "BIGINT", "v": "BIGINT"}
+COUNTER = 0
+
+
+def _counter_table(warehouse: ledger.Warehouse, name: str = "counter") -> ledger.Table:
+    table = warehouse.create_table(name, SCHEMA, primary_key="k")
+    table.insert([{"k": COUNTER, "v": 0}])
+    return table
+
+
+def _lookup(table: ledger.Table, keys: list[int]) -> dict[int, int]:
+    reader = table.transaction()
+    try:
+        return {int(r["k"]): int(r["v"]) for r in reader.lookup(keys).to_pylist()}
+    finally:
+        reader.abort()
+
+
+def _value(table: ledger.Table, key: int = COUNTER) -> int | None:
+    return _lookup(table.refresh(), [key]).get(key)
+
+
+def _data_keys(table: ledger.Table) -> set[str]:
+    return {info.key for info in table.store.list(table.prefix + "_data/")}
+
+
+def _merge_and_vacuum(table: ledger.Table) -> ledger.maintenance.vacuum.VacuumResult:
+    table.merge(min_files=1)
+    return vacuum_now(table)
+
+
+def test_an_open_transaction_reads_its_snapshot_after_a_merge_and_vacuum_0(
+    location: Location,
+) -> None:
+    warehouse = location.connect()
+    table = _counter_table(warehouse)
+    table.upsert([{"k": COUNTER, "v": 1}])
+    running = table.transaction()
+    other = location.connect().table("counter")
+    other.upsert([{"k": COUNTER, "v": 2}])
+    result = _merge_and_vacuum(other)
+    assert result.data_files_deleted == 0  # all three tombstoned files are still needed
+
+    assert running.lookup([COUNTER]).to_pylist() == [{"k": COUNTER, "v": 1}]
+    running.upsert([{"k": COUNTER, "v": 10}])
+    with pytest.raises(ledger.ConflictError):  # the other upsert wrote the key it read
+        running.commit()
+    assert _value(other) == 2
+
+    # Once the transaction is over, nothing needs the tombstoned files any more.
+    assert vacuum_now(other).data_files_deleted == 3
+    assert _data_keys(other) == {other.prefix + m.path for m in other.snapshot().state.alive_files}
+    assert _value(location.connect().table("counter")) == 2
+
+
+def test_a_commit_checks_conflicts_against_files_merged_and_vacuumed_since_its_snapshot(
+    location: Location,
+) -> None:
+    warehouse = location.connect()
+    table = _counter_table(warehouse)
+    running = table.transaction()
+    assert running.lookup([COUNTER]).to_pylist() == [{"k": COUNTER, "v": 0}]
+    running.upsert([{"k": COUNTER, "v": 1}])
+    other = location.connect().table("counter")
+    other.upsert([{"k": COUNTER, "v": 5}])
+    _merge_and_vacuum(other)
+    with pytest.raises(ledger.ConflictError):
+        running.commit()
+    assert _value(other) == 5
+
+
+def test_a_blind_insert_commits_across_a_merge_and_vacuum_0(location: Location) -> None:
+    warehouse = location.connect()
+    table = _counter_table(warehouse)
+    running = table.transaction()
+    running.insert([{"k": 7, "v": 7}])
+    other = location.connect().table("counter")
+    other.upsert([{"k": COUNTER, "v": 3}])
+    _merge_and_vacuum(other)
+    assert running.commit().version is not None
+    assert _lookup(other.refresh(), [COUNTER, 7]) == {COUNTER: 3, 7: 7}
+
+
+def test_a_timed_out_transaction_no_longer_holds_files(
+    local_location: Location, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    set_clock_skew(monkeypatch)
+    warehouse = local_location.connect()
+    table = warehouse.create_table("counter", SCHEMA, primary_key="k", transaction_timeout=0.3)
+    table.insert([{"k": COUNTER, "v": 0}])
+    running = table.transaction()
+    table.upsert([{"k": COUNTER, "v": 1}])
+    table.merge(min_files=1)
+    assert vacuum_now(table).data_files_deleted == 0
+    time.sleep(0.4)  # past the timeout: the transaction can no longer commit
+    assert vacuum_now(table).data_files_deleted == 2
+    running.insert([{"k": 5, "v": 5}])
+    with pytest.raises(ledger.TransactionTimeoutError):
+        running.commit()
+    assert _value(table) == 1 and table.count() == 1
+
+
+def _increment(tx: ledger.Transaction, marker_key: int) -> None:
+    current = tx.lookup([COUNTER]).to_pylist()[0]["v"]
+    # The value each increment read is kept under its own key: serializable increments read
+    # 0, 1, 2, ... each exactly once.
+    tx.upsert([{"k": COUNTER, "v": current + 1}, {"k": marker_key, "v": current}])
+
+
+def _run_threads(count: int, work: Callable[[int], Any]) -> list[Any]:
+    results: list[Any] = [None] * count
+    barrier = threading.Barrier(count)
+
+    def run(i: int) -> None:
+        barrier.wait()
+        try:
+            results[i] = work(i)
+        except BaseException as e:  # reported, never swallowed
+            results[i] = e
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results
+
+
+def test_increments_racing_merge_and_vacuum_0_each_land_exactly_once(location: Location) -> None:
+    warehouse = location.connect()
+    _counter_table(warehouse)
+    writers, increments = 3, 6 if location.backend == "local" else 4
+    finished: list[int] = []  # writers done (list.append is atomic)
+
+    def write(writer: int) -> list[Any]:
+        table = location.connect().table("counter")
+        outcomes: list[Any] = []
+        try:
+            for n in range(increments):
+                marker = 1000 * (writer + 1) + n
+                try:
+                    table.retrying(lambda tx, m=marker: _increment(tx, m), retries=50)
+                    outcomes.append(marker)
+                except ledger.ConflictError as e:
+                    outcomes.append(e)
+        finally:
+            finished.append(writer)
+        return outcomes
+
+    def maintain() -> int:
+        table = location.connect().table("counter")
+        rounds = 0
+        while len(finished) < writers:
+            _merge_and_vacuum(table)
+            rounds += 1
+        return rounds
+
+    def role(i: int) -> Any:
+        return maintain() if i == writers else write(i)
+
+    results = _run_threads(writers + 1, role)
+    errors = [r for r in results if isinstance(r, BaseException)]
+    assert not errors, errors  # no StorageError (nor anything else) escaped
+    outcomes = [o for r in results[:writers] for o in r]
+    landed = [o for o in outcomes if isinstance(o, int)]
+    assert results[writers] >= 1
+    assert len(landed) >= 1
+
+    table = location.connect().table("counter")
+    assert _value(table) == len(landed)
+    markers = _lookup(table, landed)
+    assert set(markers) == set(landed)
+    assert sorted(markers.values()) == list(range(len(landed)))
+    assert table.count() == 1 + len(landed)
+    # Nothing any alive marker names is missing.
+    assert {table.prefix + m.path for m in table.snapshot().state.alive_files} <= _data_keys(table)
