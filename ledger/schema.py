@@ -8,7 +8,7 @@ the user columns followed by the system columns ``trx_id``, ``trx_seq`` and ``dm
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -240,7 +240,13 @@ def _fits(source: pa.DataType, target: pa.DataType) -> bool:
             or pa.types.is_decimal(target)
         )
     if pa.types.is_floating(source):
-        return bool(pa.types.is_floating(target) or pa.types.is_decimal(target))
+        # Into integers only when integral (checked by the cast): pandas holds an integer
+        # column with missing values as floats with NaN.
+        return bool(
+            pa.types.is_floating(target)
+            or pa.types.is_decimal(target)
+            or pa.types.is_integer(target)
+        )
     if pa.types.is_decimal(source):
         return bool(pa.types.is_decimal(target) or pa.types.is_floating(target))
     kinds = (
@@ -412,19 +418,83 @@ def _cast_column(name: str, column: pa.ChunkedArray, target: pa.DataType) -> pa.
             f"column {name!r} is {arrow_to_sql_or_str(target)} but the data holds {source}; "
             "convert the column before writing"
         )
+    if pa.types.is_floating(source) and pa.types.is_decimal(target):
+        return _float_to_decimal(name, column, target)
     try:
         if pa.types.is_integer(source) and pa.types.is_decimal(target):
-            # Arrow sizes int -> decimal casts for the widest integer; go through 38 digits and
-            # let the final safe cast check that each value fits the column's precision.
-            column = column.cast(pa.decimal128(38, target.scale))
+            # Arrow sizes int -> decimal casts for the widest integer (19 digits plus the
+            # scale, too many for DECIMAL(38,20)); go through 38 whole digits and let the final
+            # safe cast check that each value fits the column's precision and scale.
+            column = column.cast(pa.decimal128(38, 0))
+        if pa.types.is_decimal(target):
+            _check_whole_digits(name, column, target)
         converted = column.cast(target, safe=True)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-        bad = _first_unfit(column, target)
+        bad = column[_first_failing(column, lambda part: part.cast(target, safe=True))].as_py()
+        whole = (
+            " (an integer column takes whole numbers within its range)"
+            if pa.types.is_floating(source) and pa.types.is_integer(target)
+            else ""
+        )
         raise TypeMismatchError(
-            f"column {name!r} ({arrow_to_sql_or_str(target)}): value {bad!r} does not fit ({e})"
+            f"column {name!r} ({arrow_to_sql_or_str(target)}): value {bad!r} does not fit{whole} "
+            f"({e})"
         ) from e
     _check_lossless(name, column, converted, target)
     return converted
+
+
+def _check_whole_digits(name: str, column: pa.ChunkedArray, target: pa.DataType) -> None:
+    """Refuse decimals with more whole digits than the column's precision leaves before its
+    scale: Arrow's rescaling of such a decimal wraps around instead of failing."""
+    source = column.type
+    whole_digits = target.precision - target.scale
+    if source.precision - source.scale <= whole_digits:
+        return  # every value of the source type fits (the scale is checked by the cast)
+    limit = pa.scalar(10**whole_digits, source)  # compared in the source's own type
+    beyond = pc.or_(pc.greater_equal(column, limit), pc.less_equal(column, pc.negate(limit)))
+    if pc.any(beyond).as_py():
+        bad = column[pc.index(beyond, True).as_py()].as_py()
+        raise TypeMismatchError(
+            f"column {name!r} ({arrow_to_sql_or_str(target)}): value {bad} does not fit: it "
+            f"has more than {target.precision - target.scale} whole digit(s); widen the column"
+        )
+
+
+def _float_to_decimal(name: str, column: pa.ChunkedArray, target: pa.DataType) -> pa.ChunkedArray:
+    """A float goes into a DECIMAL as its shortest text, the digits ``repr`` prints (Arrow
+    prints floats that way): ``24.08`` is stored as 24.08, the decimal nearest to the float
+    that reads back as the same float. Floats whose text has more decimal places than the
+    scale (they would be rounded) or more digits than the precision, NaN and infinities are
+    refused. Arrow's own float -> decimal cast is not correctly rounded, so it cannot decide."""
+    text = column.cast(pa.string())
+    # Arrow's rescaling of the text wraps around instead of failing when the step is too
+    # large (1e-39 into DECIMAL(38,0) becomes 0, 1e16 into DECIMAL(38,32) some other number),
+    # so values outside the column's range are caught first: a nonzero float below the
+    # scale's smallest step, or one with more whole digits than the precision leaves. Inside
+    # that range the rescaling is exact.
+    magnitude = pc.abs(column)
+    outside = pc.or_(
+        pc.and_(pc.less(magnitude, 10.0**-target.scale), pc.not_equal(column, 0)),
+        pc.greater_equal(magnitude, 10.0 ** (target.precision - target.scale)),
+    )
+    if pc.any(outside).as_py():
+        raise _unfit_float(name, text[pc.index(outside, True).as_py()].as_py(), target)
+    try:
+        converted: pa.ChunkedArray = text.cast(target, safe=True)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+        bad = text[_first_failing(text, lambda part: part.cast(target, safe=True))].as_py()
+        raise _unfit_float(name, bad, target) from e
+    return converted
+
+
+def _unfit_float(name: str, text: str, target: pa.DataType) -> TypeMismatchError:
+    sql = arrow_to_sql_or_str(target)
+    return TypeMismatchError(
+        f"column {name!r} ({sql}): the float {text} does not fit exactly: a {sql} keeps "
+        f"{target.scale} decimal place(s) and {target.precision} digit(s) and no NaN or "
+        f"infinity; round the value to {target.scale} place(s) or widen the column before writing"
+    )
 
 
 _CALENDAR_DAYS = (-719162, 2932896)  # 0001-01-01 and 9999-12-31, in days since 1970-01-01
@@ -447,35 +517,51 @@ def _check_calendar_range(name: str, column: pa.ChunkedArray) -> None:
         )
 
 
+# A FLOAT rounds a value by at most this fraction of it, within its normal range.
+FLOAT_RELATIVE_ERROR = 2.0**-24
+
+
 def _check_lossless(
     name: str, column: pa.ChunkedArray, converted: pa.ChunkedArray, target: pa.DataType
 ) -> None:
-    """Arrow's safe casts round floats into decimals and overflow doubles into float
-    infinities without complaint; a ledger must not store a value other than the one given."""
+    """Arrow's safe casts overflow doubles into float infinities and underflow them to zero
+    without complaint; a ledger must not store a value other than the one given.
+
+    A double going into a FLOAT may be rounded to the nearest FLOAT, which keeps the value to
+    within 2**-24 of itself; a result farther off (infinity, zero, or a subnormal FLOAT that
+    kept only a few bits of the value) is refused."""
     source = column.type
-    if pa.types.is_floating(source) and pa.types.is_decimal(target):
-        changed = pc.not_equal(converted.cast(pa.float64()), column.cast(pa.float64()))
-    elif pa.types.is_floating(source) and pa.types.is_floating(target):
-        changed = pc.and_(pc.is_inf(converted), pc.invert(pc.is_inf(column)))
-    else:
+    if not (pa.types.is_floating(source) and target == pa.float32()):
         return
+    original = column.cast(pa.float64())
+    error = pc.abs(pc.subtract(converted.cast(pa.float64()), original))
+    # NaN and infinities compare false here: they are kept as they are.
+    changed = pc.fill_null(
+        pc.greater(error, pc.multiply(pc.abs(original), FLOAT_RELATIVE_ERROR)), False
+    )
     if pc.any(changed).as_py():
         index = pc.index(changed, True).as_py()
-        bad = column[index].as_py()
+        bad, stored = column[index].as_py(), converted[index].as_py()
         raise TypeMismatchError(
-            f"column {name!r} ({arrow_to_sql_or_str(target)}): value {bad!r} does not fit "
-            "without changing; round or convert it before writing"
+            f"column {name!r} (FLOAT): value {bad!r} does not fit, a FLOAT would hold it as "
+            f"{stored!r} (FLOAT keeps magnitudes from about 1.2e-38 to 3.4e38 to 7 digits); "
+            "make the column DOUBLE or convert the value before writing"
         )
 
 
-def _first_unfit(column: pa.ChunkedArray, target: pa.DataType) -> Any:
-    for chunk in column.chunks:
-        for i in range(len(chunk)):
-            try:
-                pc.cast(chunk.slice(i, 1), target, safe=True)
-            except Exception:
-                return chunk[i].as_py()
-    return None
+def _first_failing(column: pa.ChunkedArray, cast: Callable[[pa.ChunkedArray], object]) -> int:
+    """The index of the first value ``cast`` fails on, given that it fails on ``column``: by
+    halving, so a million rows cost two vectorised passes, not a million calls."""
+    low, high = 0, len(column)  # the failing value lies in [low, high)
+    while high - low > 1:
+        middle = (low + high) // 2
+        try:
+            cast(column.slice(low, middle - low))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            high = middle
+        else:
+            low = middle
+    return low
 
 
 def arrow_to_sql_or_str(data_type: pa.DataType) -> str:

@@ -386,7 +386,12 @@ def _conformed_columns(tx: Transaction, data: DataFrame, *, require_keys: bool) 
     else:
         raise TypeMismatchError(f"values of column(s) {user} do not fit the table's types")
     tx.adopt_schema(schema)
-    projected = [engine.col(c).cast(target[c].dataType).alias(c) for c in user]
+    projected = [
+        engine.converted(c, data.schema[c].dataType, target[c].dataType).alias(c)
+        if data.schema[c].dataType != target[c].dataType
+        else engine.col(c)
+        for c in user
+    ]
     if ROW_ID in columns:
         projected.append(engine.col(ROW_ID).cast("bigint").alias(ROW_ID))
     if DML_TYPE in columns:

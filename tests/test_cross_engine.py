@@ -599,6 +599,20 @@ WRITES = [
         "insert",
     ),
     (
+        "double-with-cents-in-decimal",  # accepted by both as 24.08 (its shortest text)
+        pa.table({"k": [2], "d": [24.08]}),
+        "k bigint, d double",
+        [(2, 24.08)],
+        "insert",
+    ),
+    (
+        "double-underflows-float",
+        pa.table({"k": [2], "f": [1e-50]}),
+        "k bigint, f double",
+        [(2, 1e-50)],
+        "insert",
+    ),
+    (
         "decimal-scale-rounds",
         pa.table({"k": [2], "d": pa.array([Decimal("0.125")], pa.decimal128(10, 3))}),
         "k bigint, d decimal(10,3)",

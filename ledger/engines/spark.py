@@ -359,33 +359,78 @@ _INTEGERS = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 _FLOATS = (T.FloatType, T.DoubleType)
 # Integers a float holds exactly, as Arrow's safe cast checks them: |v| <= 2**24 or 2**53.
 _EXACT_INTEGERS = {T.FloatType: 2**24, T.DoubleType: 2**53}
+# Each integer type holds -bound <= v < bound.
+_INTEGER_BOUNDS = {T.ByteType: 2**7, T.ShortType: 2**15, T.IntegerType: 2**31, T.LongType: 2**63}
+
+
+# Significant digits that always single out one value of the type (a coarser rounding cannot
+# land on a neighbour of the shortest text), up to the digits that always read back.
+_SHORTEST_DIGITS: dict[type[T.DataType], range] = {
+    T.FloatType: range(6, 10),
+    T.DoubleType: range(15, 18),
+}
+# A FLOAT rounds a value by at most this fraction of it, within its normal range.
+_FLOAT_RELATIVE_ERROR = 2.0**-24
+
+
+def converted(name: str, source: T.DataType, target: T.DataType) -> Column:
+    """Column ``name`` (of ``source`` type) cast to ``target`` as the embedded engine casts it
+    (``ledger.schema._cast_column``), where Spark's own cast differs:
+
+    - a float goes into a DECIMAL as its shortest text (``repr``'s digits), not as Java's
+      longer digits: the first of 15, 16, 17 significant digits (6 to 9 for FLOAT) that reads
+      back as the same float."""
+    value = col(name)
+    if isinstance(source, _FLOATS) and isinstance(target, T.DecimalType):
+        return _shortest_text(value, source).try_cast(target)
+    return value.try_cast(target)
+
+
+def _shortest_text(value: Column, source: T.DataType) -> Column:
+    digits = list(_SHORTEST_DIGITS[type(source)])
+    text = F.format_string(f"%.{digits[-1]}g", value)
+    for n in reversed(digits[:-1]):
+        shorter = F.format_string(f"%.{n}g", value)
+        text = F.when(shorter.try_cast(source) == value, shorter).otherwise(text)
+    return text
 
 
 def lossy(name: str, source: T.DataType, target: T.DataType) -> Column:
     """Whether a value of column ``name`` (of ``source`` type) would be changed or refused by
     the embedded engine's cast to ``target`` (``ledger.schema._cast_column``), per type pair:
 
-    - anything that does not fit at all (``try_cast`` gives NULL);
+    - anything that does not fit at all (:func:`converted` gives NULL);
     - an integer into a float beyond the integers the float holds exactly (2**24, 2**53);
     - a decimal rounded to a smaller scale;
-    - a float into a decimal that does not read back as the same double;
-    - a finite double that overflows a FLOAT (a double rounded into a FLOAT is accepted, and so
-      is a decimal rounded into a float, as in Arrow)."""
+    - a float into a decimal whose shortest text has more decimal places than the scale (the
+      decimal does not read back as the same float), or more digits than the precision;
+    - a float into an integer that is not a whole number in range;
+    - a double into a FLOAT changed by more than 2**-24 of itself: overflow to infinity,
+      underflow to zero or to a subnormal FLOAT (a double rounded into a FLOAT is accepted, and
+      so is a decimal rounded into a float, as in Arrow)."""
     if isinstance(source, T.NullType):
         return F.lit(False)
     value = col(name)
     if isinstance(source, _INTEGERS) and isinstance(target, _FLOATS):
         exact = _EXACT_INTEGERS[type(target)]
         return (value > F.lit(exact)) | (value < F.lit(-exact))
-    cast = value.try_cast(target)
+    cast = converted(name, source, target)
     changed = cast.isNull()
-    if isinstance(source, _FLOATS) and isinstance(target, _FLOATS):
-        infinite = [float("inf"), float("-inf")]
-        changed = changed | (cast.isin(infinite) & ~value.isin(infinite))
-    elif isinstance(source, _FLOATS) and isinstance(target, T.DecimalType):
-        changed = changed | (cast.cast("double") != value.cast("double"))
-    elif isinstance(source, T.DecimalType) and isinstance(target, T.DecimalType):
+    if isinstance(source, _FLOATS) and isinstance(target, T.FloatType):
+        # Spark orders NaN above every number, so NaN and infinities (kept as they are) are
+        # left out before comparing.
+        special = F.isnan(value) | value.isin([float("inf"), float("-inf")])
+        error = F.abs(cast.cast("double") - value.cast("double"))
+        too_far = error > F.abs(value.cast("double")) * F.lit(_FLOAT_RELATIVE_ERROR)
+        changed = changed | (~special & too_far)
+    elif isinstance(source, (*_FLOATS, T.DecimalType)) and isinstance(
+        target, (T.DecimalType, *_INTEGERS)
+    ):
+        # Floats into decimals or integers, decimals into smaller scales: kept only if exact.
         changed = changed | (cast.cast(source) != value)
+        if isinstance(target, _INTEGERS):  # Spark clamps 2**63 to the Long maximum
+            bound = float(_INTEGER_BOUNDS[type(target)])
+            changed = changed | (value >= F.lit(bound)) | (value < F.lit(-bound))
     return value.isNotNull() & changed
 
 

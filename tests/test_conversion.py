@@ -1,0 +1,398 @@
+"""Values converted into the table's column types: what is kept exactly, what is refused.
+
+- A float goes into a DECIMAL column as its shortest text (``repr``): accepted when that text
+  fits the column's scale and precision, stored as exactly that decimal; refused otherwise
+  (it would be rounded or overflow), NaN and infinities included.
+- A double goes into a FLOAT column when the FLOAT keeps it to within 2**-24 of itself;
+  overflow to infinity, underflow to zero and subnormal results that lose the value are
+  refused.
+- A float goes into an integer column when it is a whole number in range.
+
+The expected answers come from plain Python (``decimal``, ``struct``), never from the library.
+Both engines follow the same rule (the Spark cases are at the end).
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+import time
+from decimal import Decimal
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import ledger
+from ledger.schema import TableSchema, conform
+from tests.conftest import Location
+
+# --- the plain-Python oracle -------------------------------------------------------------------
+
+
+def decimal_fits(value: Decimal, precision: int, scale: int) -> bool:
+    """Whether ``value`` is a DECIMAL(precision, scale) without rounding."""
+    if not value.is_finite():
+        return False
+    exponent = value.normalize().as_tuple().exponent
+    assert isinstance(exponent, int)
+    if exponent < -scale:
+        return False
+    return abs(value) < Decimal(10) ** (precision - scale)
+
+
+def float_into_decimal(value: float, precision: int, scale: int) -> Decimal | None:
+    """What a DECIMAL column stores for ``value``: its shortest text, or None if refused."""
+    if not math.isfinite(value):
+        return None
+    text = Decimal(repr(value))
+    return text if decimal_fits(text, precision, scale) else None
+
+
+def double_into_float(value: float) -> float | None:
+    """What a FLOAT column stores for a double, or None if refused."""
+    if not math.isfinite(value):
+        return value
+    try:
+        rounded: float = struct.unpack("f", struct.pack("f", value))[0]
+    except OverflowError:
+        return None
+    return rounded if abs(rounded - value) <= abs(value) * 2.0**-24 else None
+
+
+# --- helpers -----------------------------------------------------------------------------------
+
+
+def _stored(table: ledger.Table, column: str) -> dict[int, Any]:
+    return dict(table.scan().select(f"id, {column}").fetchall())
+
+
+def _table_files(table: ledger.Table) -> list[str]:
+    return table.files()
+
+
+def _fresh(warehouse: ledger.Warehouse, column_type: str, name: str = "t") -> ledger.Table:
+    return warehouse.create_table(name, {"id": "BIGINT", "v": column_type}, primary_key="id")
+
+
+# --- floats into DECIMAL -----------------------------------------------------------------------
+
+CENTS = [c / 100 for c in range(-1999, 2000)]
+
+
+def test_every_float_with_cents_goes_into_a_decimal_as_written(location: Location) -> None:
+    """``c / 100`` for every c: the float prints with two places, so it is stored as that
+    decimal (Arrow's own float -> decimal cast refused about one in eight of them)."""
+    table = _fresh(location.connect(), "DECIMAL(10,2)")
+    table.insert([{"id": i, "v": f} for i, f in enumerate(CENTS)])
+    assert _stored(table, "v") == {i: Decimal(repr(f)) for i, f in enumerate(CENTS)}
+
+
+def test_float32_goes_into_a_decimal_as_its_own_shortest_text(tmp_path: Any) -> None:
+    table = _fresh(ledger.connect(str(tmp_path)), "DECIMAL(10,2)")
+    values = [0.1, 24.08, 19.99, -3.3]
+    table.insert(pa.table({"id": range(4), "v": pa.array(values, pa.float32())}))
+    assert _stored(table, "v") == {i: Decimal(repr(v)) for i, v in enumerate(values)}
+
+
+@pytest.mark.parametrize(
+    ("value", "column_type", "named"),
+    [
+        (1.234, "DECIMAL(10,2)", "1.234"),  # would round
+        (0.125, "DECIMAL(12,2)", "0.125"),
+        (1e-7, "DECIMAL(10,2)", "1e-7"),
+        (5e-324, "DECIMAL(38,10)", "5e-324"),
+        (1e9, "DECIMAL(10,2)", "1000000000"),  # overflows the precision
+        (1e22, "DECIMAL(38,20)", "1e+22"),
+        (float("nan"), "DECIMAL(10,2)", "nan"),
+        (float("inf"), "DECIMAL(10,2)", "inf"),
+        (float("-inf"), "DECIMAL(10,2)", "-inf"),
+    ],
+)
+def test_a_float_that_would_change_in_a_decimal_is_refused_before_anything_is_written(
+    location: Location, value: float, column_type: str, named: str
+) -> None:
+    table = _fresh(location.connect(), column_type)
+    table.insert([{"id": 1, "v": 0}])
+    before = (table.refresh().version, _table_files(table))
+    with pytest.raises(ledger.TypeMismatchError, match=r"column 'v'") as raised:
+        table.insert([{"id": 2, "v": 1.0}, {"id": 3, "v": value}])
+    assert f"the float {named} does not fit" in str(raised.value)
+    assert (table.refresh().version, _table_files(table)) == before
+    assert _stored(table, "v") == {1: Decimal(0)}
+
+
+@settings(max_examples=300)
+@given(st.data())
+def test_random_floats_go_into_random_decimals_by_their_shortest_text(data: Any) -> None:
+    """Random decimals of a random DECIMAL(p, s), and neighbours with more places, converted
+    to float: accepted exactly when the float's shortest text fits, and stored as that text."""
+    precision = data.draw(st.integers(1, 38), label="precision")
+    scale = data.draw(st.integers(0, precision), label="scale")
+    places = data.draw(st.integers(0, min(scale + 3, 40)), label="places")
+    limit = Decimal(10) ** (precision - scale) - Decimal(1).scaleb(-places)
+    decimals = st.decimals(
+        min_value=-limit, max_value=limit, places=places, allow_nan=False, allow_infinity=False
+    )
+    extras = st.sampled_from([float("nan"), float("inf"), -0.0, 5e-324, 1e300, 2.0**60])
+    values = data.draw(st.lists(decimals.map(float) | extras, min_size=1, max_size=20))
+    schema = TableSchema.parse({"v": f"DECIMAL({precision},{scale})"})
+    for value in values:
+        want = float_into_decimal(value, precision, scale)
+        try:
+            got, _ = conform(pa.table({"v": pa.array([value], pa.float64())}), schema)
+        except ledger.TypeMismatchError:
+            assert want is None, (value, precision, scale)
+            continue
+        assert want is not None, (value, precision, scale)
+        assert got.column("v")[0].as_py() == want, (value, precision, scale)
+
+
+@settings(max_examples=100)
+@given(
+    st.integers(1, 38).flatmap(lambda p: st.tuples(st.just(p), st.integers(0, min(p, 20)))),
+    st.data(),
+)
+def test_decimals_of_up_to_15_digits_read_back_exactly_through_a_float(
+    precision_scale: tuple[int, int], data: Any
+) -> None:
+    """Every decimal a double carries (15 significant digits or fewer) that fits the column is
+    accepted from its float and stored as the very same decimal."""
+    precision, scale = precision_scale
+    digits = min(precision, 15)
+    whole = data.draw(st.integers(-(10**digits) + 1, 10**digits - 1))
+    value = Decimal(whole).scaleb(-min(scale, digits))
+    schema = TableSchema.parse({"v": f"DECIMAL({precision},{scale})"})
+    got, _ = conform(pa.table({"v": [float(value)]}), schema)
+    assert got.column("v")[0].as_py() == value
+
+
+def test_a_million_floats_convert_fast_and_one_bad_value_is_named(tmp_path: Any) -> None:
+    """Vectorised: a million floats convert in well under the time a per-row loop takes, and
+    a single bad value among them is found and named without one."""
+    schema = TableSchema.parse({"v": "DECIMAL(18,2)"})
+    values = pa.array([(i % 100_000) / 100 for i in range(1_000_000)], pa.float64())
+    started = time.perf_counter()
+    got, _ = conform(pa.table({"v": values}), schema)
+    assert time.perf_counter() - started < 5
+    assert got.column("v")[123_456].as_py() == Decimal("234.56")
+    bad = pa.concat_arrays([values.slice(0, 765_432), pa.array([7.125]), values.slice(765_432)])
+    started = time.perf_counter()
+    with pytest.raises(ledger.TypeMismatchError, match=r"7\.125"):
+        conform(pa.table({"v": bad}), schema)
+    assert time.perf_counter() - started < 5
+
+
+# --- doubles into FLOAT ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "accepted"),
+    [
+        (0.1, True),  # rounded to the nearest FLOAT, as always
+        (3.4e38, True),
+        (1.17549435e-38, True),  # the smallest normal FLOAT
+        (-0.0, True),
+        (2.0**-149, True),  # a subnormal FLOAT held exactly
+        (1e-50, False),  # underflows to zero
+        (-1e-50, False),
+        (1e-40, False),  # a subnormal FLOAT that keeps only some of its digits
+        (1e300, False),  # overflows to infinity
+        (-3.5e38, False),
+    ],
+)
+def test_a_double_goes_into_a_float_only_within_the_floats_precision(
+    location: Location, value: float, accepted: bool
+) -> None:
+    table = _fresh(location.connect(), "FLOAT")
+    if not accepted:
+        before = table.refresh().version
+        with pytest.raises(ledger.TypeMismatchError, match=r"column 'v' \(FLOAT\)"):
+            table.insert([{"id": 1, "v": value}])
+        assert table.refresh().version == before
+        assert _stored(table, "v") == {}
+        return
+    table.insert([{"id": 1, "v": value}])
+    stored = _stored(table, "v")[1]
+    assert stored == double_into_float(value)
+    assert math.copysign(1, stored) == math.copysign(1, value)
+
+
+def test_nan_and_infinities_stay_what_they_are_in_a_float(tmp_path: Any) -> None:
+    table = _fresh(ledger.connect(str(tmp_path)), "FLOAT")
+    table.insert([{"id": 1, "v": float("nan")}, {"id": 2, "v": float("-inf")}])
+    stored = _stored(table, "v")
+    assert math.isnan(stored[1]) and stored[2] == float("-inf")
+
+
+@settings(max_examples=300)
+@given(
+    st.floats(allow_nan=True, allow_infinity=True)
+    | st.floats(min_value=-1e-36, max_value=1e-36)
+    | st.floats(min_value=3e38, max_value=4e38)
+)
+def test_random_doubles_go_into_a_float_as_plain_python_rounds_them(value: float) -> None:
+    schema = TableSchema.parse({"v": "FLOAT"})
+    want = double_into_float(value)
+    try:
+        got, _ = conform(pa.table({"v": pa.array([value], pa.float64())}), schema)
+    except ledger.TypeMismatchError:
+        assert want is None, value
+        return
+    assert want is not None, value
+    stored = got.column("v")[0].as_py()
+    assert stored == want or (math.isnan(stored) and math.isnan(want))
+
+
+# --- floats into integers ----------------------------------------------------------------------
+
+
+def test_whole_floats_go_into_integer_columns(location: Location) -> None:
+    table = location.connect().create_table(
+        "t", {"id": "BIGINT", "n": "INTEGER", "big": "BIGINT"}, primary_key="id"
+    )
+    table.insert(
+        pa.table(
+            {
+                "id": pa.array([1.0, 2.0, 3.0]),
+                "n": pa.array([1.0, None, -2147483648.0]),
+                "big": pa.array([2.0**62, -0.0, None]),
+            }
+        )
+    )
+    assert sorted(table.scan().select("id, n, big").fetchall()) == [
+        (1, 1, 2**62),
+        (2, None, 0),
+        (3, -(2**31), None),
+    ]
+
+
+@pytest.mark.parametrize("value", [1.5, -0.25, float("nan"), float("inf"), 2.0**31, 1e300])
+def test_a_float_that_is_not_a_whole_number_in_range_is_refused_by_an_integer_column(
+    tmp_path: Any, value: float
+) -> None:
+    table = ledger.connect(str(tmp_path)).create_table(
+        "t", {"id": "BIGINT", "n": "INTEGER"}, primary_key="id"
+    )
+    with pytest.raises(ledger.TypeMismatchError, match=r"column 'n' \(INTEGER\).*whole numbers"):
+        table.insert(pa.table({"id": [1, 2], "n": pa.array([1.0, value])}))
+    assert table.refresh().version == 0
+    assert _stored(table, "n") == {}
+
+
+# --- integers and decimals into DECIMAL ----------------------------------------------------------
+
+
+@settings(max_examples=300)
+@given(st.data())
+def test_integers_and_decimals_go_into_random_decimals_exactly_or_are_refused(data: Any) -> None:
+    """Arrow's rescaling wraps around on overflow (2**60 into DECIMAL(38,34) read back as
+    461.51...); every value must instead be stored unchanged or refused."""
+    precision = data.draw(st.integers(1, 38), label="precision")
+    scale = data.draw(st.integers(0, precision), label="scale")
+    source_precision = data.draw(st.integers(1, 38), label="source precision")
+    source_scale = data.draw(st.integers(0, source_precision), label="source scale")
+    if data.draw(st.booleans(), label="integers"):
+        arrow_type: pa.DataType = pa.int64()
+        values: list[Any] = data.draw(st.lists(st.integers(-(2**63), 2**63 - 1), min_size=1))
+    else:
+        arrow_type = pa.decimal128(source_precision, source_scale)
+        whole = 10**source_precision - 1
+        values = [
+            Decimal(v).scaleb(-source_scale)
+            for v in data.draw(st.lists(st.integers(-whole, whole), min_size=1))
+        ]
+    schema = TableSchema.parse({"v": f"DECIMAL({precision},{scale})"})
+    for value in values:
+        want = Decimal(value) if decimal_fits(Decimal(value), precision, scale) else None
+        try:
+            got, _ = conform(pa.table({"v": pa.array([value], arrow_type)}), schema)
+        except ledger.TypeMismatchError:
+            assert want is None, (value, arrow_type, precision, scale)
+            continue
+        assert got.column("v")[0].as_py() == want, (value, arrow_type, precision, scale)
+
+
+# --- the same rules on Spark ---------------------------------------------------------------------
+
+SPARK_FLOATS = [
+    *CENTS[::7],
+    1.234,
+    0.125,
+    1e-7,
+    5e-324,
+    1e-50,
+    1e-40,
+    2.0**-149,
+    1e9,
+    1e16,
+    1e17,
+    2.0**60,
+    2.0**53 + 2,
+    123456789012345.67,
+    9.999999999999999e22,
+    1e300,
+    -0.0,
+    1.5,
+    -2.5,
+    2.0**31,
+    2.0**63,
+    float("nan"),
+    float("inf"),
+    float("-inf"),
+]
+SPARK_TARGETS = ["DECIMAL(10,2)", "DECIMAL(38,2)", "DECIMAL(38,20)", "DECIMAL(18,6)", "FLOAT"]
+SPARK_TARGETS += ["INTEGER", "BIGINT"]
+
+
+def _embedded_outcome(value: float, column_type: str) -> Any:
+    try:
+        got, _ = conform(pa.table({"v": [value]}), TableSchema.parse({"v": column_type}))
+    except ledger.TypeMismatchError:
+        return "refused"
+    return got.column("v")[0].as_py()
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("column_type", SPARK_TARGETS)
+def test_spark_converts_doubles_like_the_embedded_engine(spark: Any, column_type: str) -> None:
+    """Per value, in one Spark job: refused by ``lossy`` exactly when the embedded engine
+    refuses it, and otherwise converted to the same value."""
+    from ledger.engines import spark as engine
+    from ledger.schema import sql_to_arrow
+
+    frame = spark.createDataFrame([(i, v) for i, v in enumerate(SPARK_FLOATS)], "i int, v double")
+    target = engine.spark_schema(pa.schema([pa.field("v", sql_to_arrow(column_type))]))["v"]
+    source = frame.schema["v"].dataType
+    rows = frame.select(
+        "i",
+        engine.lossy("v", source, target.dataType).alias("lossy"),
+        engine.converted("v", source, target.dataType).alias("value"),
+    ).collect()
+    for row in sorted(rows):
+        value = SPARK_FLOATS[row["i"]]
+        want = _embedded_outcome(value, column_type)
+        got = "refused" if row["lossy"] else row["value"]
+        same = got == want or (isinstance(got, float) and math.isnan(got) and math.isnan(want))
+        assert same, (value, column_type, got, want)
+
+
+@pytest.mark.spark
+def test_spark_writes_floats_into_decimals_and_floats_like_the_embedded_engine(
+    spark: Any, tmp_path: Any
+) -> None:
+    import ledger.spark as ls
+
+    table = ledger.connect(str(tmp_path)).create_table(
+        "t", {"id": "BIGINT", "d": "DECIMAL(10,2)", "f": "FLOAT"}, primary_key="id"
+    )
+    rows = [(i, f, 0.1) for i, f in enumerate(CENTS)]
+    ls.insert(table, spark.createDataFrame(rows, "id bigint, d double, f double"))
+    assert _stored(table, "d") == {i: Decimal(repr(f)) for i, f in enumerate(CENTS)}
+    version = table.refresh().version
+    for bad in [(9000, 1.234, 0.5), (9001, 1.0, 1e-50)]:
+        with pytest.raises(ledger.TypeMismatchError):
+            ls.insert(table, spark.createDataFrame([bad], "id bigint, d double, f double"))
+    assert table.refresh().version == version
