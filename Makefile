@@ -2,8 +2,16 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# Spark's jars (jvm/pom.xml), copied from Maven Central into one folder per group; a group is
+# fetched again only when jvm/pom.xml changed. Without Maven the Delta/S3A tests skip.
+MVN ?= mvn
+JARS := .jvm/jars
+FETCH_JARS = $(MVN) -q -B -Dstyle.color=never -f jvm/pom.xml dependency:copy-dependencies -P
+DELTA_JARS := $(JARS)/delta/.fetched
+S3A_JARS := $(JARS)/s3a/.fetched
+ICEBERG_JARS := $(JARS)/iceberg/.fetched
 
-.PHONY: install demo test bench lint typecheck clean
+.PHONY: install jars jars-s3a jars-iceberg demo test bench lint typecheck clean
 
 # Idempotent: re-installs only when pyproject.toml changed.
 $(STAMP): pyproject.toml
@@ -12,7 +20,21 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev,spark]'
 	touch $(STAMP)
 
-install: $(STAMP)
+$(JARS)/%/.fetched: jvm/pom.xml
+	@if command -v $(MVN) >/dev/null; then \
+		rm -rf $(JARS)/$* && { $(FETCH_JARS) $* && touch $@ \
+			|| echo "Maven could not fetch the $* jars: the tests that need them skip"; }; \
+	else \
+		echo "Maven ($(MVN)) is missing: the $* jars were not fetched and the tests that need them skip"; \
+	fi
+
+jars: $(DELTA_JARS)
+
+jars-s3a: $(S3A_JARS)
+
+jars-iceberg: $(ICEBERG_JARS)
+
+install: $(STAMP) jars
 
 demo: $(STAMP)
 	$(PY) examples/quickstart.py
@@ -21,12 +43,12 @@ demo: $(STAMP)
 	$(PY) examples/dimension.py
 	$(PY) examples/spark_pipeline.py
 
-test: $(STAMP)
+test: $(STAMP) jars
 	$(VENV)/bin/ruff check ledger merge_policies views tests examples
 	$(VENV)/bin/mypy
 	$(PY) -m pytest -q
 
-bench: $(STAMP)
+bench: $(STAMP) jars jars-s3a jars-iceberg
 	$(PY) -m pytest -q -s tests/benchmarks -p no:cacheprovider -o addopts=""
 
 lint: $(STAMP)
@@ -37,4 +59,4 @@ typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
 clean:
-	rm -rf $(VENV) warehouse .pytest_cache .hypothesis
+	rm -rf $(VENV) .jvm warehouse .pytest_cache .hypothesis

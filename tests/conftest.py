@@ -75,14 +75,20 @@ def _no_aws_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     """The one local Spark session of the whole run: UI off, two shuffle partitions, driver and
-    workers on this interpreter, bound to 127.0.0.1, computing in UTC."""
+    workers on this interpreter, bound to 127.0.0.1, computing in UTC, with the Delta Lake jars
+    `make jars` fetched on its classpath."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     from pyspark.sql import SparkSession
 
+    from ledger import jvm
+
+    builder = SparkSession.builder
+    for name, value in jvm.spark_options(["delta"]).items():  # `make jars`; else Delta tests skip
+        builder = builder.config(name, value)
     session = (
-        SparkSession.builder.master("local[2]")
+        builder.master("local[2]")
         .appName("ledger-tables-tests")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")

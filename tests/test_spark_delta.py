@@ -1,9 +1,8 @@
 """Publishing to Delta Lake through delta-spark.
 
-The Delta Lake jars cannot be downloaded on this project's machines (no Maven access), so the
-publishing test runs only where they are on the Spark classpath and is skipped elsewhere with
-that reason; the refusal without them is tested everywhere. The `deltalake` path is tested in
-full in tests/test_publish.py.
+The Delta Lake jars come from `make jars` (jvm/pom.xml) and go on the session's classpath through
+`spark.jars`; where they were not fetched, the publishing tests skip with a message naming that
+target. The `deltalake` path is tested in full in tests/test_publish.py.
 """
 
 from __future__ import annotations
@@ -16,9 +15,10 @@ import pytest
 import ledger
 import ledger.spark as ls
 import views
+from ledger import jvm
 from ledger.engines.spark import delta_available
 
-NO_JARS = "the Delta Lake jars are not on the Spark classpath (they cannot be downloaded here)"
+NO_JARS = jvm.missing_message("delta")
 
 
 def _table(tmp_path: Any) -> ledger.Table:

@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ledger import errors
+from ledger import errors, jvm
 from ledger.errors import MissingDependencyError, StorageError
 from ledger.log.entries import FileMarker, TableConfig
 from ledger.partitioning import PartitionSpec
@@ -93,6 +93,8 @@ def session(spark: SparkSession | None = None) -> SparkSession:
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     builder: Any = SparkSession.builder
+    for name, value in jvm.spark_options(["delta"]).items():  # the jars `make jars` fetched
+        builder = builder.config(name, value)
     started: SparkSession = (
         builder.master(f"local[{os.cpu_count() or 2}]")
         .appName("ledger-tables")
@@ -237,9 +239,12 @@ def native_paths(spark: SparkSession, store: Store, keys: Sequence[str]) -> list
 
 
 def _has_hadoop_class(spark: SparkSession, name: str) -> bool:
+    # Jars given with spark.jars are on the context class loader (as Spark loads them), not on
+    # the loader Class.forName(name) alone would use from the py4j gateway.
     try:
-        jvm: Any = spark.sparkContext._jvm
-        jvm.java.lang.Class.forName(name)
+        java: Any = spark.sparkContext._jvm
+        loader = java.java.lang.Thread.currentThread().getContextClassLoader()
+        java.java.lang.Class.forName(name, False, loader)
     except Exception:
         return False
     return True
@@ -895,8 +900,9 @@ def delta_publish(spark: SparkSession, target: str, plan: Any) -> None:
     if not delta_available(spark):
         raise MissingDependencyError(
             "publishing on Spark needs delta-spark and the Delta Lake jars on the Spark "
-            "classpath (spark.jars or spark.jars.packages 'io.delta:delta-spark_2.13'); "
-            "views.publish_delta publishes from the embedded engine without them"
+            f"classpath: {jvm.missing_message('delta')}, and start the session with "
+            "ledger.jvm.spark_options() (spark.jars); views.publish_delta publishes from the "
+            "embedded engine without them"
         )
     from delta.tables import DeltaTable
 
