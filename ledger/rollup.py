@@ -32,7 +32,7 @@ from ledger.errors import ConflictError, InvalidArgumentError, LedgerError, Unkn
 from ledger.log.commit import commit_entry, next_timestamp
 from ledger.log.entries import LogFile
 from ledger.log.state import TableState
-from ledger.schema import DML_TYPE, arrow_to_sql
+from ledger.schema import DML_TYPE, arrow_to_sql, folded_name
 from ledger.snapshot import Snapshot
 from ledger.sql import ident, idents
 from ledger.sql_guard import check_expression
@@ -277,16 +277,16 @@ def parse_measures(
     if not isinstance(measures, Mapping) or not measures:
         raise InvalidArgumentError(f"a rollup needs measures, e.g. {_EXAMPLE}")
     out = []
-    seen = {c.lower() for c in by}  # SQL engines compare names without case
+    seen = {folded_name(c) for c in by}  # SQL engines compare names without case
     for name, text in measures.items():
         if not isinstance(name, str) or not name:
             raise InvalidArgumentError(f"measure names must be non-empty strings, got {name!r}")
-        if name.lower() in seen:
+        if folded_name(name) in seen:
             raise InvalidArgumentError(
                 f"measure {name!r} has the name of a by column or another measure (names are "
                 "compared without case)"
             )
-        seen.add(name.lower())
+        seen.add(folded_name(name))
         function, column = _parse_measure(name, text)
         if column is not None and column not in base_types:
             raise UnknownColumnError(

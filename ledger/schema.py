@@ -8,7 +8,7 @@ the user columns followed by the system columns ``trx_id``, ``trx_seq`` and ``dm
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -131,6 +131,66 @@ def _normalise_arrow(data_type: pa.DataType) -> pa.DataType:
     return sql_to_arrow(arrow_to_sql(data_type))
 
 
+def folded_name(name: str) -> str:
+    """The form in which engines compare column names: without case, character by character.
+
+    Spark compares names with Java's ``equalsIgnoreCase`` (simple one-character case mapping, so
+    ``"é"`` equals ``"É"`` and ``"ß"`` equals ``"ẞ"``, but ``"Straße"`` does not equal
+    ``"STRASSE"``); DuckDB folds ASCII letters only, which this rule includes. Unicode
+    normalisation forms stay distinct: no engine treats a composed and a decomposed accent alike.
+
+    >>> folded_name("Trx_ID")
+    'trx_id'
+    """
+    return "".join(_folded_char(c) for c in name)
+
+
+def _folded_char(char: str) -> str:
+    upper = char.upper()
+    if len(upper) != 1:  # "ß".upper() is "SS": a one-character mapping leaves it alone
+        upper = char
+    return upper.lower()[0]  # "İ".lower() is "i" plus a combining dot: its simple mapping is "i"
+
+
+_FOLDED_RESERVED = {folded_name(n): n for n in RESERVED}
+
+
+def check_column_names(names: Sequence[str]) -> None:
+    """Refuse a list of user column names that engines cannot tell apart or that the ledger
+    keeps for itself: empty names, NUL, system column names in any case, the generated views'
+    prefix, and two names equal under :func:`folded_name`.
+
+    >>> check_column_names(["id", "amount", "Straße", "STRASSE"])  # distinct to every engine
+    """
+    seen: dict[str, str] = {}
+    for name in names:
+        if not isinstance(name, str) or not name or "\x00" in name:
+            raise SchemaError(
+                f"invalid column name {name!r}: names must be non-empty text without NUL"
+            )
+        folded = folded_name(name)
+        if folded in _FOLDED_RESERVED:
+            raise SchemaError(
+                f"column name {name!r} is reserved for the ledger's system column "
+                f"{_FOLDED_RESERVED[folded]!r} (names are compared without case, as DuckDB and "
+                f"Spark compare them; system columns: {sorted(RESERVED)}); rename the column"
+            )
+        if folded.startswith(INTERNAL_PREFIX):
+            raise SchemaError(
+                f"column name {name!r} starts with {INTERNAL_PREFIX!r} (in any case), which "
+                "generated views use for their own columns; rename the column"
+            )
+        if folded in seen and seen[folded] == name:
+            raise SchemaError(f"column name {name!r} is given twice; give each column once")
+        if folded in seen:
+            raise SchemaError(
+                f"column names {seen[folded]!r} and {name!r} differ only in case: DuckDB and "
+                "Spark compare names without case, so they would read one column for the "
+                "other; rename one of them"
+            )
+        seen[folded] = name
+
+
 @dataclass(frozen=True)
 class TableSchema:
     """The user columns of a table, in order, as ``(name, SQL type)`` pairs."""
@@ -147,28 +207,27 @@ class TableSchema:
             pairs = [(str(n), arrow_to_sql(sql_to_arrow(str(t)))) for n, t in items]
         if not pairs:
             raise SchemaError("a table needs at least one column")
-        names = [n for n, _ in pairs]
-        for name in names:
-            if not name or "\x00" in name:
-                raise SchemaError(f"invalid column name {name!r}: names must be non-empty, no NUL")
-            if name in RESERVED:
-                raise SchemaError(
-                    f"column name {name!r} is reserved for the ledger's system columns "
-                    f"{sorted(RESERVED)}; rename the column"
-                )
-            if name.startswith(INTERNAL_PREFIX):
-                raise SchemaError(
-                    f"column name {name!r} starts with {INTERNAL_PREFIX!r}, which generated "
-                    "views use for their own columns; rename the column"
-                )
-        duplicates = sorted({n for n in names if names.count(n) > 1})
-        if duplicates:
-            raise SchemaError(f"duplicate column name(s) {duplicates}")
+        check_column_names([n for n, _ in pairs])
         return TableSchema(tuple(pairs))
 
     @property
     def names(self) -> list[str]:
         return [n for n, _ in self.columns]
+
+    def check_usable(self) -> None:
+        """Refuse to read or write through a schema engines cannot tell the columns of apart.
+
+        ``parse`` and ``evolve`` never make one; a log written by other tools (or by hand) can
+        hold one, and DuckDB and Spark would then read one column for another.
+        """
+        try:
+            check_column_names(self.names)
+        except SchemaError as e:
+            raise SchemaError(
+                f"the table's schema in its log cannot be used: {e}. Its data files can still be "
+                "listed with table.files() and read by any Parquet reader; copy the data into a "
+                "new table with distinct column names"
+            ) from e
 
     def type_of(self, name: str) -> pa.DataType:
         return sql_to_arrow(dict(self.columns)[name])
@@ -188,12 +247,8 @@ class TableSchema:
             if field.name in RESERVED:
                 continue
             new_type = _normalise_arrow(field.type) if not pa.types.is_null(field.type) else None
-            if field.name not in current and field.name.startswith(INTERNAL_PREFIX):
-                raise SchemaError(
-                    f"column name {field.name!r} starts with {INTERNAL_PREFIX!r}, which "
-                    "generated views use for their own columns; rename the column"
-                )
             if field.name not in current:
+                check_column_names([*(n for n, _ in pairs), field.name])
                 if new_type is None:
                     raise SchemaError(
                         f"new column {field.name!r} holds only NULLs, so its type is unknown; "
@@ -295,6 +350,7 @@ def to_arrow(data: Any, schema: TableSchema) -> pa.Table:
         return _from_pylist(rows, schema) if rows else pa.table({})
     module = type(data).__module__
     if module.startswith("pandas"):
+        check_data_names([str(c) for c in getattr(data, "columns", ())])
         try:
             return pa.Table.from_pandas(data, preserve_index=False)
         except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
@@ -344,6 +400,7 @@ def conform(
     Returns the data with the (possibly evolved) schema's user columns present in the input,
     in schema order, and the schema to commit. Raises before anything is written.
     """
+    check_data_names(table.column_names)
     present = [n for n in table.column_names if n not in RESERVED]
     for reserved in sorted(RESERVED & set(table.column_names)):
         raise SchemaError(
@@ -355,8 +412,9 @@ def conform(
     unknown = [n for n in present if n not in known]
     target_schema = schema
     if unknown and not allow_new_columns:
+        hint = _case_hint(unknown, schema)
         raise UnknownColumnError(
-            f"unknown column(s) {unknown}; the table has {schema.names}. Pass "
+            f"unknown column(s) {unknown}; the table has {schema.names}.{hint} Pass "
             "evolve_schema=True to add them as new nullable columns"
         )
     if allow_new_columns:
@@ -396,6 +454,35 @@ def conform(
                 "every row needs a complete key"
             )
     return out, target_schema
+
+
+def check_data_names(names: Sequence[str]) -> None:
+    """Data must name each column once: two columns whose names differ only in case (or not at
+    all) would reach the same column of the table."""
+    seen: dict[str, str] = {}
+    for name in names:
+        folded = folded_name(name)
+        if folded in seen:
+            what = (
+                f"column {name!r} twice"
+                if seen[folded] == name
+                else f"columns {seen[folded]!r} and {name!r}, which differ only in case"
+            )
+            raise SchemaError(
+                f"the data has {what}: column names are compared without case, so each "
+                "column may appear only once; rename or drop one of them"
+            )
+        seen[folded] = name
+
+
+def _case_hint(unknown: Sequence[str], schema: TableSchema) -> str:
+    """Point out a name that differs from a table column only in case (names are matched
+    exactly, so ``"ID"`` does not write ``"id"``)."""
+    by_fold = {folded_name(n): n for n in schema.names}
+    close = [f"{n!r} -> {by_fold[folded_name(n)]!r}" for n in unknown if folded_name(n) in by_fold]
+    if not close:
+        return ""
+    return f" Column names are matched exactly: use the table's spelling ({', '.join(close)})."
 
 
 def _converts(name: str, column: pa.ChunkedArray, schema: TableSchema) -> bool:

@@ -36,7 +36,7 @@ from ledger.log.entries import FileMarker
 from ledger.log.state import TableState
 from ledger.maintenance import merge as merging
 from ledger.rollup import DeltaRequest, RefreshResult, Rollup
-from ledger.schema import DML_TYPE, ROW_ID, conform
+from ledger.schema import DML_TYPE, ROW_ID, check_data_names, conform
 from ledger.snapshot import PartitionFilter, Snapshot
 from ledger.table import AUTO_RETRIES, Table
 from ledger.transaction import Transaction
@@ -339,6 +339,7 @@ def _conformed_columns(tx: Transaction, data: DataFrame, *, require_keys: bool) 
     engine = _engine()
     config = tx.config
     columns = list(data.columns)
+    check_data_names(columns)  # Spark cannot even select one of two names equal without case
     if ROW_ID in columns and not config.generated_row_id:
         raise SchemaError("_row_id is a system column; this table has a primary key")
     user = [c for c in columns if c not in (ROW_ID, DML_TYPE)]

@@ -15,12 +15,20 @@ while the reservation is younger than the transaction timeout (docs/merges.md 4.
 from __future__ import annotations
 
 import json
+import logging
+import re
 
-from ledger.errors import ConflictError
+from ledger.errors import ConflictError, LedgerError
 from ledger.storage import Store
 
+log = logging.getLogger(__name__)
+
 ID_DIGITS = 20
+# A generated _row_id holds its trx_id in the high half of a signed 64-bit value.
+MAX_TRX_ID = 2**31 - 1
 _MAX_TRIES = 1000
+_RESERVATION_NAME = re.compile(rf"[0-9]{{{ID_DIGITS}}}", re.ASCII)
+_reported: set[str] = set()
 
 
 def reservation_prefix(table_prefix: str) -> str:
@@ -51,11 +59,34 @@ def reserve_trx_id(store: Store, table_prefix: str, committed_max: int, body: by
     prefix = reservation_prefix(table_prefix)
     candidate = committed_max + 1
     for info in store.list(prefix, start_after=f"{prefix}{committed_max:0{ID_DIGITS}d}"):
-        name = info.key[len(prefix) :]
-        if name.isdigit():
-            candidate = max(candidate, int(name) + 1)
+        reserved = reservation_id(info.key[len(prefix) :])
+        if reserved is None:
+            _report_foreign(info.key)
+        else:
+            candidate = max(candidate, reserved + 1)
     for _ in range(_MAX_TRIES):
+        if candidate > MAX_TRX_ID:
+            raise LedgerError(
+                f"table {table_prefix[:-1]!r} has used every trx_id up to {MAX_TRX_ID}; copy its "
+                "rows into a new table"
+            )
         if store.put_if_absent(reservation_key(table_prefix, candidate), body):
             return candidate
         candidate += 1
     raise ConflictError("could not reserve a trx_id: too many concurrent transactions; retry")
+
+
+def reservation_id(name: str) -> int | None:
+    """The trx_id a name under ``_trx/`` reserves, or None for a name no writer makes (other
+    digits, other lengths, ids no transaction can have): such names are ignored, never let
+    stop the table."""
+    if not _RESERVATION_NAME.fullmatch(name):
+        return None
+    value = int(name)
+    return value if value <= MAX_TRX_ID else None
+
+
+def _report_foreign(key: str) -> None:
+    if key not in _reported:
+        _reported.add(key)
+        log.warning("ignoring %s: not a trx_id reservation this library writes", key)

@@ -40,6 +40,7 @@ _PART = "__ledger_partition_"
 
 def file_schema(schema: TableSchema, config: TableConfig) -> pa.Schema:
     """The Arrow schema of the table's data files."""
+    schema.check_usable()
     fields = [pa.field(n, t) for n, t in zip(schema.names, schema.arrow().types, strict=True)]
     if config.generated_row_id:
         fields.append(pa.field(ROW_ID, pa.int64()))

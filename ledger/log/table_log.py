@@ -27,9 +27,20 @@ from ledger.storage import Store
 log = logging.getLogger(__name__)
 
 VERSION_DIGITS = 20
-_LOG_NAME = re.compile(r"^(\d{20})(\.checkpoint)?\.jsonl$")
+_LOG_NAME = re.compile(r"^([0-9]{20})(\.checkpoint)?\.jsonl$", re.ASCII)
+MAX_VERSION = 2**63 - 1  # the log's integers are signed 64-bit
 HINT = "_last_checkpoint"
 _READ_THREADS = 16
+
+
+_reported: set[str] = set()
+
+
+def _report_foreign(key: str, why: str) -> None:
+    """Log a foreign name under ``_log/`` once: it is ignored, never let stop the table."""
+    if key not in _reported:
+        _reported.add(key)
+        log.warning("ignoring %s: %s", key, why)
 
 
 class VacuumedLogError(SnapshotNotFoundError):
@@ -69,9 +80,13 @@ class TableLog:
         for info in self.store.list(self.log_prefix, start_after=start_after):
             match = _LOG_NAME.match(info.key[len(self.log_prefix) :])
             if match is None:
+                continue  # the hint, a write in progress, or a name no writer makes
+            version = int(match.group(1))
+            if version > MAX_VERSION:
+                _report_foreign(info.key, "its version does not fit the log's 64-bit integers")
                 continue
             target = checkpoints if match.group(2) else commits
-            target[int(match.group(1))] = info.key
+            target[version] = info.key
         return LogListing(commits, checkpoints)
 
     def read(self, key: str) -> LogFile:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import logging
 import os
 import uuid
 from collections.abc import Iterator
@@ -11,6 +12,8 @@ from collections.abc import Iterator
 import pyarrow.fs as pafs
 
 from ledger.storage.base import ObjectInfo, Store
+
+log = logging.getLogger(__name__)
 
 # A write in progress, or one killed part-way: listed apart (vacuum removes old ones).
 TEMP_PREFIX = ".tmp-"
@@ -56,9 +59,13 @@ class LocalStore(Store):
         path = self._path(key)
         temp = self._write_temp(path, data)
         try:
-            os.link(temp, path)
-        except FileExistsError:
-            return False
+            for _ in range(2):
+                try:
+                    os.link(temp, path)
+                    break
+                except FileExistsError:
+                    if not _move_foreign_directory(path):
+                        return False
         finally:
             os.unlink(temp)
         fsync_path(os.path.dirname(path))
@@ -136,6 +143,23 @@ class LocalStore(Store):
 
     def local_path(self, key: str) -> str | None:
         return self._path(key)
+
+
+def _move_foreign_directory(path: str) -> bool:
+    """A directory where an object should be is no object (S3 keys cannot collide with one, and
+    no writer makes one): move it aside, so a name like the next log version cannot stop every
+    commit, and keep what it holds. Return whether the name is free to try again."""
+    if not os.path.isdir(path) or os.path.islink(path):
+        return False
+    aside = f"{path}.foreign-{uuid.uuid4().hex}"
+    try:
+        os.rename(path, aside)
+    except FileNotFoundError:
+        return True  # another writer moved it first
+    except OSError:
+        return False
+    log.warning("moved the directory %s, where an object belongs, aside to %s", path, aside)
+    return True
 
 
 def fsync_path(path: str) -> None:
