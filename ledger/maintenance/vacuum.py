@@ -34,7 +34,7 @@ from ledger.log.state import TableState
 from ledger.log.table_log import VacuumedLogError
 from ledger.maintenance import merge as merging
 from ledger.transaction import check_timeout
-from ledger.trx_ids import ID_DIGITS, reservation_prefix, reservation_snapshot
+from ledger.trx_ids import ID_DIGITS, reservation_id, reservation_prefix, reservation_snapshot
 
 if TYPE_CHECKING:
     from ledger.table import Table
@@ -157,11 +157,11 @@ def _needed_by_running_transactions(
     prefix = reservation_prefix(table.prefix)
     snapshots: dict[int, int | None] = {}
     for info in table.store.list(prefix):
-        name = info.key[len(prefix) :]
-        if not name.isdigit() or info.modified_ms < live_since:
+        trx_id = reservation_id(info.key[len(prefix) :])
+        if trx_id is None or info.modified_ms < live_since:
             continue
         try:
-            snapshots[int(name)] = reservation_snapshot(table.store.get(info.key))
+            snapshots[trx_id] = reservation_snapshot(table.store.get(info.key))
         except FileNotFoundError:
             continue  # discarded by its transaction, which did not commit
     if not snapshots:
