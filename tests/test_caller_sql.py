@@ -342,3 +342,58 @@ def test_a_checked_custom_query_runs_in_a_spark_merge(local_location, spark):
     table = _custom_table(local_location.connect())
     ls.merge(table, min_files=1, spark=spark)
     assert [r[0] for r in _visible(table)] == [1, 3]
+
+
+# --- any hostile source in any position of a legitimate query -----------------------------------
+
+TEMPLATES = [
+    "SELECT * FROM {src}",
+    "SELECT * FROM entries WHERE id IN (SELECT 1 FROM {src})",
+    "SELECT * FROM entries WHERE EXISTS (SELECT 1 FROM {src} AS s)",
+    "WITH c AS (SELECT * FROM {src}) SELECT * FROM entries",
+    "WITH c AS (SELECT 1 AS x), d AS (SELECT * FROM c, {src}) SELECT * FROM entries",
+    "SELECT * FROM entries UNION ALL SELECT * FROM {src}",
+    "SELECT * FROM entries EXCEPT SELECT * FROM (SELECT * FROM {src})",
+    "SELECT * FROM entries e JOIN {src} s ON true",
+    "SELECT * FROM entries e, LATERAL (SELECT * FROM {src}) l",
+    "SELECT (SELECT count(*) FROM {src}) AS n FROM entries",
+    "FROM {src}",
+]
+HOSTILE_SOURCES = [
+    "read_parquet('x.parquet')",
+    "read_csv_auto('/etc/passwd')",
+    "read_json_objects('x.json')",
+    "glob('*')",
+    "query('SELECT 1')",
+    "duckdb_tables()",
+    "duckdb_settings()",
+    "pragma_database_list()",
+    "range(10)",
+    "'/etc/passwd'",
+    '"data.csv"',
+    "information_schema.columns",
+    "main.entries",
+    "other",
+]
+SAFE_SOURCES = ["entries", "ENTRIES", '"Entries"']
+
+
+@given(
+    st.sampled_from(TEMPLATES),
+    st.sampled_from(HOSTILE_SOURCES),
+    st.lists(st.booleans(), min_size=200, max_size=200),
+)
+def test_a_hostile_source_anywhere_in_a_query_is_refused(template, source, flips):
+    sql = _mixed_case(template.format(src=source), flips)
+    with pytest.raises(ledger.UnsafeSqlError):
+        checked_select(sql, ("entries",), "rewrite query")
+
+
+@given(st.sampled_from(TEMPLATES), st.sampled_from(SAFE_SOURCES))
+def test_the_provided_relation_anywhere_in_a_query_is_accepted(template, source):
+    sql = template.format(src=source)
+    rendered = checked_select(sql, ("entries",), "rewrite query")
+    # What runs is the same query: DuckDB binds it over an empty `entries` alike.
+    con = duckdb.connect()
+    con.execute("CREATE TABLE entries (id BIGINT, v INTEGER)")
+    assert con.sql(rendered).columns == con.sql(sql).columns

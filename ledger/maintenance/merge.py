@@ -28,6 +28,7 @@ from ledger.partitioning import PartitionSpec
 from ledger.progress import progress
 from ledger.schema import ROW_ID
 from ledger.snapshot import PartitionFilter
+from ledger.sql_guard import checked_select
 from ledger.transaction import check_timeout
 from ledger.trx_ids import reservation_body, reserve_trx_id
 from ledger.writer import ROW_GROUP_ROWS, DataWriter, SortedFileSink, file_schema, sort_columns
@@ -252,9 +253,13 @@ def file_layout(inputs: Sequence[FileMarker]) -> tuple[int, int]:
 
 
 def check_query(sql: str, target: pa.Schema, what: str) -> None:
-    """Bind ``sql`` over an empty ``entries`` and check its result columns (no data read)."""
+    """Bind ``sql`` over an empty ``entries`` and check its result columns (no data read).
+
+    Binding runs the text in DuckDB, so it is checked to be one safe SELECT first (a COPY would
+    run here), and the checked rendering is what binds."""
+    checked = checked_select(sql, (engine.ENTRIES,), what)
     try:
-        result = engine.query_result_schema(sql, target)
+        result = engine.query_result_schema(checked, target)
     except engine.QUERY_ERRORS as e:
         raise SchemaError(f"{what} does not apply to the table: {e}") from e
     _check_result_schema(result, target, what)
