@@ -114,3 +114,25 @@ def test_any_unicode_partition_values_round_trip(tmp_path_factory: Any, values: 
         assert fresh.count(partitions={"p": row["p"], "q": row["q"]}) == 1
     assert len(_data_keys(fresh)) == len(values)
     assert max(len(k.encode()) for k in _data_keys(fresh)) <= PATH_LIMIT + 100
+
+
+def test_spark_writes_long_partition_values_to_the_same_paths(spark: Any, tmp_path: Any) -> None:
+    import ledger.spark as ls
+
+    value = "é" * 50 + "x" * 150
+    warehouse = ledger.connect(str(tmp_path / "warehouse"))
+    schema = {"id": "BIGINT", "p": "VARCHAR"}
+    by_spark = warehouse.create_table("s", schema, primary_key="id", partition_by="p")
+    embedded = warehouse.create_table("e", schema, primary_key="id", partition_by="p")
+    rows = [{"id": 1, "p": value}, {"id": 2, "p": "short"}]
+    ls.insert(by_spark, spark.createDataFrame(rows, "id BIGINT, p STRING"))
+    ls.upsert(by_spark, spark.createDataFrame([{"id": 1, "p": value + "!"}], "id BIGINT, p STRING"))
+    embedded.insert(rows)
+    embedded.upsert([{"id": 1, "p": value + "!"}])
+    _check_keys(by_spark)
+    assert visible_rows(by_spark) == visible_rows(embedded) == [(1, value + "!"), (2, "short")]
+
+    def folders(table: ledger.Table) -> set[str]:
+        return {m.path.rsplit("/", 1)[0] for m in table.snapshot().markers()}
+
+    assert folders(by_spark) == folders(embedded)

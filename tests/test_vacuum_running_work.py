@@ -196,3 +196,22 @@ def test_increments_racing_merge_and_vacuum_0_each_land_exactly_once(location: L
     assert table.count() == 1 + len(landed)
     # Nothing any alive marker names is missing.
     assert {table.prefix + m.path for m in table.snapshot().state.alive_files} <= _data_keys(table)
+
+
+def test_a_spark_upsert_in_an_open_transaction_reads_files_merged_and_vacuumed(
+    spark: Any, tmp_path: Any
+) -> None:
+    import ledger.spark as ls
+
+    location = Location("local", str(tmp_path / "warehouse"))
+    table = _counter_table(location.connect())
+    running = table.transaction()
+    other = location.connect().table("counter")
+    other.upsert([{"k": COUNTER, "v": 4}])
+    assert _merge_and_vacuum(other).data_files_deleted == 0
+    # The Spark join reads the visible rows of the transaction's snapshot: still there.
+    ls.upsert(running, spark.createDataFrame([{"k": COUNTER, "v": 9}], "k BIGINT, v BIGINT"))
+    with pytest.raises(ledger.ConflictError):
+        running.commit()
+    assert _value(other) == 4
+    assert vacuum_now(other).data_files_deleted == 2
