@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import threading
 import time
 from collections.abc import Callable
@@ -215,3 +216,46 @@ def test_a_spark_upsert_in_an_open_transaction_reads_files_merged_and_vacuumed(
         running.commit()
     assert _value(other) == 4
     assert vacuum_now(other).data_files_deleted == 2
+
+
+def increment_in_process(uri: str, writer: int, increments: int) -> list[int | str]:
+    """A spawned writer: ``increments`` retried increments; the marker key of each that landed,
+    or the name of the error that stopped it."""
+    table = ledger.connect(uri).table("counter")
+    outcomes: list[int | str] = []
+    for n in range(increments):
+        marker = 1000 * (writer + 1) + n
+        try:
+            table.retrying(lambda tx, m=marker: _increment(tx, m), retries=50)
+            outcomes.append(marker)
+        except Exception as e:  # reported to the parent, which fails on anything but conflicts
+            outcomes.append(type(e).__name__)
+    return outcomes
+
+
+def test_increments_from_processes_racing_merge_and_vacuum_0_land_once(
+    local_location: Location,
+) -> None:
+    _counter_table(local_location.connect())
+    writers, increments = 3, 5
+    context = multiprocessing.get_context("spawn")
+    maintenance = local_location.connect().table("counter")
+    rounds = 0
+    with context.Pool(writers) as pool:
+        pending = pool.starmap_async(
+            increment_in_process, [(local_location.uri, w, increments) for w in range(writers)]
+        )
+        while not pending.ready():
+            _merge_and_vacuum(maintenance)
+            rounds += 1
+        results = pending.get(timeout=300)
+    outcomes = [o for r in results for o in r]
+    assert all(isinstance(o, int) or o == "ConflictError" for o in outcomes), outcomes
+    landed = [o for o in outcomes if isinstance(o, int)]
+    assert rounds >= 1 and landed
+    table = local_location.connect().table("counter")
+    assert _value(table) == len(landed)
+    markers = _lookup(table, landed)
+    assert set(markers) == set(landed)
+    assert sorted(markers.values()) == list(range(len(landed)))
+    assert table.count() == 1 + len(landed)
