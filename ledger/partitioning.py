@@ -8,10 +8,17 @@ A spec is a list of strings::
 
 Partition values are strings (or None). In paths they are percent-escaped so no value can
 leave the table's directory (``../``, ``/``, ``=``, NUL and unicode all turn into ``%XX``).
+
+Escaping can make a segment several times longer than its value, and file systems cap one path
+segment (255 bytes on Linux) as S3 caps a whole key (1024 bytes). A segment longer than
+:data:`SEGMENT_LIMIT` bytes, and the longest segments of a path longer than :data:`PATH_LIMIT`,
+hold a hash of the value instead (``~<sha256 hex>``); the exact value is in the file marker's
+``part``, where readers take it from. So any value fits.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
@@ -25,6 +32,12 @@ from ledger.errors import InvalidArgumentError
 from ledger.schema import TableSchema
 
 NULL_PARTITION = "__null__"
+# Bytes of one ``name=value`` path segment (local file systems allow 255 per segment) and of the
+# whole partition path (S3 allows 1024 bytes per key, warehouse prefix and file name included).
+SEGMENT_LIMIT = 200
+PATH_LIMIT = 512
+# Marks a segment holding a hash: escaped values never contain "~".
+HASHED_PREFIX = "~"
 _SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-")
 _TIME_FORMATS = {"year": "%Y", "month": "%Y-%m", "day": "%Y-%m-%d", "hour": "%Y-%m-%d-%H"}
 _TRANSFORM = re.compile(r"^\s*(\w+)\s*\(\s*(.+?)\s*\)\s*$")
@@ -113,8 +126,34 @@ class PartitionSpec:
         return [f.spec for f in self.fields]
 
     def path(self, values: Mapping[str, str | None]) -> str:
-        """``name=value/...`` with each value escaped; empty for an unpartitioned table."""
-        return "/".join(f"{f.name}={escape(values[f.name])}" for f in self.fields)
+        """``name=value/...`` with each value escaped (or hashed, when too long for a path);
+        empty for an unpartitioned table."""
+        segments = [f"{f.name}={escape(values[f.name])}" for f in self.fields]
+        hashed = [f"{f.name}={hashed_segment(values[f.name])}" for f in self.fields]
+        for i, segment in enumerate(segments):
+            if _size(segment) > SEGMENT_LIMIT:
+                segments[i] = hashed[i]
+        # Longest first, until the whole path fits.
+        for i in sorted(range(len(segments)), key=lambda i: -_size(segments[i])):
+            if _size("/".join(segments)) <= PATH_LIMIT:
+                break
+            segments[i] = min(segments[i], hashed[i], key=_size)
+        path = "/".join(segments)
+        if _size(path) > PATH_LIMIT:
+            raise InvalidArgumentError(self._too_long_message())
+        return path
+
+    def check_fits(self) -> None:
+        """Raise unless every partition value fits in a path: hashed values always fit one
+        segment, so only many long field names can overflow a path."""
+        if _size("/".join(f"{f.name}={hashed_segment('')}" for f in self.fields)) > PATH_LIMIT:
+            raise InvalidArgumentError(self._too_long_message())
+
+    def _too_long_message(self) -> str:
+        return (
+            f"partition fields {self.names} make partition paths longer than {PATH_LIMIT} "
+            "bytes; partition by fewer columns, or by columns with shorter names"
+        )
 
     def normalise_filter(
         self, partitions: Mapping[str, Any] | Iterable[Mapping[str, Any]]
@@ -230,6 +269,17 @@ def escape(value: str | None) -> str:
         else:
             out.extend(f"%{b:02X}" for b in char.encode("utf-8"))
     return "".join(out) if out else "%"  # the empty string gets a segment of its own
+
+
+def hashed_segment(value: str | None) -> str:
+    """The path segment of a value too long to escape into a path: a hash of its UTF-8 bytes."""
+    text = NULL_PARTITION if value is None else value
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return f"{HASHED_PREFIX}{'n' if value is None else 'v'}{digest}"
+
+
+def _size(text: str) -> int:
+    return len(text.encode("utf-8"))
 
 
 def unescape(segment: str) -> str | None:

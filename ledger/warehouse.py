@@ -106,6 +106,7 @@ class Warehouse:
         spec = PartitionSpec.parse(
             [partition_by] if isinstance(partition_by, str) else partition_by, table_schema
         )
+        spec.check_fits()
         sort = _columns(sort_by, "sort_by", table_schema)
         if not isinstance(checkpoint_interval, int) or checkpoint_interval < 1:
             raise InvalidArgumentError("checkpoint_interval must be a positive integer")

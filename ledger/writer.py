@@ -123,6 +123,8 @@ class DataWriter:
             for part, values in self._split(entries)
             for start in range(0, part.num_rows, FILE_ROWS)
         ]
+        for _, values in pieces:  # a partition path that cannot be stored fails before any write
+            self.partition_spec.path(values)
         if len(pieces) == 1:
             return [self._write_file(*pieces[0])]
         # pyarrow encodes and compresses without the GIL: large writes use every core.

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import threading
 import time
 from collections.abc import Callable
@@ -196,3 +197,65 @@ def test_increments_racing_merge_and_vacuum_0_each_land_exactly_once(location: L
     assert table.count() == 1 + len(landed)
     # Nothing any alive marker names is missing.
     assert {table.prefix + m.path for m in table.snapshot().state.alive_files} <= _data_keys(table)
+
+
+def test_a_spark_upsert_in_an_open_transaction_reads_files_merged_and_vacuumed(
+    spark: Any, tmp_path: Any
+) -> None:
+    import ledger.spark as ls
+
+    location = Location("local", str(tmp_path / "warehouse"))
+    table = _counter_table(location.connect())
+    running = table.transaction()
+    other = location.connect().table("counter")
+    other.upsert([{"k": COUNTER, "v": 4}])
+    assert _merge_and_vacuum(other).data_files_deleted == 0
+    # The Spark join reads the visible rows of the transaction's snapshot: still there.
+    ls.upsert(running, spark.createDataFrame([{"k": COUNTER, "v": 9}], "k BIGINT, v BIGINT"))
+    with pytest.raises(ledger.ConflictError):
+        running.commit()
+    assert _value(other) == 4
+    assert vacuum_now(other).data_files_deleted == 2
+
+
+def increment_in_process(uri: str, writer: int, increments: int) -> list[int | str]:
+    """A spawned writer: ``increments`` retried increments; the marker key of each that landed,
+    or the name of the error that stopped it."""
+    table = ledger.connect(uri).table("counter")
+    outcomes: list[int | str] = []
+    for n in range(increments):
+        marker = 1000 * (writer + 1) + n
+        try:
+            table.retrying(lambda tx, m=marker: _increment(tx, m), retries=50)
+            outcomes.append(marker)
+        except Exception as e:  # reported to the parent, which fails on anything but conflicts
+            outcomes.append(type(e).__name__)
+    return outcomes
+
+
+def test_increments_from_processes_racing_merge_and_vacuum_0_land_once(
+    local_location: Location,
+) -> None:
+    _counter_table(local_location.connect())
+    writers, increments = 3, 5
+    context = multiprocessing.get_context("spawn")
+    maintenance = local_location.connect().table("counter")
+    rounds = 0
+    with context.Pool(writers) as pool:
+        pending = pool.starmap_async(
+            increment_in_process, [(local_location.uri, w, increments) for w in range(writers)]
+        )
+        while not pending.ready():
+            _merge_and_vacuum(maintenance)
+            rounds += 1
+        results = pending.get(timeout=300)
+    outcomes = [o for r in results for o in r]
+    assert all(isinstance(o, int) or o == "ConflictError" for o in outcomes), outcomes
+    landed = [o for o in outcomes if isinstance(o, int)]
+    assert rounds >= 1 and landed
+    table = local_location.connect().table("counter")
+    assert _value(table) == len(landed)
+    markers = _lookup(table, landed)
+    assert set(markers) == set(landed)
+    assert sorted(markers.values()) == list(range(len(landed)))
+    assert table.count() == 1 + len(landed)
