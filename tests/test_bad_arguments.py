@@ -227,3 +227,23 @@ ON_S3 = ["key too short", "timeout inf", "batch 2**70", "scan version text", "pu
 @pytest.mark.parametrize("name", ON_S3)
 def test_bad_arguments_on_s3(location, name):
     _run_bad(location, next(c for c in BAD_ARGUMENTS if c[0] == name))
+
+
+@pytest.mark.spark
+def test_spark_reads_check_versions_and_timestamps_the_same_way(spark, local_location):
+    import ledger.spark as ls
+
+    warehouse = local_location.connect()
+    table = warehouse.create_table("t", SCHEMA, primary_key=["a", "b"])
+    table.insert([{"a": 1, "b": "x", "v": 1}])
+    before = _keys(warehouse)
+    bad_reads = [
+        (lambda: ls.read(table, version="1", spark=spark), "version must be a whole number"),
+        (lambda: ls.visible(table, version=BIG, spark=spark), "64-bit"),
+        (lambda: ls.totals(table, timestamp=math.inf, spark=spark), "datetime or epoch"),
+        (lambda: ls.visible(table, timestamp=dt.date(2026, 1, 1), spark=spark), "datetime"),
+    ]
+    for read, message in bad_reads:
+        with pytest.raises(ledger.InvalidArgumentError, match=message):
+            read()
+    assert _keys(warehouse) == before
