@@ -28,6 +28,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ledger.arguments import INT64_MAX
 from ledger.errors import InvalidArgumentError
 from ledger.schema import TableSchema
 
@@ -219,8 +220,10 @@ def _parse_field(spec: str, schema: TableSchema) -> PartitionField:
             field = PartitionField(f"{args[0]}_{transform}", transform, args[0])
         elif transform == "bucket" and len(args) == 2:
             count, source = args
-            if not count.isdigit() or int(count) < 1:
-                raise InvalidArgumentError(f"bucket count in {spec!r} must be a positive integer")
+            if not (count.isascii() and count.isdigit()) or not 1 <= int(count) <= INT64_MAX:
+                raise InvalidArgumentError(
+                    f"bucket count in {spec!r} must be a positive integer, at most {INT64_MAX}"
+                )
             field = PartitionField(f"{source}_bucket", "bucket", source, int(count))
         else:
             raise InvalidArgumentError(

@@ -26,6 +26,7 @@ import pyarrow as pa
 import sqlglot
 from sqlglot import exp
 
+from ledger.arguments import column_names
 from ledger.changes import ChangeSet, change_set
 from ledger.engines import duckdb as engine
 from ledger.errors import ConflictError, InvalidArgumentError, LedgerError, UnknownColumnError
@@ -374,8 +375,8 @@ def create_rollup(
             f"table {base.name!r} has the {policy!r} policy: rollups follow tables whose delete "
             "marks cancel insertions exactly (collapsing or custom); roll up a view instead"
         )
-    by_columns = [by] if isinstance(by, str) else list(by)
-    if not by_columns or not all(isinstance(c, str) for c in by_columns):
+    by_columns = column_names(by, "by")
+    if not by_columns:
         raise InvalidArgumentError("a rollup needs by: one or more column names to group by")
     base_types = {n: state.schema.type_of(n) for n in state.schema.names}
     for column in by_columns:

@@ -203,8 +203,14 @@ class TableSchema:
         if isinstance(schema, pa.Schema):
             pairs = [(f.name, arrow_to_sql(_normalise_arrow(f.type))) for f in schema]
         else:
-            items = schema.items() if isinstance(schema, Mapping) else schema
-            pairs = [(str(n), arrow_to_sql(sql_to_arrow(str(t)))) for n, t in items]
+            items = list(schema.items()) if isinstance(schema, Mapping) else _pairs(schema)
+            for name, type_name in items:
+                if not isinstance(name, str) or not isinstance(type_name, str):
+                    raise SchemaError(
+                        f"a schema maps column names to SQL type names (text), e.g. "
+                        f'{{"id": "BIGINT"}}; got {name!r}: {type_name!r}'
+                    )
+            pairs = [(n, arrow_to_sql(sql_to_arrow(t))) for n, t in items]
         if not pairs:
             raise SchemaError("a table needs at least one column")
         check_column_names([n for n, _ in pairs])
@@ -277,6 +283,19 @@ class TableSchema:
     @staticmethod
     def from_json(data: Mapping[str, str]) -> TableSchema:
         return TableSchema(tuple((str(n), str(t)) for n, t in data.items()))
+
+
+def _pairs(schema: Any) -> list[tuple[Any, Any]]:
+    """``[(name, type), ...]`` from a sequence of pairs, or a SchemaError saying what to pass."""
+    usage = 'pass {"column": "SQL TYPE"}, a pyarrow schema, or [(column, type), ...]'
+    if isinstance(schema, str | bytes) or not isinstance(schema, Iterable):
+        raise SchemaError(f"a schema cannot be {type(schema).__name__} {schema!r}; {usage}")
+    pairs = []
+    for item in schema:
+        if isinstance(item, str | bytes) or not isinstance(item, Sequence) or len(item) != 2:
+            raise SchemaError(f"schema entry {item!r} is not a (column, type) pair; {usage}")
+        pairs.append((item[0], item[1]))
+    return pairs
 
 
 def _fits(source: pa.DataType, target: pa.DataType) -> bool:

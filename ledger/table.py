@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from ledger import arguments
 from ledger import rollup as rollups
 from ledger.errors import (
     ConflictError,
@@ -129,10 +130,12 @@ class Table:
     ) -> Snapshot:
         """The table at ``version``, at the last commit at or before ``timestamp`` (a datetime
         or epoch milliseconds), or at the latest version."""
-        if version is not None and timestamp is not None:
+        version = arguments.version(version)
+        timestamp_ms = arguments.timestamp_ms(timestamp)
+        if version is not None and timestamp_ms is not None:
             raise InvalidArgumentError("pass version or timestamp, not both")
-        if timestamp is not None:
-            version = self._version_at(_to_ms(timestamp))
+        if timestamp_ms is not None:
+            version = self._version_at(timestamp_ms)
         if version is None:
             state = self._latest_state()
         elif version == self._state.version:
@@ -415,14 +418,6 @@ class Table:
         if change.version is not None:
             rollups.refresh_after_write(self)
         return change
-
-
-def _to_ms(timestamp: dt.datetime | int) -> int:
-    if isinstance(timestamp, dt.datetime):
-        if timestamp.tzinfo is None:
-            timestamp = timestamp.replace(tzinfo=dt.UTC)
-        return int(timestamp.timestamp() * 1000)
-    return int(timestamp)
 
 
 def _record(entry: LogFile) -> CommitRecord:

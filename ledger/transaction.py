@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ledger import arguments
 from ledger.engines import duckdb as engine
 from ledger.errors import (
     ConflictError,
@@ -91,8 +92,11 @@ class Transaction:
     ) -> None:
         if (app_id is None) != (batch is None):
             raise InvalidArgumentError("pass app_id and batch together (or neither)")
-        if batch is not None and (not isinstance(batch, int) or batch < 0):
-            raise InvalidArgumentError(f"batch must be a non-negative integer, got {batch!r}")
+        if batch is not None:
+            batch = arguments.whole_number(batch, "batch")
+        if app_id is not None and (not isinstance(app_id, str) or not app_id):
+            raise InvalidArgumentError(f"app_id must be non-empty text, not {app_id!r}")
+        arguments.flag(evolve_schema, "evolve_schema")
         self._table = table
         self._started_ms = int(time.time() * 1000)  # before the snapshot: see check_timeout
         # The id is reserved before the snapshot is read, and the reservation names a version at
@@ -464,7 +468,9 @@ class Transaction:
             if len(key_columns) == 1 and not isinstance(keys[0], tuple | list):
                 keys = [{key_columns[0]: k} for k in keys]
             else:
-                keys = [dict(zip(key_columns, k, strict=True)) for k in keys]
+                keys = [
+                    dict(zip(key_columns, _key_tuple(k, key_columns), strict=True)) for k in keys
+                ]
         chunks = list(self._chunks(keys)) if keys is not None else []
         table = pa.concat_tables(chunks) if chunks else None
         if table is None:
@@ -760,6 +766,16 @@ def check_timeout(latest: TableState, started_ms: int, table_name: str) -> None:
             f"the table's transaction_timeout ({latest.config.transaction_timeout_ms / 1000} s); "
             "nothing was committed. Retry it in smaller pieces"
         )
+
+
+def _key_tuple(key: Any, key_columns: list[str]) -> tuple[Any, ...]:
+    """A key given as a tuple (or list) of values: one per key column, in key order."""
+    if not isinstance(key, tuple | list) or len(key) != len(key_columns):
+        raise InvalidArgumentError(
+            f"key {key!r} does not give one value per key column {key_columns}: pass tuples of "
+            f"{len(key_columns)} values in that order, or dicts"
+        )
+    return tuple(key)
 
 
 def _partition_of(marker: FileMarker) -> tuple[tuple[str, str | None], ...]:

@@ -18,6 +18,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from ledger.arguments import column_names, flag, positive_seconds, whole_number
 from ledger.errors import (
     InvalidArgumentError,
     SchemaError,
@@ -52,6 +53,11 @@ def connect(uri: str = "./warehouse", **options: Any) -> Warehouse:
 
     >>> wh = connect("./warehouse")                                        # doctest: +SKIP
     """
+    if not isinstance(uri, str):
+        raise InvalidArgumentError(
+            f"connect takes the warehouse's location as text (a path, file:// or s3:// URI), "
+            f"not {type(uri).__name__} {uri!r}"
+        )
     return Warehouse(open_store(uri, **options))
 
 
@@ -103,15 +109,11 @@ class Warehouse:
                     f"primary-key column {column!r} is {dict(table_schema.columns)[column]}; "
                     "floating-point keys do not compare reliably, use an integer, text or decimal"
                 )
-        spec = PartitionSpec.parse(
-            [partition_by] if isinstance(partition_by, str) else partition_by, table_schema
-        )
+        spec = PartitionSpec.parse(column_names(partition_by, "partition_by"), table_schema)
         spec.check_fits()
         sort = _columns(sort_by, "sort_by", table_schema)
-        if not isinstance(checkpoint_interval, int) or checkpoint_interval < 1:
-            raise InvalidArgumentError("checkpoint_interval must be a positive integer")
-        if not isinstance(transaction_timeout, int | float) or not transaction_timeout > 0:
-            raise InvalidArgumentError("transaction_timeout must be a positive number of seconds")
+        checkpoint_interval = whole_number(checkpoint_interval, "checkpoint_interval", minimum=1)
+        transaction_timeout = positive_seconds(transaction_timeout, "transaction_timeout")
         config = TableConfig(
             table_uuid=str(uuid.uuid4()),
             primary_key=tuple(key),
@@ -193,6 +195,7 @@ class Warehouse:
         then fail to read).
         """
         table_log = self._log(name)
+        flag(purge, "purge")
         state = table_log.load()
         if state.dropped:
             raise TableNotFoundError(f"table {name!r} was already dropped")
@@ -226,9 +229,7 @@ def _check_name(name: str) -> None:
 
 
 def _columns(value: Sequence[str] | str | None, what: str, schema: TableSchema) -> list[str]:
-    if value is None:
-        return []
-    columns = [value] if isinstance(value, str) else list(value)
+    columns = column_names(value, what)
     unknown = [c for c in columns if c not in schema.names]
     if unknown:
         raise SchemaError(

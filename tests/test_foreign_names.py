@@ -30,6 +30,9 @@ FOREIGN_RESERVATIONS = [
 FOREIGN_LOG_NAMES = [
     "99999999999999999999.jsonl",
     "99999999999999999999.checkpoint.jsonl",
+    "01000000000000000000.jsonl",  # fits 64 bits, but follows no version of the log
+    "00000000000000000999.jsonl",
+    "00000000000000000998.checkpoint.jsonl",
     "18446744073709551616.jsonl",
     "-0000000000000000001.jsonl",
     "1.jsonl",

@@ -341,7 +341,7 @@ def _names(value: Sequence[str] | str | None, what: str) -> tuple[str, ...]:
         return ()
     if isinstance(value, str):
         return (value,)
-    if not all(isinstance(v, str) for v in value):
+    if not isinstance(value, Sequence) or not all(isinstance(v, str) for v in value):
         raise InvalidArgumentError(f"totals: {what} must be a column name or a list of them")
     return tuple(value)
 

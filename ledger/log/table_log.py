@@ -43,6 +43,12 @@ def _report_foreign(key: str, why: str) -> None:
         log.warning("ignoring %s: %s", key, why)
 
 
+def _version_of(key: str | None, log_prefix: str) -> int | None:
+    """The version a log key names (None for no key or another name)."""
+    match = None if key is None else _LOG_NAME.match(key[len(log_prefix) :])
+    return None if match is None else int(match.group(1))
+
+
 class VacuumedLogError(SnapshotNotFoundError):
     """The commits after a version are gone: vacuum replaced them with a newer checkpoint."""
 
@@ -87,7 +93,45 @@ class TableLog:
                 continue
             target = checkpoints if match.group(2) else commits
             target[version] = info.key
+        self._drop_foreign_tail(commits, checkpoints, _version_of(start_after, self.log_prefix))
         return LogListing(commits, checkpoints)
+
+    def _drop_foreign_tail(
+        self, commits: dict[int, str], checkpoints: dict[int, str], listed_after: int | None
+    ) -> None:
+        """Drop a run of names past the end of the log that hold no log file.
+
+        A writer writes version v only after reading v - 1, so a log's versions run without a
+        gap from its oldest listed one (vacuum removes only from the bottom). A run of versions at
+        the top that follows neither a lower version nor the listing's start is read: if its
+        first name is not a log file of its version the run is foreign and ignored (logged
+        once); if it is, it stays, and the readers report the gap below it as corruption.
+        """
+        versions = sorted({*commits, *checkpoints})
+        while versions:
+            first = len(versions) - 1
+            while first and versions[first - 1] == versions[first] - 1:
+                first -= 1
+            lowest = versions[first]
+            if lowest == 0 or lowest - 1 == listed_after or (not first and listed_after is None):
+                return
+            keys = [found[lowest] for found in (commits, checkpoints) if lowest in found]
+            if any(self._holds_log_file(k) for k in keys):
+                return
+            for version in versions[first:]:
+                for found in (commits, checkpoints):
+                    if version in found:
+                        _report_foreign(found.pop(version), "it is not a log file of the log")
+            versions = versions[:first]
+
+    def _holds_log_file(self, key: str) -> bool:
+        try:
+            self.read(key)
+        except CorruptLogError:
+            return False
+        except FileNotFoundError:
+            return True  # removed since the listing (vacuum): not for this check to judge
+        return True
 
     def read(self, key: str) -> LogFile:
         source = f"{self.store.uri}/{key}"
