@@ -54,6 +54,15 @@ class InvalidPredicateError(LedgerError, ValueError):
     """A SQL predicate that cannot be parsed or bound to the table's columns."""
 
 
+class SourceNotFoundError(LedgerError, FileNotFoundError):
+    """A path, folder or glob given as data names no data file."""
+
+
+class MalformedSourceError(SchemaError):
+    """A file (or relation) given as data cannot be parsed: a malformed CSV line, invalid JSON,
+    a file that is not Parquet."""
+
+
 # --- catalog ----------------------------------------------------------------------------------
 
 
