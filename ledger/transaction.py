@@ -238,8 +238,9 @@ class Transaction:
     def upsert(self, data: Any) -> int:
         """Insert rows whose key is new; replace the visible row of keys that exist.
 
-        Columns missing from ``data`` keep their current value (NULL for new keys). Returns the
-        number of rows written.
+        Columns missing from ``data`` keep their current value (NULL for new keys); in a list
+        of dicts that is decided row by row (a key absent from a dict keeps that row's value, an
+        explicit None sets NULL). Returns the number of rows written.
         """
         if self._begin("upsert"):
             return 0
@@ -251,8 +252,9 @@ class Transaction:
         return self._replace(keyed, latest, marks)
 
     def update(self, data: Any) -> int:
-        """Replace the visible row of existing keys; columns missing from ``data`` keep their
-        values. Every key must exist (else :class:`KeyNotFoundError`, nothing written)."""
+        """Replace the visible row of existing keys; columns missing from ``data`` (or from one
+        dict of a list) keep their values. Every key must exist (else :class:`KeyNotFoundError`,
+        nothing written)."""
         if self._begin("update"):
             return 0
         keyed = self._keyed_rows(data)

@@ -173,3 +173,41 @@ def test_random_partial_writes_match_an_in_place_oracle(steps):
             assert _regions_of_entries(table) == {
                 (key, row["region"]): 1 for key, row in oracle.items()
             }
+
+
+# --- Spark: a DataFrame has fixed columns, like pandas ----------------------------------------
+
+
+@pytest.mark.spark
+def test_a_spark_dataframe_keeps_columns_it_lacks_and_its_partition(spark, local_location):
+    import ledger.spark as ls
+
+    wh = local_location.connect()
+    by_spark, embedded = (
+        wh.create_table(name, SCHEMA, primary_key="id", partition_by="region")
+        for name in ("by_spark", "embedded")
+    )
+    first = [
+        {"id": 1, "name": "A", "score": 10, "region": "eu"},
+        {"id": 2, "name": "B", "score": 20, "region": "us"},
+    ]
+    by_spark.insert(first)
+    embedded.insert(first)
+    change = pd.DataFrame({"id": [1, 2, 3], "name": ["AA", None, "C"]})
+    ls.upsert(by_spark, spark.createDataFrame(change))
+    embedded.upsert(change)
+    expected = {
+        1: {"id": 1, "name": "AA", "score": 10, "region": "eu"},
+        2: {"id": 2, "name": None, "score": 20, "region": "us"},
+        3: {"id": 3, "name": "C", "score": None, "region": None},
+    }
+    assert _visible(by_spark) == _visible(embedded) == expected
+    assert (
+        _regions_of_entries(by_spark)
+        == _regions_of_entries(embedded)
+        == {
+            (1, "eu"): 1,
+            (2, "us"): 1,
+            (3, None): 1,
+        }
+    )
