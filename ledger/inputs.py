@@ -110,10 +110,12 @@ def concat_rows(parts: Sequence[Rows]) -> Rows:
     given: dict[str, pa.Array] = {}
     for name in sorted(partial):
         masks = [
-            part.given.get(name, pa.array([name in part.table.column_names] * part.num_rows))
+            part.given[name]
+            if name in part.given
+            else pa.nulls(part.num_rows, pa.bool_()).fill_null(name in part.table.column_names)
             for part in parts
         ]
-        given[name] = pa.concat_arrays([pa.array(m, pa.bool_()) for m in masks])
+        given[name] = pa.concat_arrays(masks)
     return Rows(table, given)
 
 
@@ -229,20 +231,18 @@ def _gather(batches: Iterator[pa.RecordBatch], chunk_rows: int) -> Iterator[Rows
         pending.append(batch)
         count += batch.num_rows
         if count >= chunk_rows:
-            yield Rows(_concat_batches(pending))
+            yield _rows_of_batches(pending)
             pending, count = [], 0
     if pending:
-        yield Rows(_concat_batches(pending))
+        yield _rows_of_batches(pending)
 
 
-def _concat_batches(batches: list[pa.RecordBatch]) -> pa.Table:
-    """Batches of several files may differ in columns or inferred types: a column one file
-    lacks is NULL in its rows."""
+def _rows_of_batches(batches: list[pa.RecordBatch]) -> Rows:
+    """Batches of several files may differ in columns: the rows of a file that lacks a column
+    did not give it (an upsert keeps their values), as for a list of dicts."""
     if all(b.schema == batches[0].schema for b in batches):
-        return pa.Table.from_batches(batches)
-    return pa.concat_tables(
-        [pa.Table.from_batches([b]) for b in batches], promote_options="permissive"
-    )
+        return Rows(pa.Table.from_batches(batches))
+    return concat_rows([Rows(pa.Table.from_batches([b])) for b in batches])
 
 
 # --- files ------------------------------------------------------------------------------------

@@ -315,3 +315,33 @@ def test_a_large_csv_is_inserted_in_bounded_memory(tmp_path):
     assert views.visible(table).aggregate("sum(id), max(name)").fetchall() == [
         (rows * (rows - 1) // 2, "name-999999")
     ]
+
+
+def test_rows_of_files_lacking_a_column_keep_it_in_an_upsert(local_accounts, tmp_path):
+    local_accounts.insert(ROWS)
+    folder = tmp_path / "changes"
+    folder.mkdir()
+    (folder / "a.csv").write_text("id,name,amount\n1,A,\n")
+    (folder / "b.csv").write_text("id,amount\n2,5\n3,6\n")
+    local_accounts.upsert(str(folder))
+    assert [(r["name"], r["amount"]) for r in _visible(local_accounts)] == [
+        ("A", None),
+        ('bo, the "second"', Decimal("5.00")),
+        ("zoë 名前", Decimal("6.00")),
+    ]
+
+
+def test_chunks_of_partial_rows_join_with_their_masks():
+    from ledger.inputs import Rows, concat_rows
+
+    first = Rows(pa.table({"id": [1, 2], "x": [10, None]}), {"x": pa.array([True, False])})
+    second = Rows(pa.table({"id": [3]}))
+    third = Rows(pa.table({"id": [4], "x": [None]}))
+    joined = concat_rows([first, second, third])
+    assert joined.table.to_pylist() == [
+        {"id": 1, "x": 10},
+        {"id": 2, "x": None},
+        {"id": 3, "x": None},
+        {"id": 4, "x": None},
+    ]
+    assert {k: v.to_pylist() for k, v in joined.given.items()} == {"x": [True, False, False, True]}
