@@ -345,3 +345,31 @@ def test_chunks_of_partial_rows_join_with_their_masks():
         {"id": 4, "x": None},
     ]
     assert {k: v.to_pylist() for k, v in joined.given.items()} == {"x": [True, False, False, True]}
+
+
+def test_a_file_that_breaks_after_chunks_were_written_leaves_nothing(
+    local_location, tmp_path, monkeypatch
+):
+    import ledger.transaction
+
+    monkeypatch.setattr(ledger.transaction, "STREAM_CHUNK_ROWS", 1000)
+    table = local_location.connect().create_table("accounts", SCHEMA, primary_key="id")
+    table.insert(ROWS)
+    root = Path(local_location.uri)
+    before = _table_files(root)
+    good = "".join(f"{i},n{i},{i}.25\n" for i in range(10, 40_000))
+    (tmp_path / "late.csv").write_text("id,name,amount\n" + good + "1,x,not-a-number\n")
+    written: list[int] = []
+    original = ledger.transaction.Transaction._write
+
+    def counting_write(self, entries):
+        written.append(entries.num_rows)
+        return original(self, entries)
+
+    monkeypatch.setattr(ledger.transaction.Transaction, "_write", counting_write)
+    with pytest.raises(ledger.MalformedSourceError, match="late"):
+        table.insert(str(tmp_path / "late.csv"))
+    assert sum(written) >= 1000  # chunks were written before the bad line was reached
+    assert table.version == 1
+    assert _table_files(root) == before
+    assert _visible(table) == ROWS
