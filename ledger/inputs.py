@@ -294,6 +294,8 @@ def _csv_batches(
         yield from pacsv.open_csv(
             source,
             read_options=pacsv.ReadOptions(block_size=TEXT_BLOCK_BYTES),
+            # A quoted value may hold a line break (slower to split into blocks, but right).
+            parse_options=pacsv.ParseOptions(newlines_in_values=True),
             convert_options=convert,
         )
 

@@ -7,6 +7,7 @@ import json
 import re
 import subprocess
 import sys
+import tempfile
 import textwrap
 from decimal import Decimal
 from pathlib import Path
@@ -18,6 +19,8 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ledger
 import views
@@ -373,3 +376,58 @@ def test_a_file_that_breaks_after_chunks_were_written_leaves_nothing(
     assert table.version == 1
     assert _table_files(root) == before
     assert _visible(table) == ROWS
+
+
+# --- random text through CSV and JSON lines ---------------------------------------------------
+
+
+def _csv_field(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return '"' + value.replace('"', '""') + '"'
+    return str(value)
+
+
+_TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)
+
+
+@settings(max_examples=40)
+@given(
+    names=st.lists(st.one_of(st.none(), _TEXT), min_size=1, max_size=8),
+    scores=st.data(),
+    form=st.sampled_from(["csv", "jsonl"]),
+)
+def test_random_text_reads_back_from_csv_and_json_lines(names, scores, form):
+    values = [scores.draw(st.one_of(st.none(), st.integers(-(2**62), 2**62))) for _ in names]
+    rows = [
+        {"id": i, "name": name, "score": score}
+        for i, (name, score) in enumerate(zip(names, values, strict=True))
+    ]
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / f"rows.{form}"
+        if form == "csv":
+            lines = ["id,name,score"]
+            lines += [",".join(_csv_field(r[c]) for c in ("id", "name", "score")) for r in rows]
+            path.write_text("\n".join(lines) + "\n", encoding="utf-8", newline="")
+        else:
+            path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+        table = ledger.connect(str(Path(folder) / "wh")).create_table(
+            "t", {"id": "BIGINT", "name": "VARCHAR", "score": "BIGINT"}, primary_key="id"
+        )
+        table.insert(str(path))
+        got = sorted(views.visible(table).to_arrow_table().to_pylist(), key=lambda r: r["id"])
+        assert got == rows
+
+
+def test_quoted_line_breaks_across_read_blocks(local_location, tmp_path):
+    table = local_location.connect().create_table(
+        "notes", {"id": "BIGINT", "name": "VARCHAR"}, primary_key="id"
+    )
+    body = "".join(f'{i},"line one\nline two {i}"\n' for i in range(40_000))  # > one block
+    (tmp_path / "notes.csv").write_text("id,name\n" + body)
+    table.insert(str(tmp_path / "notes.csv"))
+    assert table.count() == 40_000
+    assert views.visible(table).filter("id = 39999").fetchall() == [
+        (39999, "line one\nline two 39999")
+    ]
