@@ -69,6 +69,15 @@ class UnsafePredicateError(UnsafeSqlError, InvalidPredicateError):
     """A predicate (``where=``, ``delete_where``) reads files, tables or settings."""
 
 
+class SourceNotFoundError(LedgerError, FileNotFoundError):
+    """A path, folder or glob given as data names no data file."""
+
+
+class MalformedSourceError(SchemaError):
+    """A file (or relation) given as data cannot be parsed: a malformed CSV line, invalid JSON,
+    a file that is not Parquet."""
+
+
 # --- catalog ----------------------------------------------------------------------------------
 
 

@@ -38,13 +38,14 @@ from ledger.errors import (
     TransactionTimeoutError,
     TypeMismatchError,
 )
+from ledger.inputs import Rows, concat_rows, read_rows
 from ledger.log.commit import commit_entry, next_timestamp
 from ledger.log.entries import AppBatch, FileMarker, LogFile, TableConfig
 from ledger.log.state import TableState
 from ledger.partitioning import PartitionSpec
 from ledger.predicates import check_predicate
 from ledger.pruning import prune_by_keys
-from ledger.schema import DML_TYPE, ROW_ID, TableSchema, conform, to_arrow
+from ledger.schema import DML_TYPE, ROW_ID, TableSchema, conform
 from ledger.trx_ids import reservation_body, reservation_key, reserve_trx_id
 from ledger.writer import DataWriter, build_entries, file_schema, row_ids, sequence
 from merge_policies import load_policy
@@ -178,14 +179,15 @@ class Transaction:
     def insert(self, data: Any) -> int:
         """Append new rows blindly (no read, never conflicts); return the number of rows.
 
-        ``data`` may be a pyarrow Table or RecordBatchReader (streamed in bounded chunks), a
-        list of dicts, or a pandas DataFrame.
+        ``data`` is any source :mod:`ledger.inputs` accepts (a list of dicts, Arrow, pandas,
+        polars, a DuckDB relation, Parquet/CSV/JSON files); streams and files are written in
+        bounded chunks.
         """
         if self._begin("insert"):
             return 0
         total = 0
         for chunk in self._chunks(data):
-            rows = self._conform(chunk, require_keys=True)
+            rows = self._conform(chunk.table, require_keys=True)
             total += self._write(self._entries(rows, 1))
         self._inserted += total
         return total
@@ -196,7 +198,8 @@ class Transaction:
         if self._begin("append_entries"):
             return 0
         total = 0
-        for chunk in self._chunks(data):
+        for given in self._chunks(data):
+            chunk = given.table
             if DML_TYPE not in chunk.column_names:
                 raise SchemaError("append_entries needs a dml_type column (+1 insert, -1 mark)")
             signs = chunk.column(DML_TYPE)
@@ -251,34 +254,37 @@ class Transaction:
     def upsert(self, data: Any) -> int:
         """Insert rows whose key is new; replace the visible row of keys that exist.
 
-        Columns missing from ``data`` keep their current value (NULL for new keys). Returns the
-        number of rows written.
+        Columns missing from ``data`` keep their current value (NULL for new keys); in a list
+        of dicts that is decided row by row (a key absent from a dict keeps that row's value, an
+        explicit None sets NULL). Returns the number of rows written.
         """
         if self._begin("upsert"):
             return 0
         self._require_primary_key("upsert")
-        rows = self._keyed_rows(data)
-        if rows is None:
+        keyed = self._keyed_rows(data)
+        if keyed is None:
             return 0
-        latest, marks = self._read_live(keys=rows.select(list(self.key_columns)))
-        return self._replace(rows, latest, marks)
+        latest, marks = self._read_live(keys=keyed.table.select(list(self.key_columns)))
+        return self._replace(keyed, latest, marks)
 
     def update(self, data: Any) -> int:
-        """Replace the visible row of existing keys; columns missing from ``data`` keep their
-        values. Every key must exist (else :class:`KeyNotFoundError`, nothing written)."""
+        """Replace the visible row of existing keys; columns missing from ``data`` (or from one
+        dict of a list) keep their values. Every key must exist (else :class:`KeyNotFoundError`,
+        nothing written)."""
         if self._begin("update"):
             return 0
-        rows = self._keyed_rows(data)
-        if rows is None:
+        keyed = self._keyed_rows(data)
+        if keyed is None:
             return 0
-        latest, marks = self._read_live(keys=rows.select(list(self.key_columns)))
-        missing = engine.anti_join(rows.select(list(self.key_columns)), latest, self.key_columns)
+        keys = keyed.table.select(list(self.key_columns))
+        latest, marks = self._read_live(keys=keys)
+        missing = engine.anti_join(keys, latest, self.key_columns)
         if missing.num_rows:
             raise KeyNotFoundError(
                 f"update of {missing.num_rows} key(s) with no visible row, e.g. "
                 f"{missing.slice(0, 3).to_pylist()}; use upsert to insert new keys"
             )
-        return self._replace(rows, latest, marks)
+        return self._replace(keyed, latest, marks)
 
     def delete(self, keys: Any) -> int:
         """Delete the rows of the given keys by writing delete marks; return how many rows
@@ -408,25 +414,15 @@ class Transaction:
                 "insert for new rows, or update/delete by _row_id"
             )
 
-    def _chunks(self, data: Any) -> Iterator[pa.Table]:
-        """User data as Arrow tables of bounded size (streams stay streams)."""
-        if isinstance(data, pa.RecordBatchReader):
-            pending: list[pa.RecordBatch] = []
-            rows = 0
-            for batch in data:
-                if not batch.num_rows:
-                    continue
-                pending.append(batch)
-                rows += batch.num_rows
-                if rows >= STREAM_CHUNK_ROWS:
-                    yield pa.Table.from_batches(pending)
-                    pending, rows = [], 0
-            if pending:
-                yield pa.Table.from_batches(pending)
-            return
-        table = to_arrow(data, self._schema)
-        for start in range(0, table.num_rows, STREAM_CHUNK_ROWS * 4):
-            yield table.slice(start, STREAM_CHUNK_ROWS * 4)
+    def _chunks(self, data: Any) -> Iterator[Rows]:
+        """User data as Arrow tables of bounded size (streams and files stay streams)."""
+        return read_rows(
+            data,
+            self._schema,
+            store=self._table.store,
+            chunk_rows=STREAM_CHUNK_ROWS,
+            in_memory_chunk_rows=STREAM_CHUNK_ROWS * 4,
+        )
 
     def _conform(self, table: pa.Table, *, require_keys: bool) -> pa.Table:
         row_ids = None
@@ -449,18 +445,20 @@ class Transaction:
             rows = rows.append_column(ROW_ID, row_ids)
         return rows
 
-    def _keyed_rows(self, data: Any) -> pa.Table | None:
-        """The rows of a keyed operation, checked; None when there are none."""
+    def _keyed_rows(self, data: Any) -> Rows | None:
+        """The rows of a keyed operation, checked, with which rows named which columns; None
+        when there are none."""
         chunks = list(self._chunks(data))
         if not chunks:
             return None
-        rows = self._conform(pa.concat_tables(chunks), require_keys=True)
+        given = concat_rows(chunks)
+        rows = self._conform(given.table, require_keys=True)
         if self._config.generated_row_id and (
             ROW_ID not in rows.column_names or rows.column(ROW_ID).null_count
         ):
             raise MissingKeyError("rows of a table without a primary key are addressed by _row_id")
         _check_unique(rows, self.key_columns)
-        return rows
+        return Rows(rows, {c: m for c, m in given.given.items() if c in rows.column_names})
 
     def _key_table(self, keys: Any) -> pa.Table:
         key_columns = list(self.key_columns)
@@ -471,8 +469,8 @@ class Transaction:
                 keys = [
                     dict(zip(key_columns, _key_tuple(k, key_columns), strict=True)) for k in keys
                 ]
-        chunks = list(self._chunks(keys)) if keys is not None else []
-        table = pa.concat_tables(chunks) if chunks else None
+        chunks = [c.table for c in self._chunks(keys)] if keys is not None else []
+        table = pa.concat_tables(chunks, promote_options="permissive") if chunks else None
         if table is None:
             return pa.table({k: pa.array([], self._key_type(k)) for k in key_columns})
         missing = [k for k in key_columns if k not in table.column_names]
@@ -613,9 +611,13 @@ class Transaction:
         self._added.extend(writer.write(entries))
         return int(entries.num_rows)
 
-    def _replace(self, rows: pa.Table, latest: pa.Table, marks: pa.Table) -> int:
+    def _replace(self, keyed: Rows, latest: pa.Table, marks: pa.Table) -> int:
         self._refuse_marks_if_insert_only(marks.num_rows)
-        rows = engine.fill_missing(rows, latest, self.key_columns, self._value_columns)
+        # A column a row did not name keeps the key's current value (an explicit None sets
+        # NULL); so does a partition column, and the row stays in its partition.
+        rows = engine.fill_missing(
+            keyed.table, latest, self.key_columns, self._value_columns, given=keyed.given
+        )
         self._refuse_stale_versions(rows)
         entries = pa.concat_tables([self._entries(marks, -1), self._entries(rows, 1)])
         self._write(entries)

@@ -41,7 +41,7 @@ BAD_WRITES = [
         ledger.TypeMismatchError,
         "n",
     ),
-    ("insert", "not data", ledger.InvalidArgumentError, "str"),
+    ("insert", "not data", ledger.SourceNotFoundError, "not data"),
     ("upsert", [{"id": 2, "n": 1}, {"id": 2, "n": 2}], ledger.DuplicateKeyError, "more than once"),
     ("update", [{"id": 1, "amount": "x"}], ledger.TypeMismatchError, "amount"),
     ("delete_where", "no_such_column > 1", ledger.InvalidPredicateError, "no_such_column"),
@@ -49,6 +49,7 @@ BAD_WRITES = [
     ("delete_where", "id IN (SELECT 1)", ledger.InvalidPredicateError, "subquery"),
     ("append_entries", [{"id": 2, "n": 1}], ledger.SchemaError, "dml_type"),
     ("append_entries", [{"id": 2, "n": 1, "dml_type": 0}], ledger.TypeMismatchError, "dml_type"),
+    ("insert", object(), ledger.TypeMismatchError, "pandas DataFrame"),
 ]
 
 

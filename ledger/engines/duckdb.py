@@ -7,11 +7,12 @@ are scanned by DuckDB's own Parquet reader; files on S3 are scanned through a py
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
 from ledger.changes import ChangeSet
@@ -223,20 +224,54 @@ def anti_join(keys: pa.Table, found: pa.Table, key_columns: Sequence[str]) -> pa
 
 
 def fill_missing(
-    rows: pa.Table, latest: pa.Table, key_columns: Sequence[str], value_columns: Sequence[str]
+    rows: pa.Table,
+    latest: pa.Table,
+    key_columns: Sequence[str],
+    value_columns: Sequence[str],
+    given: Mapping[str, pa.Array] | None = None,
 ) -> pa.Table:
-    """Give columns missing from ``rows`` the values of the key's visible row (NULL if new)."""
-    missing = [c for c in value_columns if c not in rows.column_names]
+    """Give columns missing from ``rows`` the values of the key's visible row (NULL if new).
+
+    ``given`` maps a column some rows did not name to a mask, true where the row named it; the
+    other rows take the visible row's value too. Rows keep their order.
+    """
+    partial = {c: m for c, m in (given or {}).items() if c in rows.column_names}
+    missing = [c for c in value_columns if c not in rows.column_names or c in partial]
     if not missing:
         return rows
+    current = _current_values(rows.select(list(key_columns)), latest, key_columns, missing)
+    columns = []
+    names = []
+    for name in value_columns:
+        if name in partial:
+            given_values = rows.column(name).combine_chunks()
+            current_values = current.column(name).combine_chunks().cast(given_values.type)
+            columns.append(pc.if_else(partial[name], given_values, current_values))
+        elif name in rows.column_names:
+            columns.append(rows.column(name))
+        else:
+            columns.append(current.column(name))
+        names.append(name)
+    return pa.table(columns, names=names)
+
+
+def _current_values(
+    keys: pa.Table, latest: pa.Table, key_columns: Sequence[str], columns: Sequence[str]
+) -> pa.Table:
+    """``columns`` of the visible row of each key in ``keys`` (NULL for a new key), one row per
+    key in the order of ``keys``."""
+    position = "row_position"
+    while position in keys.column_names:
+        position = "_" + position
+    numbered = keys.append_column(position, pa.array(range(keys.num_rows), pa.int64()))
     with closing(connect()) as con:
-        con.register("given", rows)
-        con.register("current", latest.select([*key_columns, *missing]))
-        filled = con.sql(
-            f"SELECT given.*, {', '.join('current.' + ident(c) for c in missing)} "
-            f"FROM given LEFT JOIN current USING ({idents(list(key_columns))})"
+        con.register("given", numbered)
+        con.register("current", latest.select([*key_columns, *columns]))
+        return con.sql(
+            f"SELECT {', '.join('current.' + ident(c) for c in columns)} "
+            f"FROM given LEFT JOIN current USING ({idents(list(key_columns))}) "
+            f"ORDER BY given.{ident(position)}"
         ).to_arrow_table()
-    return filled.select([c for c in value_columns if c in filled.column_names])
 
 
 # --- the queries of merges and rewrites ---------------------------------------------------------

@@ -1,0 +1,431 @@
+"""Every source a write accepts, turned into Arrow tables of bounded size.
+
+>>> rows = next(read_rows([{"id": 1, "name": "a"}, {"id": 2}], table.schema))  # doctest: +SKIP
+>>> rows.given["name"].to_pylist()  # doctest: +SKIP
+[True, False]
+
+One function, :func:`read_rows`, serves every write (``insert``, ``upsert``, ``update``,
+``delete``, ``append_entries``, in a table or a transaction). It yields :class:`Rows`: an Arrow
+table plus, for a list of dicts whose rows name different columns, which rows named each column,
+so a partial upsert can tell "absent, keep the current value" from "explicit None". Every other
+source has fixed columns: a column it has is present in every row.
+
+Files (Parquet, CSV, JSON lines; one file, a folder or a glob; local or ``s3://``) are read
+file by file by pyarrow's streaming readers in bounded batches, so a file larger than memory
+streams. Conversion
+to the table's column types is not done here (see :func:`ledger.schema.conform`), except that CSV
+and JSON text is parsed straight into the types of the table's columns it names (so ``"007"``
+stays a string in a VARCHAR column).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.fs as pafs
+import pyarrow.json as pajson
+import pyarrow.parquet as pq
+
+from ledger.errors import (
+    InvalidArgumentError,
+    MalformedSourceError,
+    SourceNotFoundError,
+    StorageError,
+    TypeMismatchError,
+)
+from ledger.schema import TableSchema, to_arrow
+from ledger.storage.base import Store
+
+ACCEPTED_SOURCES = (
+    "a list of dicts",
+    "a dict of lists",
+    "a pyarrow Table, RecordBatch or RecordBatchReader",
+    "a pandas DataFrame",
+    "a polars DataFrame",
+    "a DuckDB relation",
+    "a path or URI (local or s3://) to Parquet, CSV or JSON-lines files: one file, a folder "
+    "or a glob",
+)
+FILE_FORMATS = {
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".csv": "csv",
+    ".json": "json",
+    ".jsonl": "json",
+    ".ndjson": "json",
+}
+# Rows per batch read from a file or a DuckDB relation; writers gather batches into bigger
+# chunks, so this only bounds the memory of one read.
+READ_BATCH_ROWS = 1 << 16
+# Bytes per block read from a CSV or JSON file. The readers run ahead of the consumer by a
+# fixed number of blocks, so this bounds the memory a text file takes while it streams.
+TEXT_BLOCK_BYTES = 1 << 18
+_GLOB_CHARACTERS = frozenset("*?[")
+
+
+@dataclass(frozen=True)
+class Rows:
+    """A chunk of caller data as Arrow.
+
+    ``given`` holds, for each column that only some rows named (a list of dicts with rows of
+    different shapes), a boolean mask that is true where the row named the column. Columns not
+    in ``given`` were named by every row.
+    """
+
+    table: pa.Table
+    given: Mapping[str, pa.Array] = field(default_factory=dict)
+
+    @property
+    def num_rows(self) -> int:
+        return int(self.table.num_rows)
+
+    def slice(self, start: int, length: int) -> Rows:
+        return Rows(
+            self.table.slice(start, length),
+            {name: mask.slice(start, length) for name, mask in self.given.items()},
+        )
+
+
+def concat_rows(parts: Sequence[Rows]) -> Rows:
+    """One :class:`Rows` from several (columns absent from a part are NULL there, and count as
+    not given in its rows when another part names them)."""
+    if len(parts) == 1:
+        return parts[0]
+    table = pa.concat_tables([p.table for p in parts], promote_options="permissive")
+    partial = {
+        name
+        for part in parts
+        for name in table.column_names
+        if name in part.given or name not in part.table.column_names
+    }
+    given: dict[str, pa.Array] = {}
+    for name in sorted(partial):
+        masks = [
+            part.given[name]
+            if name in part.given
+            else pa.nulls(part.num_rows, pa.bool_()).fill_null(name in part.table.column_names)
+            for part in parts
+        ]
+        given[name] = pa.concat_arrays(masks)
+    return Rows(table, given)
+
+
+def read_rows(
+    data: Any,
+    schema: TableSchema,
+    *,
+    store: Store | None = None,
+    chunk_rows: int = 1 << 20,
+    in_memory_chunk_rows: int = 1 << 22,
+) -> Iterator[Rows]:
+    """Yield ``data`` as :class:`Rows`: streams and files gathered into chunks of about
+    ``chunk_rows`` rows, data already in memory cut into slices of ``in_memory_chunk_rows``.
+    Empty chunks are skipped, so empty data yields nothing.
+
+    ``schema`` gives the types CSV and JSON text is parsed into; ``store`` (the table's) gives
+    the S3 options for ``s3://`` sources. Anything else raises :class:`TypeMismatchError`
+    listing the accepted sources.
+    """
+    if isinstance(data, str | os.PathLike):
+        yield from _gather(_file_batches(os.fspath(data), schema, store), chunk_rows)
+    elif isinstance(data, pa.RecordBatchReader):
+        yield from _gather(iter(data), chunk_rows)
+    elif _is_duckdb_relation(data):
+        yield from _gather(_relation_batches(data), chunk_rows)
+    else:
+        yield from _slices(_in_memory_rows(data, schema), in_memory_chunk_rows)
+
+
+# --- in-memory sources ------------------------------------------------------------------------
+
+
+def _in_memory_rows(data: Any, schema: TableSchema) -> Rows:
+    if isinstance(data, list):
+        return _rows_from_dicts(data, schema)
+    if isinstance(data, pa.Table | pa.RecordBatch | Mapping):
+        return Rows(to_arrow(data, schema))
+    module = type(data).__module__
+    if module.startswith("pandas") and type(data).__name__ == "DataFrame":
+        return Rows(to_arrow(data, schema))
+    if module.startswith("polars") and type(data).__name__ == "DataFrame":
+        return Rows(_from_polars(data))
+    raise TypeMismatchError(
+        f"cannot write data of type {type(data).__module__}.{type(data).__name__}; pass "
+        + "; ".join(ACCEPTED_SOURCES)
+    )
+
+
+def _rows_from_dicts(rows: list[Any], schema: TableSchema) -> Rows:
+    """A list of dicts: one Arrow table with every column any row names, and which rows named
+    it. Rows are grouped by their set of names (few distinct shapes in practice), so the masks
+    are built per shape, not per row and column."""
+    table = to_arrow(rows, schema)  # checks that every row is a dict
+    shape_ids: list[int] = []
+    shapes: dict[tuple[str, ...], int] = {}
+    for row in rows:
+        shape_ids.append(shapes.setdefault(tuple(row), len(shapes)))
+    names_of_shape = [frozenset(shape) for shape in shapes]
+    if len(set(names_of_shape)) <= 1:
+        return Rows(table)
+    ids = pa.array(shape_ids, pa.int32())
+    given: dict[str, pa.Array] = {}
+    for name in table.column_names:
+        naming = [i for i, names in enumerate(names_of_shape) if name in names]
+        if len(naming) < len(names_of_shape):
+            given[name] = pc.is_in(ids, pa.array(naming, pa.int32()))
+    return Rows(table, given)
+
+
+def _from_polars(frame: Any) -> pa.Table:
+    try:
+        table: pa.Table = frame.to_arrow()
+    except Exception as e:  # polars raises its own error types
+        raise TypeMismatchError(f"the polars DataFrame does not convert to Arrow: {e}") from e
+    # polars hands out large and view string types; the table's columns are plain strings.
+    fields = [
+        pa.field(f.name, pa.string())
+        if pa.types.is_large_string(f.type) or pa.types.is_string_view(f.type)
+        else f
+        for f in table.schema
+    ]
+    return table.cast(pa.schema(fields))
+
+
+def _is_duckdb_relation(data: Any) -> bool:
+    return type(data).__module__.startswith("duckdb") and hasattr(data, "to_arrow_reader")
+
+
+def _relation_batches(relation: Any) -> Iterator[pa.RecordBatch]:
+    import duckdb
+
+    try:
+        yield from relation.to_arrow_reader(READ_BATCH_ROWS)
+    except duckdb.Error as e:
+        raise MalformedSourceError(f"the DuckDB relation could not be read: {e}") from e
+
+
+# --- chunking ---------------------------------------------------------------------------------
+
+
+def _slices(rows: Rows, chunk_rows: int) -> Iterator[Rows]:
+    for start in range(0, rows.num_rows, chunk_rows):
+        yield rows.slice(start, chunk_rows)
+
+
+def _gather(batches: Iterator[pa.RecordBatch], chunk_rows: int) -> Iterator[Rows]:
+    """Streamed batches gathered into chunks of about ``chunk_rows`` rows."""
+    pending: list[pa.RecordBatch] = []
+    count = 0
+    for batch in batches:
+        if not batch.num_rows:
+            continue
+        pending.append(batch)
+        count += batch.num_rows
+        if count >= chunk_rows:
+            yield _rows_of_batches(pending)
+            pending, count = [], 0
+    if pending:
+        yield _rows_of_batches(pending)
+
+
+def _rows_of_batches(batches: list[pa.RecordBatch]) -> Rows:
+    """Batches of several files may differ in columns: the rows of a file that lacks a column
+    did not give it (an upsert keeps their values), as for a list of dicts."""
+    if all(b.schema == batches[0].schema for b in batches):
+        return Rows(pa.Table.from_batches(batches))
+    return concat_rows([Rows(pa.Table.from_batches([b])) for b in batches])
+
+
+# --- files ------------------------------------------------------------------------------------
+
+
+def _file_batches(
+    location: str, schema: TableSchema, store: Store | None
+) -> Iterator[pa.RecordBatch]:
+    filesystem, paths, file_format = _resolve_files(location, store)
+    table_types = dict(zip(schema.names, schema.arrow().types, strict=True))
+    read_file = _FILE_READERS[file_format]
+    for path in paths:
+        try:
+            yield from read_file(filesystem, path, table_types)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
+            raise MalformedSourceError(
+                f"{path!r} (from {location!r}) could not be read as {file_format}: {e}. Fix the "
+                "file (or pass the data another way); nothing was written"
+            ) from e
+        except OSError as e:
+            raise StorageError(f"reading {path!r} (from {location!r}) failed: {e}") from e
+
+
+# Each file is read by its format's own streaming reader, one file at a time: their read-ahead
+# is a fixed number of blocks or row groups, so memory stays bounded however large the file is
+# (a pyarrow dataset scanner runs further ahead of a slow consumer).
+
+
+def _parquet_batches(
+    filesystem: pafs.FileSystem, path: str, table_types: Mapping[str, pa.DataType]
+) -> Iterator[pa.RecordBatch]:
+    with filesystem.open_input_file(path) as source:
+        yield from pq.ParquetFile(source).iter_batches(batch_size=READ_BATCH_ROWS)
+
+
+def _csv_batches(
+    filesystem: pafs.FileSystem, path: str, table_types: Mapping[str, pa.DataType]
+) -> Iterator[pa.RecordBatch]:
+    """CSV text parsed straight into the types of the table's columns it names (so ``007``
+    stays a string in a VARCHAR column)."""
+    convert = pacsv.ConvertOptions(
+        column_types=dict(table_types),
+        # An empty unquoted field is NULL; "" is an empty string; "NA" is text.
+        null_values=[""],
+        strings_can_be_null=True,
+        quoted_strings_can_be_null=False,
+    )
+    with filesystem.open_input_stream(path) as source:
+        yield from pacsv.open_csv(
+            source,
+            read_options=pacsv.ReadOptions(block_size=TEXT_BLOCK_BYTES),
+            # A quoted value may hold a line break (slower to split into blocks, but right).
+            parse_options=pacsv.ParseOptions(newlines_in_values=True),
+            convert_options=convert,
+        )
+
+
+def _json_batches(
+    filesystem: pafs.FileSystem, path: str, table_types: Mapping[str, pa.DataType]
+) -> Iterator[pa.RecordBatch]:
+    """JSON lines parsed into the types of the table's columns the file names (a column the
+    file does not name stays absent, so an upsert keeps its values)."""
+    read_options = pajson.ReadOptions(block_size=TEXT_BLOCK_BYTES)
+    with filesystem.open_input_stream(path) as source:
+        inferred = pajson.open_json(source, read_options=read_options).schema
+    typed = pa.schema([pa.field(f.name, table_types.get(f.name, f.type)) for f in inferred])
+    parse = pajson.ParseOptions(explicit_schema=typed, unexpected_field_behavior="infer")
+    with filesystem.open_input_stream(path) as source:
+        yield from pajson.open_json(source, read_options=read_options, parse_options=parse)
+
+
+_FILE_READERS = {"parquet": _parquet_batches, "csv": _csv_batches, "json": _json_batches}
+
+
+def _resolve_files(location: str, store: Store | None) -> tuple[pafs.FileSystem, list[str], str]:
+    """The filesystem, the non-empty data files and their one format for a path, folder or
+    glob."""
+    filesystem, path = _filesystem_of(location, store)
+    if _GLOB_CHARACTERS & set(path):
+        infos = _glob(filesystem, path)
+        if not infos:
+            raise SourceNotFoundError(f"no file matches {location!r}; check the pattern")
+    else:
+        info = _file_info(filesystem, path, location)
+        if info.type == pafs.FileType.NotFound:
+            raise SourceNotFoundError(
+                f"no file or folder at {location!r} (a str or path given as data is read as a "
+                "path or URI to Parquet, CSV or JSON-lines files)"
+            )
+        infos = [info] if info.type == pafs.FileType.File else _folder_files(filesystem, path)
+        if not infos:
+            raise SourceNotFoundError(
+                f"folder {location!r} holds no data files ({', '.join(FILE_FORMATS)})"
+            )
+    formats = {_format_of(info.path, location) for info in infos}
+    if len(formats) > 1:
+        raise InvalidArgumentError(
+            f"{location!r} mixes file formats {sorted(formats)}; read one format at a time"
+        )
+    # A zero-byte file holds no rows (and no CSV header to parse): it is empty data.
+    paths = sorted(info.path for info in infos if info.size)
+    return filesystem, paths, formats.pop()
+
+
+def _filesystem_of(location: str, store: Store | None) -> tuple[pafs.FileSystem, str]:
+    parsed = urlparse(location)
+    if parsed.scheme == "s3":
+        if not parsed.netloc:
+            raise InvalidArgumentError(f"S3 URI {location!r} has no bucket; use s3://bucket/key")
+        return _s3_filesystem(store), f"{parsed.netloc}/{parsed.path.lstrip('/')}".rstrip("/")
+    if parsed.scheme == "file":
+        return pafs.LocalFileSystem(), parsed.path
+    if parsed.scheme and len(parsed.scheme) > 1:  # "C:" is a Windows drive, not a scheme
+        raise InvalidArgumentError(
+            f"unsupported URI scheme {parsed.scheme!r} in {location!r}; use a local path, "
+            "file:// or s3://"
+        )
+    return pafs.LocalFileSystem(), str(Path(location).expanduser().absolute())
+
+
+def _s3_filesystem(store: Store | None) -> pafs.FileSystem:
+    """The table's own S3 connection (endpoint, region, credentials) when it lives on S3; the
+    standard AWS chain otherwise."""
+    if store is not None:
+        filesystem = store.filesystem
+        if isinstance(filesystem, pafs.S3FileSystem):
+            return filesystem
+    return pafs.S3FileSystem()
+
+
+def _file_info(filesystem: pafs.FileSystem, path: str, location: str) -> pafs.FileInfo:
+    try:
+        info: pafs.FileInfo = filesystem.get_file_info(path)
+    except OSError as e:
+        raise StorageError(f"cannot look up {location!r}: {e}") from e
+    return info
+
+
+def _folder_files(filesystem: pafs.FileSystem, folder: str) -> list[pafs.FileInfo]:
+    """The data files under a folder, recursively; hidden and ``_``-prefixed names (markers such
+    as ``_SUCCESS``) are skipped."""
+    selector = pafs.FileSelector(folder, recursive=True)
+    return [
+        info
+        for info in filesystem.get_file_info(selector)
+        if info.type == pafs.FileType.File
+        and not _is_hidden(info.path[len(folder) :])
+        and Path(info.path).suffix.lower() in FILE_FORMATS
+    ]
+
+
+def _glob(filesystem: pafs.FileSystem, pattern: str) -> list[pafs.FileInfo]:
+    """The files matching a glob (``*`` may cross folder levels), listed from the deepest folder
+    without glob characters."""
+    first = min(pattern.index(c) for c in _GLOB_CHARACTERS if c in pattern)
+    base = pattern[:first].rsplit("/", 1)[0] if "/" in pattern[:first] else "."
+    try:
+        listed = filesystem.get_file_info(pafs.FileSelector(base, recursive=True))
+    except FileNotFoundError:
+        return []
+    except OSError as e:
+        raise StorageError(f"cannot list {base!r}: {e}") from e
+    return [
+        info
+        for info in listed
+        if info.type == pafs.FileType.File
+        and fnmatch.fnmatchcase(info.path, pattern)
+        and not _is_hidden(info.path[len(base) :])
+    ]
+
+
+def _is_hidden(relative: str) -> bool:
+    return any(part.startswith((".", "_")) for part in relative.split("/") if part)
+
+
+def _format_of(path: str, location: str) -> str:
+    suffix = Path(path).suffix.lower()
+    if suffix not in FILE_FORMATS:
+        raise InvalidArgumentError(
+            f"cannot tell the format of {path!r} (from {location!r}); name files "
+            f"{', '.join(FILE_FORMATS)}"
+        )
+    return FILE_FORMATS[suffix]
+
+
+__all__ = ["ACCEPTED_SOURCES", "Rows", "concat_rows", "read_rows"]
