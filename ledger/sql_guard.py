@@ -194,7 +194,10 @@ def _same_name(given: str, name: str) -> bool:
 
 def _check_function(node: exp.Func, text: str, what: str, error: type[UnsafeSqlError]) -> None:
     names = _function_names(node)
-    refused = names & (_TABLE_FUNCTIONS | _LEAKING_FUNCTIONS | duckdb_table_functions())
+    # A name that is both (unnest, range, generate_series) resolves to its scalar form outside
+    # FROM; in FROM any function is refused by _check_tables.
+    table_only = duckdb_table_functions() - duckdb_scalar_functions()
+    refused = names & (_TABLE_FUNCTIONS | _LEAKING_FUNCTIONS | table_only)
     if refused:
         raise error(
             f"{what} {text!r} calls {sorted(refused)[0]}(), a table function or one that reads "
@@ -222,9 +225,7 @@ def duckdb_table_functions() -> frozenset[str]:
 @functools.cache
 def duckdb_scalar_functions() -> frozenset[str]:
     """Names DuckDB resolves as scalar, aggregate or window functions, or scalar macros."""
-    return _catalog_functions(("table", "table_macro", "pragma"), keep=False) - (
-        duckdb_table_functions()
-    )
+    return _catalog_functions(("table", "table_macro", "pragma"), keep=False)
 
 
 def _catalog_functions(kinds: tuple[str, ...], *, keep: bool) -> frozenset[str]:

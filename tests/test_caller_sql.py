@@ -397,3 +397,16 @@ def test_the_provided_relation_anywhere_in_a_query_is_accepted(template, source)
     con = duckdb.connect()
     con.execute("CREATE TABLE entries (id BIGINT, v INTEGER)")
     assert con.sql(rendered).columns == con.sql(sql).columns
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT * REPLACE (v + list_sum(range(1)) AS v) FROM entries",
+        "SELECT * REPLACE (v + len(generate_series(1, 2)) - 2 AS v) FROM entries",
+    ],
+)
+def test_scalar_forms_of_names_that_are_also_table_functions_run(events, sql):
+    """range and generate_series are table functions in FROM but lists outside it."""
+    events.rewrite_partitions({"region": "eu"}, sql)
+    assert [r[3] for r in _visible(events)] == [1, 2, 3]
