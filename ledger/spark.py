@@ -870,39 +870,40 @@ __all__ = [
 def publish_delta(source: Table | Rollup, target: str, *, spark: SparkSession | None = None) -> Any:
     """Publish a table's visible rows (or a rollup's totals) into the Delta table at
     ``target`` through delta-spark, incrementally and exactly once, as
-    ``views.publish_delta`` does from the embedded engine (same plan, same recorded version).
-    Needs the Delta Lake jars on the Spark classpath. The result's row counts are the plan's
-    (keys replaced, rows written), not Delta's merge metrics.
+    ``views.publish_delta`` does from the embedded engine (same plan, same checks, same
+    recorded version: either writer can continue the other's publishes). Needs the Delta Lake
+    jars on the Spark classpath (``make jars``; see ``ledger.jvm``). The result's row counts
+    are the plan's (keys replaced, rows written), not Delta's merge metrics.
 
-    >>> ledger.spark.publish_delta(wh.table("customers"), "s3a://lake/customers")  # doctest: +SKIP
+    >>> ledger.spark.publish_delta(wh.table("customers"), "/lake/customers")  # doctest: +SKIP
     """
-    from views.publish import PublishResult, publish_plan, published_version
+    from views.publish import PublishResult, target_plan
 
     engine = _engine()
     session = engine.session(spark)
     if not engine.delta_available(session):
         engine.delta_publish(session, target, None)  # raises the error naming what is missing
-    previous = published_version(target, source)
-    plan = publish_plan(source, previous)
+    plan = target_plan(source, target)
     if plan.up_to_date:
         return PublishResult(
-            plan.version,
-            previous,
+            plan.previous if plan.previous is not None else plan.version,
+            plan.previous,
             0,
             0,
             False,
             True,
             base_version=plan.base_version,
-            reason="the Delta table already holds this version",
+            reason=plan.reason,
         )
-    engine.delta_publish(session, target, plan)
+    delta_version = engine.delta_publish(session, target, plan)
     return PublishResult(
         plan.version,
-        previous,
+        plan.previous,
         0 if plan.full else plan.changed_keys.num_rows,
         plan.rows.num_rows,
         plan.full,
         False,
+        delta_version=delta_version,
         base_version=plan.base_version,
         reason=plan.reason,
     )

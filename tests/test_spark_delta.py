@@ -1,64 +1,308 @@
-"""Publishing to Delta Lake through delta-spark.
+"""Publishing to Delta Lake through delta-spark (``ledger.spark.publish_delta``).
 
 The Delta Lake jars come from `make jars` (jvm/pom.xml) and go on the session's classpath through
-`spark.jars`; where they were not fetched, the publishing tests skip with a message naming that
-target. The `deltalake` path is tested in full in tests/test_publish.py.
+`spark.jars`; where they were not fetched, these tests skip with a message naming that target.
+Every check reads the Delta table back with both delta-spark and deltalake (delta-rs) and
+compares it with ``views.visible`` at the ledger version the publish recorded: same rows, same
+row count, same sums. The `deltalake` writer is tested in full in tests/test_publish.py; here
+the two writers also continue each other's publishes and produce tables either reader reads
+identically.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import os
+from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
+from deltalake import DeltaTable
 
 import ledger
 import ledger.spark as ls
 import views
 from ledger import jvm
+from ledger.engines import spark as engine
 from ledger.engines.spark import delta_available
+from views.publish import publish_plan
 
-NO_JARS = jvm.missing_message("delta")
+pytestmark = pytest.mark.spark
 
-
-def _table(tmp_path: Any) -> ledger.Table:
-    wh = ledger.connect(str(tmp_path / "wh"))
-    table = wh.create_table("t", {"k": "BIGINT", "x": "DOUBLE"}, primary_key="k")
-    table.insert([{"k": k, "x": float(k)} for k in range(5)])
-    return table
+SCHEMA = {"id": "BIGINT", "account": "VARCHAR", "amount": "DECIMAL(18,2)", "x": "DOUBLE"}
 
 
-def test_publish_through_delta_spark_is_incremental_and_exactly_once(spark, tmp_path):
+@pytest.fixture
+def delta_spark(spark: Any) -> Any:
     if not delta_available(spark):
-        pytest.skip(NO_JARS)
-    from deltalake import DeltaTable
+        pytest.skip(jvm.missing_message("delta"))
+    return spark
 
-    table = _table(tmp_path)
+
+def row(key: int, account: str, amount: str, x: float = 0.0) -> dict[str, Any]:
+    return {"id": key, "account": account, "amount": Decimal(amount), "x": x}
+
+
+def canonical(rows: list[dict[str, Any]]) -> list[tuple[tuple[str, Any], ...]]:
+    """Rows as sorted (column, value) tuples in a stable order: multisets compare equal."""
+    return sorted((tuple(sorted(r.items())) for r in rows), key=repr)
+
+
+def view_rows(table: ledger.Table, version: int | None = None) -> list[Any]:
+    keyless = not table.primary_key
+    rows = views.visible(table, version=version, system_columns=keyless).to_arrow_table()
+    return canonical(rows.drop_columns([c for c in ("trx_id", "trx_seq") if keyless]).to_pylist())
+
+
+def read_by_delta_rs(target: str) -> list[Any]:
+    return canonical(DeltaTable(target).to_pyarrow_table().to_pylist())
+
+
+def read_by_delta_spark(spark: Any, target: str) -> list[Any]:
+    return canonical(spark.read.format("delta").load(target).toArrow().to_pylist())
+
+
+def assert_published(spark: Any, target: str, table: ledger.Table, version: int) -> None:
+    """Both readers see exactly the view at ``version``, and the Delta table records it."""
+    expected = view_rows(table, version)
+    by_rs, by_spark = read_by_delta_rs(target), read_by_delta_spark(spark, target)
+    assert by_rs == expected
+    assert by_spark == expected
+    assert DeltaTable(target).transaction_version(views.publish.publish_app_id(table)) == version
+    frame = spark.read.format("delta").load(target)
+    if "amount" in frame.columns:
+        totals = views.totals(table, sum="amount", version=version).to_arrow_table().to_pylist()
+        spark_sum = frame.agg({"amount": "sum"}).first()[0]
+        rs_sum = sum((r["amount"] for r in DeltaTable(target).to_pyarrow_table().to_pylist()), 0)
+        assert [spark_sum, rs_sum] == [totals[0]["sum_amount"]] * 2
+        assert frame.count() == totals[0]["count"] == len(expected)
+
+
+def test_publishes_follow_inserts_updates_deletes_and_merges(delta_spark, tmp_path):
+    table = ledger.connect(str(tmp_path / "wh")).create_table("t", SCHEMA, primary_key="id")
+    table.insert([row(k, f"a{k}", f"{k}.25", k / 3) for k in range(20)])
     target = str(tmp_path / "delta")
-    first = ls.publish_delta(table, target, spark=spark)
-    assert first.full and not first.skipped
-    table.update([{"k": 1, "x": 10.0}])
-    table.delete([2])
-    second = ls.publish_delta(table, target, spark=spark)
+
+    first = ls.publish_delta(table, target, spark=delta_spark)
+    assert first.full and not first.skipped and first.previous is None
+    assert (first.version, first.delta_version) == (table.version, 0)
+    assert_published(delta_spark, target, table, first.version)
+
+    table.update([row(1, "changed", "100.10", 1.5)])
+    table.delete([2, 3])
+    table.upsert([row(4, "upserted", "4.44"), row(50, "new", "50.05")])
+    second = ls.publish_delta(table, target, spark=delta_spark)
     assert not second.full and second.previous == first.version
-    again = ls.publish_delta(table, target, spark=spark)
-    assert again.skipped
-    published = DeltaTable(target).to_pyarrow_table().sort_by("k")
-    expected = views.visible(table).to_arrow_table().sort_by("k")
-    assert published.to_pylist() == expected.to_pylist()
+    assert (second.rows_deleted, second.rows_inserted) == (5, 3)  # keys 1-4 and 50; 1, 4, 50
+    assert second.delta_version == 1
+    assert_published(delta_spark, target, table, second.version)
+
+    # A ledger merge changes no visible row: the publish records the new version all the same.
+    table.merge()
+    third = ls.publish_delta(table, target, spark=delta_spark)
+    assert not third.skipped and third.version == table.version > second.version
+    assert third.delta_version == 2
+    assert_published(delta_spark, target, table, third.version)
+
+    again = ls.publish_delta(table, target, spark=delta_spark)
+    assert again.skipped and again.version == third.version
+    assert DeltaTable(target).version() == 2
 
 
-def test_publish_without_the_delta_jars_is_refused_before_anything_is_written(spark, tmp_path):
-    if delta_available(spark):
-        pytest.skip("the Delta Lake jars are on the classpath here")
-    table = _table(tmp_path)
+def test_a_retried_publish_is_a_no_op_in_delta_itself(delta_spark, tmp_path):
+    """A publisher that crashed after its Delta commit and retries with the plan it had made
+    (before reading the recorded version back) commits nothing: Delta's own application
+    transaction check skips the write, full or merge."""
+    table = ledger.connect(str(tmp_path / "wh")).create_table("t", SCHEMA, primary_key="id")
+    table.insert([row(k, "a", "1.00") for k in range(5)])
     target = str(tmp_path / "delta")
-    with pytest.raises(ledger.MissingDependencyError, match="Delta Lake jars"):
-        ls.publish_delta(table, target, spark=spark)
-    assert not os.path.exists(target)
-    # The embedded engine publishes the same table without Spark's jars.
-    from deltalake import DeltaTable
 
-    assert views.publish_delta(table, target).full
-    published = DeltaTable(target).to_pyarrow_table().sort_by("k").to_pylist()
-    assert published == views.visible(table).to_arrow_table().sort_by("k").to_pylist()
+    full = publish_plan(table, None)
+    assert engine.delta_publish(delta_spark, target, full) == 0
+    assert engine.delta_publish(delta_spark, target, full) == 0
+    assert_published(delta_spark, target, table, full.version)
+
+    table.update([row(1, "b", "2.00")])
+    table.insert([row(9, "c", "3.00")])
+    merge = publish_plan(table, full.version)
+    assert not merge.full
+    assert engine.delta_publish(delta_spark, target, merge) == 1
+    assert engine.delta_publish(delta_spark, target, merge) == 1
+    assert_published(delta_spark, target, table, merge.version)
+    assert read_by_delta_rs(target).count(canonical([row(9, "c", "3.00")])[0]) == 1
+
+
+def test_either_writer_continues_the_others_publishes(delta_spark, tmp_path):
+    table = ledger.connect(str(tmp_path / "wh")).create_table("t", SCHEMA, primary_key="id")
+    table.insert([row(k, "a", f"{k}.00") for k in range(6)])
+    by_rs, by_spark = str(tmp_path / "rs"), str(tmp_path / "spark")
+    views.publish_delta(table, by_rs)
+    ls.publish_delta(table, by_spark, spark=delta_spark)
+
+    table.update([row(0, "b", "7.00")])
+    table.delete([5])
+    assert ls.publish_delta(table, by_rs, spark=delta_spark).previous == 1  # Spark after delta-rs
+    assert views.publish_delta(table, by_spark).previous == 1  # delta-rs after Spark
+    for target in (by_rs, by_spark):
+        assert_published(delta_spark, target, table, table.version)
+    assert views.publish_delta(table, by_rs).skipped
+    assert ls.publish_delta(table, by_spark, spark=delta_spark).skipped
+
+
+def test_both_writers_write_every_type_and_awkward_name_the_same(delta_spark, tmp_path):
+    schema = {
+        "Key_Col": "VARCHAR",
+        'quo"te': "BIGINT",
+        "back`tick": "INTEGER",
+        "select": "SMALLINT",
+        "tiny": "TINYINT",
+        "ok": "BOOLEAN",
+        "f": "FLOAT",
+        "d": "DOUBLE",
+        "blob": "BLOB",
+        "day": "DATE",
+        "at": "TIMESTAMP",
+        "at_utc": "TIMESTAMPTZ",
+        "money": "DECIMAL(38,6)",
+    }
+    table = ledger.connect(str(tmp_path / "wh")).create_table(
+        "types", schema, primary_key=["Key_Col", 'quo"te']
+    )
+
+    def values(key: str, n: int) -> dict[str, Any]:
+        return {
+            "Key_Col": key,
+            'quo"te': n,
+            "back`tick": n * 2,
+            "select": n,
+            "tiny": n % 100,
+            "ok": n % 2 == 0,
+            "f": n + 0.5,
+            "d": n / 3,
+            "blob": bytes([n % 256]),
+            "day": dt.date(2026, 1, 1) + dt.timedelta(days=n),
+            "at": dt.datetime(2026, 1, 1, 12, 30, 15, 123456),
+            "at_utc": dt.datetime(2026, 1, 1, 12, tzinfo=dt.UTC),
+            "money": Decimal("12345678901234567890.123456"),
+        }
+
+    table.insert([values("a_b", 1), values("c", 2), values("c", 3)])
+    by_rs, by_spark = str(tmp_path / "rs"), str(tmp_path / "spark")
+    views.publish_delta(table, by_rs)
+    ls.publish_delta(table, by_spark, spark=delta_spark)
+    table.update([{**values("c", 2), "back`tick": 99}])
+    table.delete([("a_b", 1)])
+    views.publish_delta(table, by_rs)
+    ls.publish_delta(table, by_spark, spark=delta_spark)
+
+    assert DeltaTable(by_spark).schema().to_arrow() == DeltaTable(by_rs).schema().to_arrow()
+    expected = view_rows(table)
+    for target in (by_rs, by_spark):
+        assert read_by_delta_rs(target) == expected
+        assert read_by_delta_spark(delta_spark, target) == read_by_delta_spark(delta_spark, by_rs)
+
+
+@pytest.mark.parametrize("name", ["Key Col", "a,b", "x=y"])
+def test_names_delta_spark_cannot_write_are_refused_before_writing(delta_spark, tmp_path, name):
+    table = ledger.connect(str(tmp_path / "wh")).create_table(
+        "t", {name: "BIGINT", "v": "DOUBLE"}, primary_key=name
+    )
+    table.insert([{name: 1, "v": 1.0}])
+    target = str(tmp_path / "delta")
+    with pytest.raises(ledger.SchemaError, match=r"views\.publish_delta"):
+        ls.publish_delta(table, target, spark=delta_spark)
+    assert not os.path.exists(target)
+    # deltalake writes such a name, and Spark reads what it wrote.
+    views.publish_delta(table, target)
+    assert read_by_delta_spark(delta_spark, target) == view_rows(table)
+
+
+def test_a_table_without_a_key_is_matched_on_its_row_ids(delta_spark, tmp_path):
+    table = ledger.connect(str(tmp_path / "wh")).create_table("t", SCHEMA)
+    table.insert([row(1, "a", "1.00"), row(1, "a", "1.00"), row(2, "b", "2.00")])
+    target = str(tmp_path / "delta")
+    ls.publish_delta(table, target, spark=delta_spark)
+    table.delete_where("account = 'b'")
+    table.insert([row(1, "a", "1.00")])
+    result = ls.publish_delta(table, target, spark=delta_spark)
+    assert not result.full
+    assert_published(delta_spark, target, table, table.version)
+    assert len(read_by_delta_rs(target)) == 3
+
+
+def test_targets_holding_another_source_or_other_columns_are_refused_before_writing(
+    delta_spark, tmp_path
+):
+    warehouse = ledger.connect(str(tmp_path / "wh"))
+    table = warehouse.create_table("t", SCHEMA, primary_key="id")
+    table.insert([row(1, "a", "1.00")])
+    other = warehouse.create_table("other", SCHEMA, primary_key="id")
+    other.insert([row(2, "b", "2.00")])
+    theirs = str(tmp_path / "theirs")
+    ls.publish_delta(other, theirs, spark=delta_spark)
+
+    with pytest.raises(ledger.InvalidArgumentError, match="holds no publish of ledger table 't'"):
+        ls.publish_delta(table, theirs, spark=delta_spark)
+    assert DeltaTable(theirs).version() == 0 and read_by_delta_rs(theirs) == view_rows(other)
+
+    # A schema change of the source: the published columns no longer fit (as with deltalake).
+    published = other.version
+    other.insert([{**row(3, "c", "3.00"), "note": "new column"}], evolve_schema=True)
+    with pytest.raises(ledger.SchemaError, match="publish to a new target"):
+        ls.publish_delta(other, theirs, spark=delta_spark)
+    assert DeltaTable(theirs).version() == 0
+    assert_published(delta_spark, theirs, other, published)
+    # A new target takes the evolved view, readable by both engines.
+    evolved = str(tmp_path / "evolved")
+    ls.publish_delta(other, evolved, spark=delta_spark)
+    assert_published(delta_spark, evolved, other, other.version)
+    assert {"note"} <= set(DeltaTable(evolved).schema().to_arrow().names)
+
+
+def test_publish_without_the_delta_jars_is_refused_before_anything_is_written(tmp_path):
+    """In a session without the jars (its own process: the run's session has them when `make
+    jars` ran), the error names the make target and nothing is written."""
+    import subprocess
+    import sys
+
+    script = f"""
+import os, sys
+os.environ["PYSPARK_PYTHON"] = sys.executable
+os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+import ledger, ledger.spark as ls
+from pyspark.sql import SparkSession
+spark = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").getOrCreate()
+warehouse = ledger.connect({str(tmp_path / "wh")!r})
+table = warehouse.create_table("t", {{"k": "BIGINT"}}, primary_key="k")
+table.insert([{{"k": 1}}])
+try:
+    ls.publish_delta(table, {str(tmp_path / "delta")!r}, spark=spark)
+except ledger.MissingDependencyError as e:
+    print("REFUSED:", e)
+"""
+    environment = {**os.environ, jvm.JARS_ENV: str(tmp_path / "no-jars")}
+    root = Path(__file__).resolve().parent.parent
+    environment["PYTHONPATH"] = os.pathsep.join([str(root), environment.get("PYTHONPATH", "")])
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=environment,
+        cwd=root,
+    )
+    assert "REFUSED:" in done.stdout, done.stderr[-2000:]
+    assert "make jars" in done.stdout and "Delta Lake jars" in done.stdout
+    assert not (tmp_path / "delta").exists()
+
+
+def test_rows_of_every_shape_survive_the_arrow_to_spark_hand_over(delta_spark):
+    """The plan's Arrow rows become a DataFrame with the same schema, also when empty."""
+    rows = pa.table(
+        {"a": pa.array([], pa.decimal128(38, 6)), "b": pa.array([], pa.timestamp("us"))}
+    )
+    frame = engine._frame(delta_spark, rows)
+    assert engine.arrow_schema(frame) == rows.schema
+    assert frame.count() == 0

@@ -499,22 +499,45 @@ def publish_delta(
     )
 
 
+def target_plan(
+    source: Table | Rollup,
+    target: str | os.PathLike[str],
+    *,
+    storage_options: Mapping[str, str] | None = None,
+) -> PublishPlan:
+    """The :func:`publish_plan` for the Delta table at ``target`` as it is now, after the checks
+    every Delta writer must make before writing: the target records publishes of ``source``
+    (else :class:`InvalidArgumentError`) and has the view's columns (else :class:`SchemaError`).
+    Nothing is written.
+
+    >>> views.publish.target_plan(payments, "/lake/payments").up_to_date  # doctest: +SKIP
+    True
+    """
+    _source_table(source)
+    uri = _target_uri(target)
+    return _checked_plan(source, uri, _open_target(uri, _storage_options(storage_options)))
+
+
+def _checked_plan(source: Table | Rollup, uri: str, existing: DeltaTable | None) -> PublishPlan:
+    recorded = None
+    if existing is not None:
+        recorded = existing.transaction_version(publish_app_id(source))
+        if recorded is None:
+            raise InvalidArgumentError(_other_source(existing, uri, _source_table(source).name))
+    plan = publish_plan(source, recorded)
+    if existing is not None:
+        _check_target_schema(existing, plan, uri)
+    return plan
+
+
 def _publish_once(
     source: Table | Rollup, uri: str, options: dict[str, str] | None
 ) -> PublishResult:
     from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
     from deltalake.exceptions import CommitFailedError, DeltaError
 
-    app_id = publish_app_id(source)
     existing = _open_target(uri, options)
-    recorded = None
-    if existing is not None:
-        recorded = existing.transaction_version(app_id)
-        if recorded is None:
-            raise InvalidArgumentError(_other_source(existing, uri, _source_table(source).name))
-    plan = publish_plan(source, recorded)
-    if existing is not None:
-        _check_target_schema(existing, plan, uri)
+    plan = _checked_plan(source, uri, existing)
     if plan.up_to_date:
         return PublishResult(
             version=plan.previous if plan.previous is not None else plan.version,

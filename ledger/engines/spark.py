@@ -883,6 +883,13 @@ def streaming_query_id(batch: DataFrame) -> str | None:
 
 # --- Delta Lake publishing (delta-spark) ---------------------------------------------------------
 
+# Session settings delta-spark reads for the next commit: the application transaction that makes
+# a retried publish a no-op in Delta, and the commit's user metadata.
+_TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
+_TXN_VERSION = "spark.databricks.delta.write.txnVersion"
+_USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+_DELTA_SPARK_FORBIDDEN = frozenset(" ,;{}()\n\t=")
+
 
 def delta_available(spark: SparkSession) -> bool:
     """Whether delta-spark's Python package and its jars are both there."""
@@ -893,10 +900,11 @@ def delta_available(spark: SparkSession) -> bool:
     return _has_hadoop_class(spark, "io.delta.tables.DeltaTable")
 
 
-def delta_publish(spark: SparkSession, target: str, plan: Any) -> None:
+def delta_publish(spark: SparkSession, target: str, plan: Any) -> int:
     """Apply a ``views.publish.PublishPlan`` to the Delta table at ``target`` with delta-spark:
     a full overwrite or one MERGE, recording the ledger version as the commit's application
-    transaction (``txnAppId``/``txnVersion``), so a retried publish is skipped by Delta too."""
+    transaction (``txnAppId``/``txnVersion``), so a retried publish is skipped by Delta too.
+    Returns the Delta table's version afterwards."""
     if not delta_available(spark):
         raise MissingDependencyError(
             "publishing on Spark needs delta-spark and the Delta Lake jars on the Spark "
@@ -906,16 +914,20 @@ def delta_publish(spark: SparkSession, target: str, plan: Any) -> None:
         )
     from delta.tables import DeltaTable
 
-    spark.conf.set("spark.databricks.delta.write.txnAppId", plan.app_id)
-    spark.conf.set("spark.databricks.delta.write.txnVersion", str(plan.version))
+    _check_delta_spark_names(plan.schema.names)
+    commit_options = {
+        _TXN_APP_ID: plan.app_id,
+        _TXN_VERSION: str(plan.version),
+        _USER_METADATA: json.dumps(plan.commit_metadata(), sort_keys=True),
+    }
+    for name, value in commit_options.items():
+        spark.conf.set(name, value)
     try:
         if plan.full:
-            rows = spark.createDataFrame(plan.rows)
-            rows.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(
-                target
-            )
-            return
-        source = spark.createDataFrame(plan.merge_source())
+            _delta_write(spark, plan.rows, target, "overwrite")
+            return _delta_version(spark, target)
+        before = _delta_version(spark, target)
+        source = _frame(spark, plan.merge_source())
         (
             DeltaTable.forPath(spark, target)
             .alias("t")
@@ -927,6 +939,45 @@ def delta_publish(spark: SparkSession, target: str, plan: Any) -> None:
             )
             .execute()
         )
+        if _delta_version(spark, target) == before:
+            # A merge that changes no row commits nothing (e.g. only ledger merges since the
+            # last publish): record the version in an empty append instead.
+            _delta_write(spark, plan.rows.slice(0, 0), target, "append")
+        return _delta_version(spark, target)
     finally:
-        spark.conf.unset("spark.databricks.delta.write.txnAppId")
-        spark.conf.unset("spark.databricks.delta.write.txnVersion")
+        for name in commit_options:  # session settings: they would apply to later writes
+            spark.conf.unset(name)
+
+
+def _check_delta_spark_names(names: Sequence[str]) -> None:
+    # delta-spark refuses these characters in column names of a table without column mapping
+    # (deltalake writes them): refuse before anything is written, saying what to do.
+    for name in names:
+        found = sorted(set(name) & _DELTA_SPARK_FORBIDDEN)
+        if found:
+            raise errors.SchemaError(
+                f"column {name!r} holds {found!r}, which delta-spark does not write into a Delta "
+                f"table (it refuses any of {''.join(sorted(_DELTA_SPARK_FORBIDDEN))!r}); publish "
+                "this table with views.publish_delta (deltalake writes such names), or rename "
+                "the column"
+            )
+
+
+def _delta_write(spark: SparkSession, rows: pa.Table, target: str, mode: str) -> None:
+    writer = _frame(spark, rows).write.format("delta").mode(mode)
+    if mode == "overwrite":
+        writer = writer.option("overwriteSchema", "true")
+    writer.save(target)
+
+
+def _frame(spark: SparkSession, rows: pa.Table) -> DataFrame:
+    """``rows`` as a DataFrame with the Spark types of their Arrow schema (also when empty)."""
+    return spark.createDataFrame(rows, schema=spark_schema(rows.schema))
+
+
+def _delta_version(spark: SparkSession, target: str) -> int:
+    from delta.tables import DeltaTable
+
+    latest = DeltaTable.forPath(spark, target).history(1).select("version").first()
+    assert latest is not None  # a Delta table has at least its creating commit
+    return int(latest[0])
