@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -310,6 +310,10 @@ class Table:
         """Run ``operation`` in a new transaction and commit it; on a conflict, abort and run
         it again in a fresh transaction (against the newer snapshot), up to ``retries`` times.
         What the read-modify-writes of every engine commit through."""
+        if not callable(operation):
+            raise InvalidArgumentError(
+                f"retrying runs a function of the transaction, not {type(operation).__name__}"
+            )
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             raise InvalidArgumentError(f"retries must be a whole number >= 0, not {retries!r}")
         for attempt in range(retries + 1):
@@ -352,6 +356,14 @@ class Table:
 
         >>> table.merge(order="descending", max_partitions=3)           # doctest: +SKIP
         """
+        if files is not None and (
+            isinstance(files, str)
+            or not isinstance(files, Sequence)
+            or not all(isinstance(f, str) for f in files)
+        ):
+            raise InvalidArgumentError(f"files must be a list of file paths, not {files!r}")
+        if progress is not None:
+            arguments.flag(progress, "progress")
         return merging.merge_table(
             self,
             partitions=partitions,

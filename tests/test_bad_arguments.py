@@ -247,3 +247,26 @@ def test_spark_reads_check_versions_and_timestamps_the_same_way(spark, local_loc
         with pytest.raises(ledger.InvalidArgumentError, match=message):
             read()
     assert _keys(warehouse) == before
+
+
+MORE_BAD_ARGUMENTS: list[Case] = [
+    ("merge files int", lambda wh, t: t.merge(files=5), ledger.InvalidArgumentError, "files"),
+    (
+        "merge files text",
+        lambda wh, t: t.merge(files="a.parquet"),
+        ledger.InvalidArgumentError,
+        "files",
+    ),
+    (
+        "merge progress text",
+        lambda wh, t: t.merge(progress="no"),
+        ledger.InvalidArgumentError,
+        "progress",
+    ),
+    ("retrying int", lambda wh, t: t.retrying(5), ledger.InvalidArgumentError, "function"),
+]
+
+
+@pytest.mark.parametrize("case", MORE_BAD_ARGUMENTS, ids=[c[0] for c in MORE_BAD_ARGUMENTS])
+def test_bad_maintenance_arguments(local_location, case):
+    _run_bad(local_location, case)
