@@ -18,9 +18,22 @@ NET = "__ledger_net"
 ORDER = "__ledger_order"
 
 
-def live_entries_sql(source: str, value_columns: Sequence[str]) -> str:
-    """Distinct live value tuples of ``source`` with their multiplicity and insertion order."""
-    cols = idents(list(value_columns))
+def negative_zero_flags(float_columns: Sequence[str]) -> list[str]:
+    """Per FLOAT/DOUBLE column, whether it holds -0.0 (atan2 keeps the sign of a zero), to
+    group by next to the values: SQL compares -0.0 equal to 0.0, so grouping by the value alone
+    would merge the two and show whichever came first (a visible 0.0 could come back as -0.0)."""
+    return [
+        f"({ident(c)} = 0 AND atan2({ident(c)}, -1) < 0) AS __ledger_negative_zero_{i}"
+        for i, c in enumerate(float_columns)
+    ]
+
+
+def live_entries_sql(
+    source: str, value_columns: Sequence[str], float_columns: Sequence[str] = ()
+) -> str:
+    """Distinct live value tuples of ``source`` with their multiplicity and insertion order
+    (``float_columns``: the FLOAT/DOUBLE ones, whose -0.0 and 0.0 stay apart)."""
+    cols = ", ".join([idents(list(value_columns)), *negative_zero_flags(float_columns)])
     return (
         f"SELECT {cols}, CAST(sum({ident(DML_TYPE)}) AS BIGINT) AS {NET}, "
         f"max(CAST({ident(TRX_ID)} AS HUGEINT) * 4294967296 + {ident(TRX_SEQ)}) "
@@ -44,10 +57,25 @@ def latest_entries_sql(
     )
 
 
-def visible_rows_sql(live: str, key_columns: Sequence[str], value_columns: Sequence[str]) -> str:
-    """The latest live row of each key, from a relation made by :func:`live_entries_sql`."""
+def visible_rows_sql(
+    live: str,
+    key_columns: Sequence[str],
+    value_columns: Sequence[str],
+    float_columns: Sequence[str] = (),
+) -> str:
+    """The latest live row of each key, from a relation made by :func:`live_entries_sql` (with
+    the same ``float_columns``)."""
+    # DuckDB picks the first row of a window through arg_max, whose sort drops the sign of a
+    # zero: the sign is put back from the group's flag.
+    flag_of = {c: f"__ledger_negative_zero_{i}" for i, c in enumerate(float_columns)}
+    picked = [
+        f"CASE WHEN {flag_of[c]} THEN -abs({ident(c)}) ELSE {ident(c)} END AS {ident(c)}"
+        if c in flag_of
+        else ident(c)
+        for c in value_columns
+    ]
     return (
-        f"SELECT {idents(list(value_columns))} FROM {live} "
+        f"SELECT {', '.join(picked)} FROM {live} "
         f"QUALIFY row_number() OVER (PARTITION BY {idents(list(key_columns))} "
         f"ORDER BY {ORDER} DESC) = 1"
     )

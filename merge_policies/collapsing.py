@@ -17,6 +17,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
+
+from ledger.live import negative_zero_flags
 from ledger.log.entries import TableConfig
 from ledger.schema import DML_TYPE, TRX_ID, TRX_SEQ, TableSchema
 from ledger.sql import ident, idents
@@ -28,11 +31,13 @@ NAME = "collapsing"
 @dataclass(frozen=True)
 class CollapsingPolicy:
     name: str = NAME
+    float_columns: tuple[str, ...] = ()  # grouped with their sign of zero (ledger.live)
 
     def merge_sql(self, context: MergeContext) -> str:
         keys = idents(list(context.key_columns))
         values = idents(list(context.value_columns))
         columns = idents(list(context.columns))
+        grouped = ", ".join([values, *negative_zero_flags(self.float_columns)])
         dml, trx, seq = ident(DML_TYPE), ident(TRX_ID), ident(TRX_SEQ)
         src = context.source
         # Per group: the entry orders of its insertions and of its marks, newest first; the
@@ -40,7 +45,7 @@ class CollapsingPolicy:
         return f"""
 WITH marked_keys AS (SELECT DISTINCT {keys} FROM {src} WHERE {dml} = -1),
 groups AS (
-    SELECT {values}, sum({dml}) AS __net,
+    SELECT {grouped}, sum({dml}) AS __net,
         list({ENTRY_ORDER} ORDER BY {ENTRY_ORDER} DESC) FILTER (WHERE {dml} = 1) AS __inserts,
         list({ENTRY_ORDER} ORDER BY {ENTRY_ORDER} DESC) FILTER (WHERE {dml} = -1) AS __marks
     FROM (SELECT * FROM {src} SEMI JOIN marked_keys USING ({keys}))
@@ -69,4 +74,5 @@ FROM kept
 
 def build(options: Mapping[str, Any], schema: TableSchema, config: TableConfig) -> CollapsingPolicy:
     check_options(NAME, options, (), '"collapsing"')
-    return CollapsingPolicy()
+    floats = tuple(c for c in schema.names if pa.types.is_floating(schema.type_of(c)))
+    return CollapsingPolicy(float_columns=floats)

@@ -21,7 +21,7 @@ import shutil
 import tempfile
 import zlib
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from decimal import Decimal
 from typing import Any
 from unittest import mock
@@ -36,6 +36,7 @@ from sqlglot import exp
 import ledger
 import views
 from ledger.engines import duckdb as engine
+from ledger.errors import StaleVersionError
 from ledger.maintenance import merge as merging
 from ledger.schema import ROW_ID
 from ledger.sql import ident
@@ -312,6 +313,15 @@ def _keys_with_rows(table: ledger.Table) -> list[Any]:
 
 
 def _policy_write(table: ledger.Table, data: st.DataObject, batches: list[list[dict]]) -> None:
+    """One random write; an upsert or update giving a replacing table's row a lower version than
+    its key's latest entry is refused before writing (docs/merges.md 2.2) and changes nothing."""
+    with suppress(StaleVersionError):
+        _policy_write_or_refuse(table, data, batches)
+
+
+def _policy_write_or_refuse(
+    table: ledger.Table, data: st.DataObject, batches: list[list[dict]]
+) -> None:
     keyed = bool(table.primary_key)
     rollup = table.config["policy"]["name"] == "aggregating"
     row = ROLLUP_ROW if rollup else POLICY_ROW

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 
 import pyarrow as pa
 from sqlglot import exp
@@ -219,15 +220,33 @@ def _live_rows(
         )
         crowded_entries = None
     order = exp.Max(this=exp.Case().when(is_insertion.copy(), entry_order(dialect)))
-    live = exp.select(*cols(values), alias(exp.Sum(this=_dml()), NET), alias(order, ORDER))
+    zero_signs = _negative_zero_flags(spec, values)
+    live = exp.select(
+        *cols(values),
+        *(alias(flag, name) for _, name, flag in zero_signs),
+        alias(exp.Sum(this=_dml()), NET),
+        alias(order, ORDER),
+    )
     if crowded_entries is not None:
         live = live.from_(exp.paren(crowded_entries, copy=False))
     else:
         live = live.from_(entries.copy()).join(relation(CROWDED), using=using(), join_type="semi")
-    live = live.group_by(*cols(values)).having(
+    live = live.group_by(*cols(values), *(flag.copy() for _, _, flag in zero_signs)).having(
         exp.GT(this=exp.Sum(this=_dml()), expression=_int(0))
     )
     picked: list[exp.Expr] = cols(shown[: len(values)] if system_columns else shown)
+    # Engines may pick the latest row through a sort that drops the sign of a zero (DuckDB's
+    # arg_max), so the sign is put back from the flag.
+    signed = {column: name for column, name, _ in zero_signs}
+    picked = [
+        alias(
+            exp.If(this=col(signed[c.name]), true=exp.Neg(this=exp.Abs(this=c)), false=c.copy()),
+            c.name,
+        )
+        if isinstance(c, exp.Column) and c.name in signed
+        else c
+        for c in picked
+    ]
     if system_columns:
         shift = _int(ORDER_SHIFT)
         picked += [
@@ -241,6 +260,31 @@ def _live_rows(
     )
     ctes.append((LIVE, live))
     return exp.union(singles, latest, distinct=False)
+
+
+def _negative_zero_flags(spec: TableSpec, values: Sequence[str]) -> list[tuple[str, str, exp.Expr]]:
+    """Per FLOAT/DOUBLE value: (column, flag name, whether it is -0.0; atan2 keeps the sign of
+    a zero). Grouped next to the values so that -0.0 and 0.0, which SQL compares equal, stay
+    apart and a visible 0.0 never comes back as -0.0 (as ledger.live does)."""
+    flags: list[tuple[str, str, exp.Expr]] = []
+    for column in values:
+        if column in spec.columns and pa.types.is_floating(spec.type_of(column)):
+            sign = exp.Anonymous(this="ATAN2", expressions=[col(column), _int(-1)])
+            name = f"__ledger_negative_zero_{len(flags)}"
+            flags.append(
+                (
+                    column,
+                    name,
+                    exp.paren(
+                        exp.and_(
+                            exp.EQ(this=col(column), expression=_int(0)),
+                            exp.LT(this=sign, expression=_int(0)),
+                        ),
+                        copy=False,
+                    ),
+                )
+            )
+    return flags
 
 
 def _replacing_rows(spec: TableSpec, entries: str, system_columns: bool) -> exp.Query:
@@ -416,15 +460,16 @@ def totals(
     one, the plain weighted sum is already exact (an uncancelled NaN or infinity gives the sum
     SQL gives).
     """
+    wide = exp.DataType.build(dialect.order_type, dialect=dialect.name)
+    scales = _decimal_scales(spec)
     if spec.policy.name in ("replacing", "aggregating"):
         rows = visible(spec, dialect, Sources(entries=sources.entries))
-        return _plain_totals(exp.paren(rows, copy=False), request)
+        return _plain_totals(exp.paren(rows, copy=False), request, scales, wide)
     ctes: list[tuple[str, exp.Query]] = []
     entries = sources.entries
     if spec.policy.name == "dedup":
         ctes.append((DEDUPED, _without_repeats(spec, sources.entries)))
         entries = DEDUPED
-    wide = exp.DataType.build(dialect.order_type, dialect=dialect.name)
     integers = frozenset(c for c in spec.columns if pa.types.is_integer(spec.type_of(c)))
     floats = frozenset(
         c
@@ -444,7 +489,87 @@ def totals(
     combined: exp.Query = parts[0]
     for part in parts[1:]:
         combined = exp.union(combined, part, distinct=False)
-    return with_ctes(_combine_partials(exp.paren(combined, copy=False), request, floats), ctes)
+    combined_totals = _combine_partials(
+        exp.paren(combined, copy=False), request, floats, scales, wide
+    )
+    return with_ctes(combined_totals, ctes)
+
+
+def _decimal_scales(spec: TableSpec) -> dict[str, int]:
+    """The scale of every DECIMAL column, whose average is a DECIMAL too."""
+    scales = {}
+    for column in spec.columns:
+        data_type = spec.type_of(column)
+        if pa.types.is_decimal(data_type):
+            scales[column] = int(data_type.scale)
+    return scales
+
+
+# Digits a DECIMAL average carries beyond its column's scale (Spark's AVG adds as many).
+AVERAGE_EXTRA_DIGITS = 4
+
+
+def average_scale(scale: int) -> int:
+    """The scale of the average of a DECIMAL column of scale ``scale``."""
+    return min(scale + AVERAGE_EXTRA_DIGITS, 38)
+
+
+def _decimal_average(
+    total: exp.Expr, present: exp.Expr, scale: int, wide: exp.DataType
+) -> exp.Expr:
+    """``total / present`` as a DECIMAL of scale ``average_scale(scale)``, rounded half away
+    from zero at its last digit, the same on every engine and whatever the summation order.
+
+    Engines divide decimals differently (DuckDB in DOUBLE, Spark with its own rounding), so
+    the quotient is computed by integer division: ``total`` in units of its last digit,
+    divided by the count, then the extra digits from the remainder, then the rounding.
+    ``present`` is the count of non-NULL values (NULL or 0 give NULL).
+    """
+    target = average_scale(scale)
+    extra = target - scale
+
+    def p(expression: exp.Expr) -> exp.Expr:  # sqlglot prints nested operators unbracketed
+        return exp.paren(expression, copy=False)
+
+    count = p(exp.Nullif(this=present, expression=_int(0)))
+    units = p(exp.cast(p(exp.Mul(this=total, expression=_int(10**scale))), wide.copy()))
+    magnitude = p(exp.Abs(this=units))
+
+    def remainder(dividend: exp.Expr, quotient: exp.Expr) -> exp.Expr:
+        return p(exp.Sub(this=dividend, expression=p(exp.Mul(this=quotient, expression=count))))
+
+    whole = p(exp.cast(p(exp.IntDiv(this=magnitude, expression=count)), wide.copy()))
+    rest = p(exp.Mul(this=remainder(magnitude, whole), expression=_int(10**extra)))
+    digits = p(exp.IntDiv(this=rest, expression=count))
+    last = remainder(rest, digits)
+    round_up = exp.If(
+        this=exp.GTE(this=p(exp.Mul(this=_int(2), expression=last)), expression=count),
+        true=_int(1),
+        false=_int(0),
+    )
+    scaled = p(
+        exp.Add(
+            this=p(
+                exp.Add(this=p(exp.Mul(this=whole, expression=_int(10**extra))), expression=digits)
+            ),
+            expression=p(round_up),
+        )
+    )
+    signed = exp.If(
+        this=exp.LT(this=units, expression=_int(0)),
+        true=exp.Neg(this=scaled),
+        false=scaled,
+    )
+    # Units of 10**-target times that unit: the product of a DECIMAL(p, 0) and a
+    # DECIMAL(target, target) is exact on both engines while p + target + 1 <= 38 (Spark
+    # rounds wider products to scale 6), so the average holds 37 - 2 * target whole digits.
+    unit = exp.cast(
+        exp.Literal.string(f"{Decimal(1).scaleb(-target):f}"),
+        exp.DataType.build(f"DECIMAL({target}, {target})"),
+    )
+    digits_kept = exp.DataType.build(f"DECIMAL({max(37 - target, 1)}, 0)")
+    product = exp.Mul(this=p(exp.cast(p(signed), digits_kept)), expression=unit)
+    return exp.cast(p(product), exp.DataType.build(f"DECIMAL(38, {target})")).copy()
 
 
 def _measured(request: TotalsRequest) -> list[str]:
@@ -528,7 +653,11 @@ def _partial_totals(
 
 
 def _combine_partials(
-    partials: exp.Expr, request: TotalsRequest, floats: frozenset[str] = frozenset()
+    partials: exp.Expr,
+    request: TotalsRequest,
+    floats: frozenset[str] = frozenset(),
+    scales: dict[str, int] | None = None,
+    wide: exp.DataType | None = None,
 ) -> exp.Select:
     count = exp.Coalesce(this=exp.Sum(this=col(PART_COUNT)), expressions=[_int(0)])
     selected: list[exp.Expr] = cols(request.by)
@@ -576,8 +705,12 @@ def _combine_partials(
         )
     for column in request.avgs:
         i = index[column]
-        denominator = exp.Nullif(this=exp.Sum(this=col(f"{PART_PRESENT}{i}")), expression=_int(0))
-        average = exp.Div(this=exp.cast(total(column), "DOUBLE"), expression=denominator)
+        present_values = exp.Sum(this=col(f"{PART_PRESENT}{i}"))
+        if scales and wide is not None and column in scales:
+            average = _decimal_average(total(column), present_values, scales[column], wide)
+        else:
+            denominator = exp.Nullif(this=present_values, expression=_int(0))
+            average = exp.Div(this=exp.cast(total(column), "DOUBLE"), expression=denominator)
         selected.append(alias(average, f"avg_{column}"))
     query = exp.select(*selected).from_(partials)
     if request.by:
@@ -588,12 +721,20 @@ def _combine_partials(
     return query
 
 
-def _plain_totals(rows: exp.Expr, request: TotalsRequest) -> exp.Select:
+def _plain_totals(
+    rows: exp.Expr, request: TotalsRequest, scales: dict[str, int], wide: exp.DataType
+) -> exp.Select:
     selected: list[exp.Expr] = cols(request.by)
     if request.count:
         selected.append(alias(exp.cast(exp.Count(this=exp.Star()), "BIGINT"), "count"))
     selected += [alias(exp.Sum(this=col(c)), f"sum_{c}") for c in request.sums]
-    selected += [alias(exp.Avg(this=exp.cast(col(c), "DOUBLE")), f"avg_{c}") for c in request.avgs]
+    for column in request.avgs:
+        if column in scales:
+            present = exp.Count(this=col(column))
+            average = _decimal_average(exp.Sum(this=col(column)), present, scales[column], wide)
+        else:
+            average = exp.Avg(this=exp.cast(col(column), "DOUBLE"))
+        selected.append(alias(average, f"avg_{column}"))
     query = exp.select(*selected).from_(rows)
     if request.where is not None:
         query = query.where(request.where.copy())

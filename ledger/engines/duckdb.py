@@ -137,17 +137,22 @@ def live_rows(
                 f"(SELECT * FROM ledger_entries SEMI JOIN ledger_keys "
                 f"USING ({idents(list(key_columns))}))"
             )
+        floats = _float_columns(schema, value_columns) if latest_first is None else []
         live = (
-            live_entries_sql(source, value_columns)
+            live_entries_sql(source, value_columns, floats)
             if latest_first is None
             else latest_entries_sql(source, key_columns, value_columns, latest_first)
         )
         if predicate is not None:
             live = f"SELECT * FROM ({live}) WHERE ({predicate})"
         con.execute(f"CREATE TEMP TABLE ledger_live AS {live}")
-        latest = con.sql(visible_rows_sql("ledger_live", key_columns, value_columns))
+        latest = con.sql(visible_rows_sql("ledger_live", key_columns, value_columns, floats))
         marks = con.sql(expand_sql("ledger_live", value_columns))
         return latest.to_arrow_table(), marks.to_arrow_table()
+
+
+def _float_columns(schema: pa.Schema, columns: Sequence[str]) -> list[str]:
+    return [c for c in columns if pa.types.is_floating(schema.field(c).type)]
 
 
 def entries_touch(
