@@ -426,7 +426,7 @@ def _cast_column(name: str, column: pa.ChunkedArray, target: pa.DataType) -> pa.
             # scale, too many for DECIMAL(38,20)); go through 38 whole digits and let the final
             # safe cast check that each value fits the column's precision and scale.
             column = column.cast(pa.decimal128(38, 0))
-        if pa.types.is_decimal(target):
+        if pa.types.is_decimal(target) and pa.types.is_decimal(column.type):
             _check_whole_digits(name, column, target)
         converted = column.cast(target, safe=True)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:

@@ -396,3 +396,9 @@ def test_spark_writes_floats_into_decimals_and_floats_like_the_embedded_engine(
         with pytest.raises(ledger.TypeMismatchError):
             ls.insert(table, spark.createDataFrame([bad], "id bigint, d double, f double"))
     assert table.refresh().version == version
+
+
+def test_a_column_of_only_nulls_goes_into_a_decimal_column(tmp_path: Any) -> None:
+    table = _fresh(ledger.connect(str(tmp_path)), "DECIMAL(10,2)")
+    table.insert(pa.table({"id": [1, 2], "v": pa.nulls(2)}))
+    assert _stored(table, "v") == {1: None, 2: None}
