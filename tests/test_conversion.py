@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import struct
 import time
-from decimal import Decimal
+from decimal import Context, Decimal
 from typing import Any
 
 import pyarrow as pa
@@ -28,6 +28,8 @@ from hypothesis import strategies as st
 import ledger
 from ledger.schema import TableSchema, conform
 from tests.conftest import Location
+
+EXACT = Context(prec=80)  # the default context would round 34-digit decimals to 28 digits
 
 # --- the plain-Python oracle -------------------------------------------------------------------
 
@@ -301,7 +303,7 @@ def test_integers_and_decimals_go_into_random_decimals_exactly_or_are_refused(da
         arrow_type = pa.decimal128(source_precision, source_scale)
         whole = 10**source_precision - 1
         values = [
-            Decimal(v).scaleb(-source_scale)
+            Decimal(v).scaleb(-source_scale, context=EXACT)
             for v in data.draw(st.lists(st.integers(-whole, whole), min_size=1))
         ]
     schema = TableSchema.parse({"v": f"DECIMAL({precision},{scale})"})
