@@ -404,3 +404,25 @@ def test_a_column_of_only_nulls_goes_into_a_decimal_column(tmp_path: Any) -> Non
     table = _fresh(ledger.connect(str(tmp_path)), "DECIMAL(10,2)")
     table.insert(pa.table({"id": [1, 2], "v": pa.nulls(2)}))
     assert _stored(table, "v") == {1: None, 2: None}
+
+
+@pytest.mark.spark
+def test_spark_converts_float32_into_decimals_like_the_embedded_engine(spark: Any) -> None:
+    from ledger.engines import spark as engine
+
+    values = [0.1, 24.08, 19.99, -3.3, 1.234, 16777216.0, 3.4e38, 1e-45, float("nan")]
+    frame = spark.createDataFrame([(i, v) for i, v in enumerate(values)], "i int, v float")
+    source, target = frame.schema["v"].dataType, engine.T.DecimalType(10, 2)
+    rows = frame.select(
+        "i",
+        engine.lossy("v", source, target).alias("lossy"),
+        engine.converted("v", source, target).alias("value"),
+    ).collect()
+    for row in sorted(rows):
+        column = pa.table({"v": pa.array([values[row["i"]]], pa.float32())})
+        try:
+            got, _ = conform(column, TableSchema.parse({"v": "DECIMAL(10,2)"}))
+            want: Any = got.column("v")[0].as_py()
+        except ledger.TypeMismatchError:
+            want = "refused"
+        assert ("refused" if row["lossy"] else row["value"]) == want, (values[row["i"]], want)
