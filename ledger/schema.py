@@ -128,6 +128,8 @@ def _normalise_arrow(data_type: pa.DataType) -> pa.DataType:
         return pa.timestamp("us", tz=None if data_type.tz is None else "UTC")
     if pa.types.is_date(data_type):
         return pa.date32()
+    if pa.types.is_dictionary(data_type):  # pandas categoricals: the type of the values
+        return _normalise_arrow(data_type.value_type)
     return sql_to_arrow(arrow_to_sql(data_type))
 
 
@@ -333,9 +335,9 @@ def _fits(source: pa.DataType, target: pa.DataType) -> bool:
     if pa.types.is_binary(source) or pa.types.is_large_binary(source):
         return bool(pa.types.is_binary(target) or pa.types.is_large_binary(target))
     if pa.types.is_timestamp(source):
-        if not pa.types.is_timestamp(target):
-            return False
-        return (source.tz is None) == (target.tz is None)
+        # An instant (with a zone) goes into a TIMESTAMP as its UTC time, as DuckDB and Spark
+        # cast it; a TIMESTAMP without zone is no instant, so it never becomes a TIMESTAMPTZ.
+        return bool(pa.types.is_timestamp(target)) and (source.tz is not None or target.tz is None)
     if pa.types.is_date(source):
         return bool(pa.types.is_date(target))
     if pa.types.is_boolean(source):
@@ -369,15 +371,30 @@ def to_arrow(data: Any, schema: TableSchema) -> pa.Table:
         return _from_pylist(rows, schema) if rows else pa.table({})
     module = type(data).__module__
     if module.startswith("pandas"):
-        check_data_names([str(c) for c in getattr(data, "columns", ())])
-        try:
-            return pa.Table.from_pandas(data, preserve_index=False)
-        except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
-            raise TypeMismatchError(f"the DataFrame does not convert to Arrow: {e}") from e
+        return _from_pandas(data, schema)
     raise InvalidArgumentError(
         f"cannot write data of type {type(data).__name__}; pass a pyarrow Table or "
         "RecordBatchReader, a list of dicts, or a pandas DataFrame"
     )
+
+
+def _from_pandas(frame: Any, schema: TableSchema) -> pa.Table:
+    """A pandas DataFrame as Arrow. Index levels named like a table column (a key set with
+    ``set_index``, one level of a MultiIndex) become that column; other index levels are not
+    data. Arrow turns NaN in float columns and NaT into NULL; conform() then converts the
+    values (floats into integer columns when whole, time zones into UTC)."""
+    levels = [
+        name
+        for name in frame.index.names
+        if name is not None and name in schema.names and name not in frame.columns
+    ]
+    if levels:
+        frame = frame.reset_index(level=levels)
+    check_data_names([str(c) for c in frame.columns])
+    try:
+        return pa.Table.from_pandas(frame, preserve_index=False)
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
+        raise TypeMismatchError(f"the DataFrame does not convert to Arrow: {e}") from e
 
 
 def _from_pylist(rows: list[Any], schema: TableSchema) -> pa.Table:
@@ -532,7 +549,7 @@ def _cast_column(name: str, column: pa.ChunkedArray, target: pa.DataType) -> pa.
             # scale, too many for DECIMAL(38,20)); go through 38 whole digits and let the final
             # safe cast check that each value fits the column's precision and scale.
             column = column.cast(pa.decimal128(38, 0))
-        if pa.types.is_decimal(target):
+        if pa.types.is_decimal(target) and pa.types.is_decimal(column.type):
             _check_whole_digits(name, column, target)
         converted = column.cast(target, safe=True)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import struct
 import time
-from decimal import Decimal
+from decimal import Context, Decimal
 from typing import Any
 
 import pyarrow as pa
@@ -28,6 +28,8 @@ from hypothesis import strategies as st
 import ledger
 from ledger.schema import TableSchema, conform
 from tests.conftest import Location
+
+EXACT = Context(prec=80)  # the default context would round 34-digit decimals to 28 digits
 
 # --- the plain-Python oracle -------------------------------------------------------------------
 
@@ -301,7 +303,7 @@ def test_integers_and_decimals_go_into_random_decimals_exactly_or_are_refused(da
         arrow_type = pa.decimal128(source_precision, source_scale)
         whole = 10**source_precision - 1
         values = [
-            Decimal(v).scaleb(-source_scale)
+            Decimal(v).scaleb(-source_scale, context=EXACT)
             for v in data.draw(st.lists(st.integers(-whole, whole), min_size=1))
         ]
     schema = TableSchema.parse({"v": f"DECIMAL({precision},{scale})"})
@@ -396,3 +398,31 @@ def test_spark_writes_floats_into_decimals_and_floats_like_the_embedded_engine(
         with pytest.raises(ledger.TypeMismatchError):
             ls.insert(table, spark.createDataFrame([bad], "id bigint, d double, f double"))
     assert table.refresh().version == version
+
+
+def test_a_column_of_only_nulls_goes_into_a_decimal_column(tmp_path: Any) -> None:
+    table = _fresh(ledger.connect(str(tmp_path)), "DECIMAL(10,2)")
+    table.insert(pa.table({"id": [1, 2], "v": pa.nulls(2)}))
+    assert _stored(table, "v") == {1: None, 2: None}
+
+
+@pytest.mark.spark
+def test_spark_converts_float32_into_decimals_like_the_embedded_engine(spark: Any) -> None:
+    from ledger.engines import spark as engine
+
+    values = [0.1, 24.08, 19.99, -3.3, 1.234, 16777216.0, 3.4e38, 1e-45, float("nan")]
+    frame = spark.createDataFrame([(i, v) for i, v in enumerate(values)], "i int, v float")
+    source, target = frame.schema["v"].dataType, engine.T.DecimalType(10, 2)
+    rows = frame.select(
+        "i",
+        engine.lossy("v", source, target).alias("lossy"),
+        engine.converted("v", source, target).alias("value"),
+    ).collect()
+    for row in sorted(rows):
+        column = pa.table({"v": pa.array([values[row["i"]]], pa.float32())})
+        try:
+            got, _ = conform(column, TableSchema.parse({"v": "DECIMAL(10,2)"}))
+            want: Any = got.column("v")[0].as_py()
+        except ledger.TypeMismatchError:
+            want = "refused"
+        assert ("refused" if row["lossy"] else row["value"]) == want, (values[row["i"]], want)

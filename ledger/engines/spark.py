@@ -384,11 +384,19 @@ def converted(name: str, source: T.DataType, target: T.DataType) -> Column:
 
     - a float goes into a DECIMAL as its shortest text (``repr``'s digits), not as Java's
       longer digits: the first of 15, 16, 17 significant digits (6 to 9 for FLOAT) that reads
-      back as the same float."""
+      back as the same float;
+    - a TIMESTAMP (Spark's default type, an instant) goes into a TIMESTAMP without zone as its
+      UTC time, where Spark's cast would take the wall time of the session's time zone."""
     value = col(name)
     if isinstance(source, _FLOATS) and isinstance(target, T.DecimalType):
         return _shortest_text(value, source).try_cast(target)
+    if isinstance(source, T.TimestampType) and isinstance(target, T.TimestampNTZType):
+        epoch = F.lit(_UNIX_EPOCH).cast(T.TimestampNTZType())
+        return F.timestamp_add("MICROSECOND", F.unix_micros(value), epoch)
     return value.try_cast(target)
+
+
+_UNIX_EPOCH = "1970-01-01 00:00:00"
 
 
 def _shortest_text(value: Column, source: T.DataType) -> Column:
