@@ -29,6 +29,7 @@ from ledger.errors import (
     TransactionTimeoutError,
     TypeMismatchError,
     UnknownColumnError,
+    UnmatchedDeleteMarkError,
 )
 from ledger.snapshot import Snapshot
 from ledger.table import CommitRecord, Table
@@ -60,6 +61,7 @@ __all__ = [
     "TransactionTimeoutError",
     "TypeMismatchError",
     "UnknownColumnError",
+    "UnmatchedDeleteMarkError",
     "Warehouse",
     "connect",
 ]
