@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test bench lint typecheck clean
+.PHONY: install demo test test-deep bench lint typecheck clean
 
 # Idempotent: re-installs only when pyproject.toml changed.
 $(STAMP): pyproject.toml
@@ -25,6 +25,13 @@ test: $(STAMP)
 	$(VENV)/bin/ruff check ledger merge_policies views tests examples
 	$(VENV)/bin/mypy
 	$(PY) -m pytest -q
+
+# The property suites at hundreds of examples each (slow: run before a release, not on every change).
+test-deep: $(STAMP)
+	HYPOTHESIS_PROFILE=deep $(PY) -m pytest -q -m "not spark" tests/test_delete_marks.py \
+		tests/test_model.py tests/test_merge_invariance.py tests/test_views.py \
+		tests/test_rollups.py tests/test_publish.py
+	HYPOTHESIS_PROFILE=deep $(PY) -m pytest -q tests/test_cross_engine.py
 
 bench: $(STAMP)
 	$(PY) -m pytest -q -s tests/benchmarks -p no:cacheprovider -o addopts=""
