@@ -11,7 +11,7 @@ DELTA_JARS := $(JARS)/delta/.fetched
 S3A_JARS := $(JARS)/s3a/.fetched
 ICEBERG_JARS := $(JARS)/iceberg/.fetched
 
-.PHONY: install jars jars-s3a jars-iceberg demo test bench lint typecheck clean
+.PHONY: install jars jars-s3a jars-iceberg demo test test-deep bench lint typecheck clean
 
 # Idempotent: re-installs only when pyproject.toml changed.
 $(STAMP): pyproject.toml
@@ -47,6 +47,13 @@ test: $(STAMP) jars
 	$(VENV)/bin/ruff check ledger merge_policies views tests examples
 	$(VENV)/bin/mypy
 	$(PY) -m pytest -q
+
+# The property suites at hundreds of examples each (slow: run before a release, not on every change).
+test-deep: $(STAMP) jars
+	HYPOTHESIS_PROFILE=deep $(PY) -m pytest -q -m "not spark" tests/test_delete_marks.py \
+		tests/test_model.py tests/test_merge_invariance.py tests/test_views.py \
+		tests/test_rollups.py tests/test_publish.py
+	HYPOTHESIS_PROFILE=deep $(PY) -m pytest -q tests/test_cross_engine.py
 
 bench: $(STAMP) jars jars-s3a jars-iceberg
 	$(PY) -m pytest -q -s tests/benchmarks -p no:cacheprovider -o addopts=""

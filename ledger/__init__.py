@@ -31,6 +31,7 @@ from ledger.errors import (
     TransactionTimeoutError,
     TypeMismatchError,
     UnknownColumnError,
+    UnmatchedDeleteMarkError,
     UnsafePredicateError,
     UnsafeSqlError,
 )
@@ -66,6 +67,7 @@ __all__ = [
     "TransactionTimeoutError",
     "TypeMismatchError",
     "UnknownColumnError",
+    "UnmatchedDeleteMarkError",
     "UnsafePredicateError",
     "UnsafeSqlError",
     "Warehouse",

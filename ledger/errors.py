@@ -46,6 +46,11 @@ class DuplicateKeyError(LedgerError, ValueError):
     """One keyed operation names the same key twice."""
 
 
+class UnmatchedDeleteMarkError(LedgerError, ValueError):
+    """A delete mark given to ``append_entries`` cancels no live entry: none of its key carries
+    exactly its values, or more marks than live entries carry them."""
+
+
 class KeyNotFoundError(_LookupError):
     """An update names keys that have no visible row."""
 

@@ -16,6 +16,8 @@ from ledger.sql import ident, idents
 
 NET = "__ledger_net"
 ORDER = "__ledger_order"
+EXCESS = "__ledger_excess"
+_SIGN = "__ledger_sign"
 
 
 def negative_zero_flags(float_columns: Sequence[str]) -> list[str]:
@@ -85,3 +87,24 @@ def expand_sql(live: str, value_columns: Sequence[str]) -> str:
     """One row per live entry: each tuple repeated by its multiplicity."""
     cols = idents(list(value_columns))
     return f"SELECT {cols} FROM (SELECT {cols}, unnest(range({NET})) AS __i FROM {live})"
+
+
+def unmatched_marks_sql(
+    live: str, incoming: str, key_columns: Sequence[str], value_columns: Sequence[str]
+) -> str:
+    """The value tuples that the delete marks of ``incoming`` (entries with their
+    ``dml_type``) would cancel more often than they are live: in ``live`` (one row per live
+    entry, as :func:`expand_sql` gives) or inserted by ``incoming`` itself. ``EXCESS`` says by
+    how many. Grouping is the same as :func:`live_entries_sql`'s, so "equal values" means the
+    same here as in every read."""
+    cols = idents(list(value_columns))
+    keys = idents(list(key_columns))
+    sign = ident(_SIGN)
+    marked = f"SELECT {keys} FROM {incoming} WHERE {ident(DML_TYPE)} = -1"
+    return (
+        f"SELECT {cols}, CAST(-sum({sign}) AS BIGINT) AS {EXCESS} FROM ("
+        f"SELECT {cols}, 1 AS {sign} FROM {live} UNION ALL "
+        f"SELECT {cols}, CAST({ident(DML_TYPE)} AS INTEGER) AS {sign} FROM {incoming} "
+        f"SEMI JOIN ({marked}) USING ({keys})"
+        f") GROUP BY ALL HAVING sum({sign}) < 0"
+    )

@@ -439,6 +439,8 @@ def _insert(tx: Transaction, data: DataFrame, mode: str) -> int:
             "write entries with their own sign"
         )
     rows = _conformed_columns(tx, frame, require_keys=True)
+    if mode == "entries" and signs["marks"]:
+        _check_delete_marks(tx, rows)
     if DML_TYPE not in rows.columns:
         rows = rows.withColumn(DML_TYPE, F.lit(1).cast("tinyint"))
     rows = rows.withColumn(engine.KIND, F.lit(engine.INSERTIONS))
@@ -451,6 +453,15 @@ def _insert(tx: Transaction, data: DataFrame, mode: str) -> int:
         deleted = touched.num_rows
     tx.add_written_files(markers, inserted=written - deleted, deleted=deleted, touched_keys=touched)
     return written
+
+
+def _check_delete_marks(tx: Transaction, rows: DataFrame) -> None:
+    """The embedded engine's rule for hand-written marks, on the entries of the marked keys
+    (brought to the driver: corrections are few), before any file is written."""
+    engine = _engine()
+    keys = list(tx.key_columns)
+    marked = rows.filter(engine.col(DML_TYPE) == -1).select(*map(engine.col, keys)).distinct()
+    tx.check_delete_marks(engine.to_arrow(rows.join(marked, on=keys, how="left_semi")))
 
 
 def _write(

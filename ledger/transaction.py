@@ -37,8 +37,10 @@ from ledger.errors import (
     TransactionClosedError,
     TransactionTimeoutError,
     TypeMismatchError,
+    UnmatchedDeleteMarkError,
 )
 from ledger.inputs import Rows, concat_rows, read_rows
+from ledger.live import EXCESS
 from ledger.log.commit import commit_entry, next_timestamp
 from ledger.log.entries import AppBatch, FileMarker, LogFile, TableConfig
 from ledger.log.state import TableState
@@ -220,6 +222,7 @@ class Transaction:
             if self._config.generated_row_id and not missing_row_ids:
                 chunk = self._fill_row_ids_of_insertions(chunk, marks)
             rows = self._conform(chunk.drop_columns([DML_TYPE]), require_keys=True)
+            self.check_delete_marks(rows.append_column(DML_TYPE, signs))
             entries = self._entries(rows, 1)
             entries = entries.set_column(entries.schema.get_field_index(DML_TYPE), DML_TYPE, signs)
             total += self._write(entries)
@@ -555,6 +558,42 @@ class Transaction:
         if touched_keys is not None:
             self._touched.append(self._keys_of(touched_keys))
         self._read_partitions.update(_partition_of(m) for m in read_files)
+
+    def check_delete_marks(self, incoming: pa.Table) -> None:
+        """Refuse delete marks that cancel no live entry, before anything is written.
+
+        ``incoming`` holds rows with their ``dml_type`` (value columns it lacks are NULL, as
+        they will be written). Each mark must cancel an entry of its key with exactly its values
+        that is live at the snapshot plus this transaction's writes, or an insertion of
+        ``incoming`` itself; otherwise the key's sign sum would drop below its live entries and
+        ``count()`` and totals would disagree with the visible rows."""
+        marks = pc.equal(incoming.column(DML_TYPE), -1)
+        if not pc.any(marks).as_py():
+            return
+        target = file_schema(self._schema, self._config)
+        values = self._value_columns
+        entries = pa.table(
+            {
+                **{
+                    c: incoming.column(c).cast(target.field(c).type)
+                    if c in incoming.column_names
+                    else pa.nulls(incoming.num_rows, target.field(c).type)
+                    for c in values
+                },
+                DML_TYPE: incoming.column(DML_TYPE).cast(pa.int8()),
+            }
+        )
+        _, live = self._read_live(keys=self._keys_of(entries.filter(marks)))
+        unmatched = engine.unmatched_marks(live.select(values), entries, self.key_columns, values)
+        if unmatched.num_rows:
+            examples = unmatched.drop_columns([EXCESS]).slice(0, 3).to_pylist()
+            raise UnmatchedDeleteMarkError(
+                f"{int(pc.sum(unmatched.column(EXCESS)).as_py())} delete mark(s) of "
+                f"table {self._table.name!r} cancel no live entry, e.g. {examples}: a mark must "
+                "carry exactly the values (every column) of a live entry of its key, once per "
+                "entry it cancels. Nothing was written; read the key's current entries (e.g. "
+                "views.history) and mark those, or use delete/update"
+            )
 
     def begin_operation(self, operation: str) -> bool:
         """Start an engine's own operation; True means skip it (its app batch was already

@@ -21,7 +21,19 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
     print_blob=True,
 )
-settings.load_profile("ci")
+# `make test-deep` (HYPOTHESIS_PROFILE=deep, or pytest --hypothesis-profile=deep): every property
+# suite at hundreds of examples. Suites that fix their own count scale it with `examples(n)`.
+DEEP_EXAMPLES = 300
+settings.register_profile("deep", settings.get_profile("ci"), max_examples=DEEP_EXAMPLES)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def examples(n: int) -> int:
+    """``n`` examples in the everyday run; at least DEEP_EXAMPLES under the deep profile (kept
+    fast by default, exhaustive on demand). Read when a test module is collected, after the
+    profile is chosen."""
+    deep = settings.default.max_examples >= DEEP_EXAMPLES
+    return max(n, DEEP_EXAMPLES) if deep else n
 
 
 @pytest.fixture(scope="session")

@@ -49,6 +49,7 @@ from ledger.errors import StaleVersionError
 from ledger.live import expand_sql, live_entries_sql
 from ledger.maintenance import merge as merging
 from ledger.schema import ROW_ID
+from tests.conftest import examples
 from tests.support.ledger_reads import policy_answer, sign_sums
 from tests.support.scratch import scratch_dir
 
@@ -73,8 +74,8 @@ PICKS = st.lists(KEYS, min_size=1, max_size=3, unique=True)
 
 # Modest example counts keep the module near a minute on two cores; collapsing, the default
 # policy with the subtlest rule, and aggregating, whose drops depend on sums, get more.
-TEST_SETTINGS = settings(max_examples=12, deadline=None)
-MORE_EXAMPLES = settings(max_examples=14, deadline=None)
+TEST_SETTINGS = settings(max_examples=examples(12), deadline=None)
+MORE_EXAMPLES = settings(max_examples=examples(14), deadline=None)
 
 
 def _operations(row: st.SearchStrategy[dict[str, Any]], *, keyed: bool) -> st.SearchStrategy:

@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
 import ledger
+from tests.conftest import examples
 from tests.support.ledger_reads import entry_count, sign_sums, visible_rows
 from tests.support.s3server import BUCKET, S3Endpoint
 from tests.support.scratch import make_scratch_dir
@@ -198,7 +199,7 @@ class LedgerMachine(RuleBasedStateMachine):
     @rule(rows=st.lists(ROW, min_size=1, max_size=3))
     def aborted_transaction(self, rows: list[dict[str, Any]]) -> None:
         version = self.table.refresh().version
-        with pytest.raises(RuntimeError), self.table.transaction() as tx:
+        with pytest.raises(RuntimeError, match="abort"), self.table.transaction() as tx:
             tx.upsert(_unique_keys(rows))
             raise RuntimeError("abort")
         assert self.table.refresh().version == version
@@ -242,10 +243,12 @@ class PartitionedLedgerMachine(LedgerMachine):
 
 
 TestLedgerModel = LedgerMachine.TestCase
-TestLedgerModel.settings = settings(max_examples=20, stateful_step_count=15, deadline=None)
+TestLedgerModel.settings = settings(
+    max_examples=examples(20), stateful_step_count=15, deadline=None
+)
 TestPartitionedLedgerModel = PartitionedLedgerMachine.TestCase
 TestPartitionedLedgerModel.settings = settings(
-    max_examples=10, stateful_step_count=15, deadline=None
+    max_examples=examples(10), stateful_step_count=15, deadline=None
 )
 
 
@@ -256,5 +259,6 @@ class S3LedgerMachine(LedgerMachine):
 def test_ledger_model_on_s3(s3_endpoint: S3Endpoint) -> None:
     S3LedgerMachine.s3_options = s3_endpoint.options()
     run_state_machine_as_test(
-        S3LedgerMachine, settings=settings(max_examples=5, stateful_step_count=10, deadline=None)
+        S3LedgerMachine,
+        settings=settings(max_examples=examples(5), stateful_step_count=10, deadline=None),
     )

@@ -42,6 +42,7 @@ from hypothesis import strategies as st
 import ledger
 import views
 from ledger.errors import InvalidArgumentError, SchemaError
+from tests.conftest import examples
 from tests.support.maintenance import vacuum_now
 from views import publish
 from views.publish import PublishResult, delta_schema, publish_delta, publish_plan
@@ -403,7 +404,7 @@ def test_a_crash_before_the_delta_commit_leaves_the_table_as_it_was(
         raise RuntimeError("crashed before the commit")
 
     monkeypatch.setattr(TableMerger, "execute", crash)
-    with pytest.raises(RuntimeError):
+    with pytest.raises(RuntimeError, match="crashed before the commit"):
         publish_delta(table, target)
     monkeypatch.undo()
     assert delta_rows(target) == before and delta_version(target) == 0
@@ -426,7 +427,7 @@ def test_a_crash_after_the_creating_commit_is_recognised_too(
         raise RuntimeError("crashed after the commit")
 
     monkeypatch.setattr(deltalake, "write_deltalake", write_then_crash)
-    with pytest.raises(RuntimeError):
+    with pytest.raises(RuntimeError, match="crashed after the commit"):
         publish_delta(table, target)
     monkeypatch.undo()
     result = publish_delta(table, target)
@@ -724,7 +725,7 @@ def apply_step(table: ledger.Table, action: str, pairs: list[tuple[int, int]]) -
         vacuum_now(table)  # the changes since the last publish may be gone
 
 
-@settings(max_examples=10)
+@settings(max_examples=examples(10))
 @given(kind=st.sampled_from(["collapsing", "replacing", "keyless"]), rounds=ROUNDS)
 def test_the_delta_table_always_equals_the_view_at_the_published_version(
     kind: str, rounds: list[list[tuple[str, list[tuple[int, int]]]]]

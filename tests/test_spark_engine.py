@@ -48,6 +48,7 @@ from ledger.errors import (
     StorageError,
     TypeMismatchError,
     UnknownColumnError,
+    UnmatchedDeleteMarkError,
 )
 from ledger.schema import ROW_ID
 from tests.support.s3server import BUCKET, S3Endpoint
@@ -534,6 +535,34 @@ BAD_INPUT = [
         rows("k x s dml_type", (1, 5, "z", -1)),
         InvalidArgumentError,
     ),
+    (
+        "mark-of-no-entry",
+        "keyed",
+        "append_entries",
+        rows("k g x dml_type", (9, "a", 1, -1)),
+        UnmatchedDeleteMarkError,
+    ),
+    (
+        "mark-with-other-values",
+        "keyed",
+        "append_entries",
+        rows("k g x dml_type", (1, "a", 2, -1), (3, "a", 2, 1)),
+        UnmatchedDeleteMarkError,
+    ),
+    (
+        "one-entry-marked-twice",
+        "keyed",
+        "append_entries",
+        rows("k g x dml_type", (1, "a", 1, -1), (1, "a", 1, -1)),
+        UnmatchedDeleteMarkError,
+    ),
+    (
+        "mark-of-an-unknown-row-id",
+        "no_key",
+        "append_entries",
+        rows(f"{ROW_ID} g x dml_type", (12345, "a", 1, -1)),
+        UnmatchedDeleteMarkError,
+    ),
     ("update-of-insert-only", "insert_only", "update", rows("k x", (1, 6)), InvalidArgumentError),
     ("delete-of-insert-only", "insert_only", "delete", rows("k", (1,)), InvalidArgumentError),
 ]
@@ -570,6 +599,17 @@ def test_bad_input_raises_the_typed_error_and_writes_nothing(
     with pytest.raises(error):
         getattr(ls, operation)(table, frame(spark, data))
     assert footprint(table) == before, "a refused Spark write left a commit or data files"
+
+
+def test_a_mark_may_cancel_an_insertion_of_the_same_dataframe(spark: Any, tmp_path: Any) -> None:
+    s, e = twins(tmp_path, primary_key="k")
+    on_both(spark, s, e, "insert", rows("k g x", (1, "a", 1)))
+    entries = rows(
+        "k g x dml_type", (2, "b", 2, 1), (2, "b", 2, -1), (1, "a", 1, -1), (3, "c", 3, 1)
+    )
+    same_commit(on_both(spark, s, e, "append_entries", entries))
+    assert visible(s) == visible(e) == norm([(3, "c", 3, None)])
+    assert s.count() == e.count() == 1
 
 
 @pytest.mark.parametrize("operation", ["insert", "upsert", "update", "delete", "append_entries"])

@@ -212,6 +212,9 @@ def test_pandas_input(accounts):
     frame = pandas.DataFrame({"id": [1, 2], "name": ["a", "b"], "amount": [1.5, 2.25]})
     accounts.insert(frame)
     assert accounts.count() == 2
+    from decimal import Decimal
+
+    assert visible_rows(accounts) == [(1, "a", Decimal("1.50")), (2, "b", Decimal("2.25"))]
 
 
 def test_count_answers_from_the_log_without_opening_data_files(accounts, location):

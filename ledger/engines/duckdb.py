@@ -17,7 +17,13 @@ import pyarrow.dataset as pads
 
 from ledger.changes import ChangeSet
 from ledger.errors import InvalidPredicateError, StorageError
-from ledger.live import expand_sql, latest_entries_sql, live_entries_sql, visible_rows_sql
+from ledger.live import (
+    expand_sql,
+    latest_entries_sql,
+    live_entries_sql,
+    unmatched_marks_sql,
+    visible_rows_sql,
+)
 from ledger.log.entries import FileMarker
 from ledger.schema import DML_TYPE, TRX_ID, TRX_SEQ
 from ledger.sql import ident, idents
@@ -276,6 +282,19 @@ def _current_values(
             f"SELECT {', '.join('current.' + ident(c) for c in columns)} "
             f"FROM given LEFT JOIN current USING ({idents(list(key_columns))}) "
             f"ORDER BY given.{ident(position)}"
+        ).to_arrow_table()
+
+
+def unmatched_marks(
+    live: pa.Table, incoming: pa.Table, key_columns: Sequence[str], value_columns: Sequence[str]
+) -> pa.Table:
+    """The value tuples that ``incoming``'s delete marks cancel more often than they are live
+    (in ``live``, one row per live entry, or inserted by ``incoming``), with the excess."""
+    with closing(connect()) as con:
+        con.register("live_entries", live)
+        con.register("incoming_entries", incoming)
+        return con.sql(
+            unmatched_marks_sql("live_entries", "incoming_entries", key_columns, value_columns)
         ).to_arrow_table()
 
 
