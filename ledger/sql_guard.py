@@ -85,6 +85,13 @@ def checked_select(sql: Any, relations: Collection[str], what: str) -> str:
     """
     if not isinstance(sql, str) or not sql.strip():
         raise UnsafeSqlError(f"{what} must be a SELECT over {_names(relations)}, got {sql!r}")
+    return _checked_select(sql, tuple(relations), what)
+
+
+# A custom policy's query is checked each time the policy is loaded (every read and commit of
+# its table): parse it once per text.
+@functools.lru_cache(maxsize=256)
+def _checked_select(sql: str, relations: tuple[str, ...], what: str) -> str:
     rendered = _checked_render(sql, relations, what)
     # Check what will run: the rendered text, parsed again, must pass and render the same.
     if _checked_render(rendered, relations, what) != rendered:
