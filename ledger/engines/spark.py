@@ -52,6 +52,7 @@ try:
     from pyspark.sql import Column, DataFrame, SparkSession, Window
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
+    from pyspark.sql.pandas.functions import arrow_udf
     from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 except ImportError as e:  # pragma: no cover - exercised only without the extra
     raise MissingDependencyError(
@@ -368,12 +369,6 @@ _EXACT_INTEGERS = {T.FloatType: 2**24, T.DoubleType: 2**53}
 _INTEGER_BOUNDS = {T.ByteType: 2**7, T.ShortType: 2**15, T.IntegerType: 2**31, T.LongType: 2**63}
 
 
-# Significant digits that always single out one value of the type (a coarser rounding cannot
-# land on a neighbour of the shortest text), up to the digits that always read back.
-_SHORTEST_DIGITS: dict[type[T.DataType], range] = {
-    T.FloatType: range(6, 10),
-    T.DoubleType: range(15, 18),
-}
 # A FLOAT rounds a value by at most this fraction of it, within its normal range.
 _FLOAT_RELATIVE_ERROR = 2.0**-24
 
@@ -383,13 +378,12 @@ def converted(name: str, source: T.DataType, target: T.DataType) -> Column:
     (``ledger.schema._cast_column``), where Spark's own cast differs:
 
     - a float goes into a DECIMAL as its shortest text (``repr``'s digits), not as Java's
-      longer digits: the first of 15, 16, 17 significant digits (6 to 9 for FLOAT) that reads
-      back as the same float;
+      longer digits, by the same Arrow cast as the embedded engine;
     - a TIMESTAMP (Spark's default type, an instant) goes into a TIMESTAMP without zone as its
       UTC time, where Spark's cast would take the wall time of the session's time zone."""
     value = col(name)
     if isinstance(source, _FLOATS) and isinstance(target, T.DecimalType):
-        return _shortest_text(value, source).try_cast(target)
+        return _shortest_text(value).try_cast(target)
     if isinstance(source, T.TimestampType) and isinstance(target, T.TimestampNTZType):
         epoch = F.lit(_UNIX_EPOCH).cast(T.TimestampNTZType())
         return F.timestamp_add("MICROSECOND", F.unix_micros(value), epoch)
@@ -399,12 +393,18 @@ def converted(name: str, source: T.DataType, target: T.DataType) -> Column:
 _UNIX_EPOCH = "1970-01-01 00:00:00"
 
 
-def _shortest_text(value: Column, source: T.DataType) -> Column:
-    digits = list(_SHORTEST_DIGITS[type(source)])
-    text = F.format_string(f"%.{digits[-1]}g", value)
-    for n in reversed(digits[:-1]):
-        shorter = F.format_string(f"%.{n}g", value)
-        text = F.when(shorter.try_cast(source) == value, shorter).otherwise(text)
+def _float_text(values: pa.Array) -> pa.Array:
+    """Floats as their shortest text, by the Arrow cast the embedded engine uses."""
+    text: pa.Array = values.cast(pa.string())
+    return text
+
+
+def _shortest_text(value: Column) -> Column:
+    # Run on the executors as an Arrow UDF: Spark's own float formatting starts from Java's
+    # digits, which for some doubles round to a different, longer decimal.
+    # PySpark's stubs want a functionType, its runtime prefers (and warns otherwise) type hints.
+    udf = arrow_udf(_float_text, T.StringType())  # type: ignore[call-overload]
+    text: Column = udf(value)
     return text
 
 
