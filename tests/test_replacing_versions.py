@@ -170,11 +170,15 @@ LABELS = st.sampled_from(["x", "y", "z"])
 
 
 def _rows(with_versions: bool = True) -> st.SearchStrategy[list[dict[str, Any]]]:
-    """Rows of distinct keys; an upsert or update may leave the version out (it is kept)."""
-    row = st.fixed_dictionaries({"k": KEYS, "a": LABELS}, optional={"v": VERSIONS})
-    if with_versions:
-        row = st.fixed_dictionaries({"k": KEYS, "v": VERSIONS, "a": LABELS})
-    return st.lists(row, min_size=1, max_size=3, unique_by=lambda r: r["k"])
+    """Rows of distinct keys; an upsert or update may leave the version out of every row of
+    its batch (then it is kept)."""
+    with_version = st.fixed_dictionaries({"k": KEYS, "v": VERSIONS, "a": LABELS})
+    without_version = st.fixed_dictionaries({"k": KEYS, "a": LABELS})
+
+    def batch(row: st.SearchStrategy[dict[str, Any]]) -> st.SearchStrategy[list[dict[str, Any]]]:
+        return st.lists(row, min_size=1, max_size=3, unique_by=lambda r: r["k"])
+
+    return batch(with_version) if with_versions else batch(with_version) | batch(without_version)
 
 
 STEPS = st.one_of(
