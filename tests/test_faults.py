@@ -20,11 +20,10 @@ from typing import Any
 import pytest
 
 import ledger
-from ledger.engines import duckdb as engine
-from ledger.live import live_entries_sql, visible_rows_sql
 from ledger.storage import Store
 from tests.conftest import Location
 from tests.support.failing import FailingStore, InjectedFault
+from tests.support.ledger_reads import raw_entries, sign_sums_of, visible_of
 from tests.support.lost_responses import MUTATING, LateFailingStore, LostCommitResponseStore
 from tests.support.s3server import BUCKET, S3Endpoint
 
@@ -80,22 +79,14 @@ OPERATIONS = {
 def read_ledger(table: ledger.Table) -> tuple[Rows, dict[int, int]]:
     """Visible rows and sign sums per key (zero sums left out), from one read of the files.
 
-    The same live-entry SQL as tests/support/ledger_reads.py; the data files are read once,
-    because these suites read thousands of tables over S3.
+    The plain-Python reference of tests/support/ledger_reads.py over entries read once, because
+    these suites read thousands of tables over S3.
     """
-    con = engine.connect()
-    try:
-        con.register("entries", table.scan(con=con).to_arrow_table())
-        con.execute(f"CREATE TEMP TABLE live AS {live_entries_sql('entries', ['k', 'v'])}")
-        rows = con.sql(visible_rows_sql("live", ["k"], ["k", "v"])).fetchall()
-        sums = con.sql(
-            "SELECT k, CAST(sum(dml_type) AS BIGINT) AS s FROM entries GROUP BY k HAVING s <> 0"
-        ).fetchall()
-    finally:
-        con.close()
+    entries = raw_entries(table)
+    rows = visible_of(entries, ["k"], ["k", "v"])
     visible = {k: v for k, v in rows}
     assert len(visible) == len(rows), f"a key is visible twice: {sorted(rows)}"
-    return visible, {k: s for k, s in sums}
+    return visible, {k: s for (k,), s in sign_sums_of(entries, ["k"]).items()}
 
 
 def read_rows(table: ledger.Table) -> Rows:

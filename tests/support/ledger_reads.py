@@ -1,18 +1,45 @@
 """Reading a table's meaning for assertions: live entries, visible rows, sign sums per key.
 
-Built on the same live-entry SQL the writes use, over the raw ledger relation, so the tests check
-the ledger's answers against an oracle that never touches a ledger.
+The reference shares no code with the library's reads: the data files the log names are read
+with pyarrow, and the definitions of docs/concepts.md section 1 (live entries, the visible row)
+and of each policy's views (docs/merges.md, docs/views.md) are applied in plain Python. A bug in
+the library's live-entry SQL, which the write path also uses to choose what an update cancels,
+therefore shows up as a difference instead of being repeated by the reference.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable, Iterable, Sequence
+from decimal import Decimal
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 from ledger import Table
-from ledger.engines import duckdb as engine
-from ledger.live import live_entries_sql, visible_rows_sql
-from ledger.schema import ROW_ID
-from ledger.sql import idents
+
+ROW_ID = "_row_id"
+TRX_ID = "trx_id"
+TRX_SEQ = "trx_seq"
+DML_TYPE = "dml_type"
+
+Entry = dict[str, Any]
+
+
+# --- the raw entries ----------------------------------------------------------------------------
+
+
+def raw_entries(table: Table, version: int | None = None) -> list[Entry]:
+    """Every entry of the files the log names at ``version``, as plain dicts (files written
+    before a column was added lack it: its value is None)."""
+    snapshot = table.snapshot(version)
+    store = snapshot.store
+    entries: list[Entry] = []
+    for marker in snapshot.markers():
+        path = store.fs_path(snapshot.prefix + marker.path)
+        entries.extend(pq.read_table(path, filesystem=store.filesystem).to_pylist())
+    return entries
 
 
 def _value_columns(table: Table) -> list[str]:
@@ -20,45 +47,106 @@ def _value_columns(table: Table) -> list[str]:
     return [*table.schema, *extra]
 
 
+def _key_columns(table: Table) -> list[str]:
+    return list(table.primary_key) or [ROW_ID]
+
+
+class _NaN:
+    """Stands for every NaN in a grouping key: NaN equals NaN when entries are compared."""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _NaN)
+
+    def __hash__(self) -> int:
+        return 0
+
+
+_NAN = _NaN()
+
+
+def _same_value(value: Any) -> Any:
+    """A value as entries are compared: NULL equals NULL, NaN equals NaN, -0.0 equals 0.0 and a
+    DECIMAL by its value (Python's own == and hash do the last three but NaN)."""
+    if isinstance(value, float) and math.isnan(value):
+        return _NAN
+    if isinstance(value, list):
+        return tuple(_same_value(v) for v in value)
+    if isinstance(value, dict):
+        return tuple((k, _same_value(v)) for k, v in value.items())
+    return value
+
+
+def _grouping(entry: Entry, columns: Sequence[str]) -> tuple[Any, ...]:
+    return tuple(_same_value(entry.get(c)) for c in columns)
+
+
+# --- live entries and visible rows (docs/concepts.md section 1) ---------------------------------
+
+
+class _Live:
+    """One distinct value tuple of a key: its sign sum and its latest insertion."""
+
+    def __init__(self, values: tuple[Any, ...]) -> None:
+        self.values = values
+        self.net = 0
+        self.latest: tuple[int, int] | None = None
+
+    def add(self, entry: Entry) -> None:
+        self.net += entry[DML_TYPE]
+        if entry[DML_TYPE] == 1:
+            order = (entry[TRX_ID], entry[TRX_SEQ])
+            self.latest = order if self.latest is None else max(self.latest, order)
+
+
+def live_entries(entries: Iterable[Entry], values: Sequence[str]) -> list[_Live]:
+    """The distinct value tuples whose signs sum above zero."""
+    groups: dict[tuple[Any, ...], _Live] = {}
+    for entry in entries:
+        group = _grouping(entry, values)
+        if group not in groups:
+            groups[group] = _Live(tuple(entry.get(c) for c in values))
+        groups[group].add(entry)
+    return [g for g in groups.values() if g.net > 0]
+
+
+def visible_of(entries: Iterable[Entry], key: Sequence[str], values: Sequence[str]) -> list[Any]:
+    """The live entry of each key whose latest insertion is latest."""
+    positions = [values.index(k) for k in key]
+    best: dict[tuple[Any, ...], _Live] = {}
+    for live in live_entries(entries, values):
+        group = tuple(_same_value(live.values[p]) for p in positions)
+        current = best.get(group)
+        if current is None or (live.latest or (-1, -1)) > (current.latest or (-1, -1)):
+            best[group] = live
+    return sorted((live.values for live in best.values()), key=repr)
+
+
 def visible_rows(table: Table, version: int | None = None) -> list[tuple[Any, ...]]:
     """The latest live row of every key, sorted, as tuples in schema order."""
-    con = engine.connect()
-    try:
-        table.scan(version=version, con=con).create_view("entries")
-        key = list(table.primary_key) or [ROW_ID]
-        values = _value_columns(table)
-        con.execute(f"CREATE TEMP TABLE live AS {live_entries_sql('entries', values)}")
-        sql = visible_rows_sql("live", key, values)
-        return sorted(con.sql(sql).fetchall(), key=repr)
-    finally:
-        con.close()
+    values = _value_columns(table)
+    return visible_of(raw_entries(table, version), _key_columns(table), values)
 
 
 def sign_sums(table: Table, version: int | None = None) -> dict[tuple[Any, ...], int]:
     """sum(dml_type) per key, keys with a zero sum left out."""
-    con = engine.connect()
-    try:
-        rel = table.scan(version=version, con=con)
-        key = list(table.primary_key) or [ROW_ID]
-        rows = rel.aggregate(
-            f"{idents(key)}, CAST(sum(dml_type) AS BIGINT) AS s", idents(key)
-        ).fetchall()
-        return {tuple(r[:-1]): int(r[-1]) for r in rows if r[-1] != 0}
-    finally:
-        con.close()
+    return sign_sums_of(raw_entries(table, version), _key_columns(table))
+
+
+def sign_sums_of(entries: Iterable[Entry], key: Sequence[str]) -> dict[tuple[Any, ...], int]:
+    """sum(dml_type) per key of ``entries``, keys with a zero sum left out."""
+    sums: dict[tuple[Any, ...], int] = {}
+    for entry in entries:
+        group = tuple(entry.get(c) for c in key)
+        sums[group] = sums.get(group, 0) + entry[DML_TYPE]
+    return {k: s for k, s in sums.items() if s != 0}
 
 
 def entry_count(table: Table, version: int | None = None) -> int:
     """Number of raw entries (rows in data files) at a version."""
-    con = engine.connect()
-    try:
-        return int(table.scan(version=version, con=con).aggregate("count(*)").fetchall()[0][0])
-    finally:
-        con.close()
+    return len(raw_entries(table, version))
 
 
-# --- what each policy's generated views answer (the reference the merge invariant is checked
-# against until views/ generates them; see docs/merges.md) ---------------------------------------
+# --- what each policy's generated views answer (docs/merges.md, docs/views.md) -----------------
 
 
 def policy_answer(table: Table, version: int | None = None) -> Any:
@@ -71,79 +159,123 @@ def policy_answer(table: Table, version: int | None = None) -> Any:
     """
     policy = dict(table.config["policy"])
     name = policy["name"]
-    con = engine.connect()
-    try:
-        table.scan(version=version, con=con).create_view("raw")
-        key = list(table.primary_key) or [ROW_ID]
-        values = _value_columns(table)
-        source = "raw"
-        if name == "dedup":
-            columns = list(policy.get("dedup_key") or [*key, "trx_id", "trx_seq"])
-            if "dml_type" not in columns:
-                columns.append("dml_type")
-            con.execute(
-                "CREATE TEMP VIEW deduped AS SELECT * FROM raw QUALIFY row_number() OVER "
-                f"(PARTITION BY {idents(columns)} ORDER BY trx_id, trx_seq) = 1"
-            )
-            source = "deduped"
-        if name == "aggregating":
-            return _rollup(con, key, policy["measures"])
-        if name == "replacing":
-            order = "trx_id DESC, trx_seq DESC"
-            if policy.get("version_column"):
-                order = f"{idents([policy['version_column']])} DESC NULLS LAST, {order}"
-            # Replacing merges drop superseded entries and their marks, so a replacing table's
-            # totals are over its visible rows, not its signs.
-            con.execute(
-                f"CREATE TEMP TABLE latest AS SELECT {idents(values)}, dml_type FROM {source} "
-                f"QUALIFY row_number() OVER (PARTITION BY {idents(key)} ORDER BY {order}) = 1"
-            )
-            con.execute("DELETE FROM latest WHERE dml_type = -1")
-            visible = sorted(con.sql(f"SELECT {idents(values)} FROM latest").fetchall(), key=repr)
-            return {"visible": visible, "totals": _totals(con, "latest", values)}
-        else:
-            con.execute(f"CREATE TEMP TABLE live AS {live_entries_sql(source, values)}")
-            visible = sorted(con.sql(visible_rows_sql("live", key, values)).fetchall(), key=repr)
-        return {"visible": visible, "totals": _totals(con, source, values)}
-    finally:
-        con.close()
+    entries = raw_entries(table, version)
+    key = _key_columns(table)
+    values = _value_columns(table)
+    numeric = _numeric_columns(table, values)
+    if name == "aggregating":
+        return _rollup(entries, key, policy["measures"])
+    if name == "replacing":
+        # Replacing merges drop superseded entries and their marks, so a replacing table's
+        # totals are over its visible rows, not its signs.
+        latest = _latest_entries(entries, key, policy.get("version_column"))
+        kept = [e for e in latest if e[DML_TYPE] == 1]
+        visible = sorted((tuple(e.get(c) for c in values) for e in kept), key=repr)
+        return {"visible": visible, "totals": _totals(kept, values, numeric)}
+    if name == "dedup":
+        columns = list(policy.get("dedup_key") or [*key, TRX_ID, TRX_SEQ])
+        if DML_TYPE not in columns:
+            columns.append(DML_TYPE)
+        entries = _first_of_each(entries, columns)
+    visible = visible_of(entries, key, values)
+    return {"visible": visible, "totals": _totals(entries, values, numeric)}
 
 
-def _totals(con: Any, source: str, values: list[str]) -> dict[str, Any]:
-    """SUM, COUNT and AVG over the marked ledger, weighting each entry by its dml_type, as they
-    would be over the visible rows: COUNT of nothing is 0, and SUM and AVG are NULL when no
-    non-NULL value is visible (entries that cancel out leave nothing, whether or not a merge has
-    removed them yet)."""
-    out: dict[str, Any] = {
-        "count": con.sql(
-            f"SELECT CAST(coalesce(sum(dml_type), 0) AS BIGINT) FROM {source}"
-        ).fetchall()[0][0]
-    }
+def _numeric_columns(table: Table, values: Sequence[str]) -> set[str]:
+    """Columns a weighted sum applies to (numbers; not booleans, text or times)."""
+    schema = table.arrow_schema
+    numeric = {ROW_ID} if ROW_ID in values else set()
+    for field in schema:
+        kind = field.type
+        if pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind):
+            numeric.add(field.name)
+    return numeric
+
+
+def _by_order(entry: Entry) -> tuple[int, int]:
+    return (entry[TRX_ID], entry[TRX_SEQ])
+
+
+def _first_of_each(entries: list[Entry], columns: Sequence[str]) -> list[Entry]:
+    """The oldest entry of each distinct value of ``columns`` (a dedup table drops repeats)."""
+    first: dict[tuple[Any, ...], Entry] = {}
+    for entry in sorted(entries, key=_by_order):
+        first.setdefault(_grouping(entry, columns), entry)
+    return list(first.values())
+
+
+def _latest_entries(
+    entries: list[Entry], key: Sequence[str], version_column: str | None
+) -> list[Entry]:
+    """Each key's latest entry: by ``version_column`` (NULL oldest) if set, then by
+    ``(trx_id, trx_seq)``."""
+
+    def order(entry: Entry) -> tuple[Any, ...]:
+        version = None if version_column is None else entry.get(version_column)
+        return (version is not None, version if version is not None else 0, *_by_order(entry))
+
+    latest: dict[tuple[Any, ...], Entry] = {}
+    for entry in entries:
+        group = _grouping(entry, key)
+        if group not in latest or order(entry) > order(latest[group]):
+            latest[group] = entry
+    return list(latest.values())
+
+
+def _weighted_sum(terms: list[tuple[int, Any]]) -> Any:
+    """sum(dml_type * x) over the non-NULL x: exact for integers and DECIMAL, correctly rounded
+    for floats."""
+    if any(isinstance(x, float) for _, x in terms):
+        return math.fsum(sign * x for sign, x in terms)
+    return sum((sign * x for sign, x in terms), Decimal(0) if _any_decimal(terms) else 0)
+
+
+def _any_decimal(terms: list[tuple[int, Any]]) -> bool:
+    return any(isinstance(x, Decimal) for _, x in terms)
+
+
+def _totals(entries: list[Entry], values: Sequence[str], numeric: set[str]) -> dict[str, Any]:
+    """COUNT, and per column SUM and AVG, each entry weighted by its dml_type, as they would be
+    over the visible rows: COUNT of nothing is 0, and SUM and AVG are NULL when no non-NULL
+    value is visible. A non-numeric column gives its weighted count of non-NULL values only."""
+    out: dict[str, Any] = {"count": sum(e[DML_TYPE] for e in entries)}
     for column in values:
-        quoted = idents([column])
-        present = f"coalesce(sum(dml_type * CAST({quoted} IS NOT NULL AS INT)), 0)"
-        try:
-            out[column] = con.sql(
-                f"SELECT CASE WHEN {present} = 0 THEN NULL ELSE sum(dml_type * {quoted}) END, "
-                f"sum(dml_type * {quoted}) / nullif({present}, 0) FROM {source}"
-            ).fetchall()[0]
-        except Exception:  # not a numeric column: its weighted count only
-            out[column] = con.sql(f"SELECT CAST({present} AS BIGINT) FROM {source}").fetchall()[0]
+        terms = [(e[DML_TYPE], e.get(column)) for e in entries if e.get(column) is not None]
+        present = sum(sign for sign, _ in terms)
+        if column not in numeric:
+            out[column] = (present,)
+            continue
+        if present == 0:
+            out[column] = (None, None)
+            continue
+        total = _weighted_sum(terms)
+        out[column] = (total, float(total) / present)
     return out
 
 
-def _rollup(con: Any, key: list[str], measures: dict[str, str]) -> list[tuple[Any, ...]]:
-    selected = []
-    for column, function in measures.items():
-        quoted = idents([column])
-        selected.append(
-            f"coalesce(sum(dml_type * {quoted}), 0)"
-            if function in ("sum", "count")
-            else f"{function}({quoted})"
-        )
+_ROLLUP_FUNCTIONS: dict[str, Callable[[list[Any]], Any]] = {"min": min, "max": max}
+
+
+def _rollup(entries: list[Entry], key: list[str], measures: dict[str, str]) -> list[Any]:
+    """One row per group key: sum and count measures weighted by dml_type (0 when nothing),
+    other measures over every entry; a group whose first count measure nets to zero is gone."""
+    groups: dict[tuple[Any, ...], list[Entry]] = {}
+    for entry in entries:
+        groups.setdefault(_grouping(entry, key), []).append(entry)
     counts = [c for c, f in measures.items() if f == "count"]
-    having = f" HAVING coalesce(sum(dml_type * {idents(counts[:1])}), 0) <> 0" if counts else ""
-    rows = con.sql(
-        f"SELECT {idents(key)}, {', '.join(selected)} FROM raw GROUP BY {idents(key)}{having}"
-    ).fetchall()
+    rows = []
+    for members in groups.values():
+        row = [members[0].get(k) for k in key]
+        for column, function in measures.items():
+            present = [(e[DML_TYPE], e[column]) for e in members if e.get(column) is not None]
+            if function in ("sum", "count"):
+                row.append(_weighted_sum(present) if present else 0)
+            else:
+                seen = [x for _, x in present]
+                row.append(_ROLLUP_FUNCTIONS[function](seen) if seen else None)
+        if counts:
+            count_position = len(key) + list(measures).index(counts[0])
+            if row[count_position] == 0:
+                continue
+        rows.append(tuple(row))
     return sorted(rows, key=repr)
