@@ -69,7 +69,7 @@ class PartitionField:
         if self.transform in _TIME_FORMATS:
             if pa.types.is_date(column.type):
                 column = column.cast(pa.timestamp("s"))
-            return pc.strftime(column, format=_TIME_FORMATS[self.transform])
+            return pc.strftime(in_utc(column), format=_TIME_FORMATS[self.transform])
         if self.transform != "bucket" or not self.buckets:
             raise InvalidArgumentError(f"unknown partition transform {self.transform!r}")
         text = canonical_text(column)
@@ -88,10 +88,18 @@ class PartitionField:
         return self.values(pa.table({self.source: [value]})).to_pylist()[0]  # type: ignore[no-any-return]
 
 
+def in_utc(column: pa.Array) -> pa.Array:
+    """Timestamps with a time zone as UTC wall-clock time (how the table stores them), so a
+    value given with another zone names the partition its row is in."""
+    if pa.types.is_timestamp(column.type) and column.type.tz is not None:
+        return column.cast(pa.timestamp(column.type.unit, tz="UTC"))
+    return column
+
+
 def canonical_text(column: pa.Array) -> pa.Array:
     """Values as text the same way in every engine: ISO dates, decimal integers, true/false."""
     if pa.types.is_timestamp(column.type):
-        return pc.strftime(column, format="%Y-%m-%dT%H:%M:%S")
+        return pc.strftime(in_utc(column), format="%Y-%m-%dT%H:%M:%S")
     if pa.types.is_boolean(column.type):
         return pc.if_else(column, "true", "false")
     return column.cast(pa.string())

@@ -6,12 +6,14 @@ import datetime as dt
 import os
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ledger
 from ledger.partitioning import escape, unescape
+from tests.conftest import examples
 from tests.support.ledger_reads import visible_rows
+from tests.support.scratch import scratch_dir
 
 HOSTILE = [
     "../",
@@ -176,3 +178,33 @@ def test_unordered_input_with_repeated_keys_is_sorted_by_key_then_entry_order(
     from tests.support.ledger_reads import visible_rows
 
     assert visible_rows(table) == [(0, 0, 6), (1, 1, 7), (3, 1, 4), (7, 1, 5)]
+
+
+ZONES = ["UTC", "Europe/Berlin", "America/New_York", "Asia/Kolkata", "Pacific/Chatham"]
+
+
+@given(
+    instant=st.datetimes(min_value=dt.datetime(1971, 1, 1), max_value=dt.datetime(2090, 1, 1)),
+    zone=st.sampled_from(ZONES),
+)
+@settings(max_examples=examples(25))
+def test_a_row_is_found_by_its_own_zoned_timestamp_in_every_time_partition(instant, zone):
+    # A timestamp with a zone is stored as UTC, so its partition is its UTC day/hour; pruning by
+    # the same zoned value must name that partition (it once formatted the local wall clock).
+    from zoneinfo import ZoneInfo
+
+    zoned = instant.replace(tzinfo=dt.UTC).astimezone(ZoneInfo(zone))
+    with scratch_dir("ledger-zoned-") as folder:
+        wh = ledger.connect(folder)
+        for column in ("TIMESTAMPTZ", "TIMESTAMP"):
+            for transform, field in (("day(ts)", "ts_day"), ("hour(ts)", "ts_hour"), ("ts", "ts")):
+                name = f"t_{column}_{field}".lower()
+                t = wh.create_table(
+                    name, {"id": "BIGINT", "ts": column}, primary_key="id", partition_by=transform
+                )
+                t.insert([{"id": 1, "ts": zoned}])
+                assert t.count(partitions={field: zoned}) == 1, (column, transform)
+                assert len(t.scan(partitions={field: zoned}).fetchall()) == 1, (column, transform)
+                utc_day = zoned.astimezone(dt.UTC).strftime("%Y-%m-%d")
+                if field == "ts_day":
+                    assert t.count(partitions={field: utc_day}) == 1
