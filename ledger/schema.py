@@ -383,11 +383,16 @@ def _from_pandas(frame: Any, schema: TableSchema) -> pa.Table:
     ``set_index``, one level of a MultiIndex) become that column; other index levels are not
     data. Arrow turns NaN in float columns and NaT into NULL; conform() then converts the
     values (floats into integer columns when whole, time zones into UTC)."""
-    levels = [
-        name
-        for name in frame.index.names
-        if name is not None and name in schema.names and name not in frame.columns
-    ]
+    named = [name for name in frame.index.names if name is not None and name in schema.names]
+    for name in named:
+        # set_index(..., drop=False) keeps the column beside the level: fine while they agree.
+        level = frame.index.get_level_values(name).to_series().reset_index(drop=True)
+        if name in frame.columns and not level.equals(frame[name].reset_index(drop=True)):
+            raise SchemaError(
+                f"column {name!r} is given twice, as an index level and as a column, with "
+                "different values; drop one (df.reset_index(drop=True) or df.drop(columns=...))"
+            )
+    levels = [name for name in named if name not in frame.columns]
     if levels:
         frame = frame.reset_index(level=levels)
     check_data_names([str(c) for c in frame.columns])

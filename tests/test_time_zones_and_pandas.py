@@ -245,6 +245,18 @@ def test_a_multi_index_key_is_used_and_an_unnamed_index_is_not_data(tmp_path: An
     ]
 
 
+def test_a_key_given_as_index_and_column_must_agree(tmp_path: Any) -> None:
+    table = ledger.connect(str(tmp_path)).create_table(
+        "t", {"id": "BIGINT", "cat": "VARCHAR"}, primary_key="id"
+    )
+    with pytest.raises(ledger.SchemaError, match="'id' is given twice"):
+        table.upsert(pd.DataFrame({"id": [1], "cat": ["x"]}, index=pd.Index([2], name="id")))
+    assert table.version == 0 and table.files() == []
+    # set_index(..., drop=False) keeps an equal copy beside the level: that is one key.
+    table.upsert(pd.DataFrame({"id": [1, 2], "cat": ["x", "y"]}).set_index("id", drop=False))
+    assert _rows(table, "id, cat") == [(1, "x"), (2, "y")]
+
+
 # --- Spark -------------------------------------------------------------------------------------
 
 
