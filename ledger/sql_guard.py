@@ -119,6 +119,11 @@ def _check_nodes(
                 f"{what} {text!r} holds a statement ({node.key.upper()}); write "
                 + ("one SELECT" if tables else "an expression over the table's columns")
             )
+        if not tables and _expands_columns(node):
+            raise error(
+                f"{what} {text!r} expands columns ({node.sql(dialect=DIALECT)}); name the "
+                "table's columns one by one"
+            )
         if isinstance(node, exp.Table) and not tables:
             raise error(
                 f"{what} {text!r} reads a table ({node.sql(dialect=DIALECT)}); write an "
@@ -126,6 +131,33 @@ def _check_nodes(
             )
         if isinstance(node, exp.Func):
             _check_function(node, text, what, error)
+
+
+def _in_recursive_arm(node: exp.Expr, cte: exp.CTE) -> bool:
+    """Whether ``node`` is in the recursive arm of ``cte``: the right side of the UNION that is
+    its body (only there does DuckDB read the CTE's own name as the CTE)."""
+    body = cte.this
+    if not isinstance(body, exp.Union):
+        return False
+    arm = body.expression
+    return any(ancestor is arm for ancestor in _ancestors(node))
+
+
+def _ancestors(node: exp.Expr) -> list[exp.Expr]:
+    found: list[exp.Expr] = []
+    parent = node.parent
+    while parent is not None:
+        found.append(parent)
+        parent = parent.parent
+    return found
+
+
+def _expands_columns(node: exp.Expr) -> bool:
+    """A star, COLUMNS(...) or a positional column: in an expression these expand over every
+    column the engine has, the ledger's system columns included (count(*) counts rows)."""
+    if isinstance(node, exp.Columns | exp.PositionalColumn):
+        return True
+    return isinstance(node, exp.Star) and not isinstance(node.parent, exp.Count)
 
 
 def _checked_render(sql: str, relations: Collection[str], what: str) -> str:
@@ -183,14 +215,25 @@ def _check_tables(tree: exp.Expr, relations: Collection[str], sql: str, what: st
 
 
 def _ctes_around(node: exp.Expr) -> list[str]:
-    """The CTE names visible at ``node``: those of every WITH enclosing it."""
+    """The CTE names visible at ``node``, as DuckDB scopes them: a query sees every CTE of its
+    WITH, but a CTE's own body sees only the CTEs defined before it (and itself when the WITH is
+    RECURSIVE). A name DuckDB does not resolve to a CTE is read as a table or a file path, so a
+    later or self-named CTE must not count."""
     names: list[str] = []
-    parent = node.parent
+    child, parent = node, node.parent
     while parent is not None:
-        with_clause = parent if isinstance(parent, exp.With) else parent.args.get("with_")
-        if isinstance(with_clause, exp.With):
-            names.extend(cte.alias for cte in with_clause.expressions)
-        parent = parent.parent
+        if isinstance(parent, exp.With):
+            ctes = list(parent.expressions)
+            index = next((i for i, cte in enumerate(ctes) if cte is child), None)
+            if index is not None:
+                recursive = parent.args.get("recursive") and _in_recursive_arm(node, ctes[index])
+                ctes = ctes[: index + 1] if recursive else ctes[:index]
+            names.extend(cte.alias for cte in ctes)
+        else:
+            with_clause = parent.args.get("with_")
+            if isinstance(with_clause, exp.With) and with_clause is not child:
+                names.extend(cte.alias for cte in with_clause.expressions)
+        child, parent = parent, parent.parent
     return names
 
 

@@ -87,6 +87,16 @@ HOSTILE_QUERIES = [
     "SELECT * FROM TABLE(read_csv('x'))",
     "SeLeCt * FrOm ReAd_PaRqUeT('/etc/passwd')",
     "sElEcT * fRoM GLOB('*')",
+    # A CTE's body sees only the CTEs before it: a later or self-named CTE is no cover, DuckDB
+    # reads such a name as a file path or a catalog table.
+    f'WITH s AS (SELECT * FROM "{CANARY}"), "{CANARY}" AS (SELECT 1 AS z) '
+    "SELECT * FROM entries WHERE (SELECT count(*) FROM s) >= 0",
+    f'WITH "{CANARY}" AS (SELECT * FROM "{CANARY}") SELECT * FROM entries',
+    f'WITH RECURSIVE "{CANARY}" AS (SELECT * FROM "{CANARY}") SELECT * FROM entries',
+    f'WITH RECURSIVE "{CANARY}" AS (SELECT * FROM "{CANARY}" UNION ALL SELECT 1) '
+    "SELECT * FROM entries",
+    "WITH a AS (SELECT * FROM pg_settings), pg_settings AS (SELECT 1) "
+    "SELECT * FROM entries WHERE (SELECT count(*) FROM a) >= 0",
 ]
 
 # Expressions, for predicates and measures.
@@ -201,6 +211,19 @@ def test_predicates_reading_files_or_settings_raise_the_typed_error(events, entr
     assert issubclass(ledger.UnsafePredicateError, ledger.InvalidPredicateError)
 
 
+@pytest.mark.parametrize("entry", [e for e in EXPRESSION_ENTRY_POINTS if e != "rollup measure"])
+@pytest.mark.parametrize(
+    "predicate", ["COLUMNS(*) > 0", "COLUMNS('^(v|dml_type)$') > 0", "#1 > 0", "*COLUMNS(*) > 0"]
+)
+def test_predicates_expanding_columns_are_refused(events, entry, predicate):
+    # Expanded over the entries, these would reach the system columns and let a delete mark
+    # match where its insertion does not.
+    rows = _visible(events)
+    with pytest.raises(ledger.UnsafePredicateError, match="expands columns"):
+        EXPRESSION_ENTRY_POINTS[entry](events, predicate)
+    assert _visible(events) == rows
+
+
 def test_a_measure_calling_a_file_reader_raises_the_typed_error(events):
     with pytest.raises(ledger.UnsafeSqlError, match="read_csv"):
         events.create_rollup("daily", by="region", measures={"n": "sum(read_csv('x'))"})
@@ -261,6 +284,12 @@ LEGITIMATE_REWRITES = [
     ("SELECT * FROM entries EXCEPT SELECT * FROM entries WHERE id = 2", [1]),
     ("SELECT * FROM Entries e WHERE e.id IN (SELECT id FROM ENTRIES WHERE v > 1)", [2]),
     ('SELECT * FROM "entries" -- keep the second\nWHERE id = 2', [2]),
+    ("WITH a AS (SELECT * FROM entries), b AS (SELECT * FROM a WHERE id <> 1) FROM b", [2]),
+    (
+        "WITH RECURSIVE r AS (SELECT * FROM entries WHERE id = 2 "
+        "UNION ALL SELECT * FROM r WHERE false) SELECT * FROM r",
+        [2],
+    ),
 ]
 
 
