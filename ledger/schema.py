@@ -361,6 +361,17 @@ def to_arrow(data: Any, schema: TableSchema) -> pa.Table:
     if isinstance(data, list):
         return _from_pylist(data, schema)
     if isinstance(data, Mapping):
+        scalars = [
+            k
+            for k, v in data.items()
+            if isinstance(v, str | bytes | Mapping) or not hasattr(v, "__len__")
+        ]
+        if scalars:
+            raise InvalidArgumentError(
+                f"a dict given as data must map each column to a list of values; column "
+                f"{scalars[0]!r} holds {type(data[scalars[0]]).__name__}: for one row, pass a "
+                "list holding one dict ([{...}])"
+            )
         lengths = {len(v) for v in data.values()}
         if len(lengths) > 1:
             raise InvalidArgumentError("all columns of a dict of lists must have the same length")

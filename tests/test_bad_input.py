@@ -50,6 +50,8 @@ BAD_WRITES = [
     ("append_entries", [{"id": 2, "n": 1}], ledger.SchemaError, "dml_type"),
     ("append_entries", [{"id": 2, "n": 1, "dml_type": 0}], ledger.TypeMismatchError, "dml_type"),
     ("insert", object(), ledger.TypeMismatchError, "pandas DataFrame"),
+    ("insert", {"id": 2, "amount": 1.0}, ledger.InvalidArgumentError, "list of values"),
+    ("upsert", {"id": 2, "amount": 1.0}, ledger.InvalidArgumentError, "list of values"),
 ]
 
 

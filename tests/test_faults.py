@@ -466,6 +466,8 @@ BROKEN_HINTS = {
     "a text version": b'{"version": "three"}',
     "a null version": b'{"version": null}',
     "a negative version": b'{"version": -1}',
+    "an infinite version": b'{"version": 1e400}',
+    "a negative infinite version": b'{"version": -Infinity}',
     "a future version": b'{"version": 999}',
     "an older version without checkpoint": b'{"version": 2}',
     "the latest version, which has no checkpoint": b'{"version": 4}',

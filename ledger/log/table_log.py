@@ -156,7 +156,7 @@ class TableLog:
             return int(json.loads(self.store.get(self.log_prefix + HINT))["version"])
         except FileNotFoundError:
             return None
-        except (ValueError, KeyError, TypeError) as e:
+        except (ValueError, KeyError, TypeError, OverflowError) as e:
             # The hint is only an optimisation: a broken one costs a full listing, nothing else.
             log.warning("ignoring unreadable checkpoint hint of table %s: %s", self.name, e)
             return None
