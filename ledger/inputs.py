@@ -205,12 +205,9 @@ def _is_duckdb_relation(data: Any) -> bool:
 
 
 def _relation_batches(relation: Any) -> Iterator[pa.RecordBatch]:
-    import duckdb
+    from ledger.engines import duckdb as engine
 
-    try:
-        yield from relation.to_arrow_reader(READ_BATCH_ROWS)
-    except duckdb.Error as e:
-        raise MalformedSourceError(f"the DuckDB relation could not be read: {e}") from e
+    return engine.relation_batches(relation, READ_BATCH_ROWS)
 
 
 # --- chunking ---------------------------------------------------------------------------------

@@ -25,7 +25,6 @@ import logging
 from collections.abc import Collection
 from typing import Any
 
-import duckdb
 import sqlglot
 from sqlglot import exp
 
@@ -279,15 +278,9 @@ def duckdb_scalar_functions() -> frozenset[str]:
 
 
 def _catalog_functions(kinds: tuple[str, ...], *, keep: bool) -> frozenset[str]:
-    config: dict[str, str | bool | int | float | list[str]] = {
-        "autoinstall_known_extensions": False,
-        "autoload_known_extensions": False,
-    }
-    with duckdb.connect(config=config) as con:
-        rows = con.execute(
-            "SELECT DISTINCT lower(function_name), function_type FROM duckdb_functions()"
-        ).fetchall()
-    return frozenset(name for name, kind in rows if (kind in kinds) == keep)
+    from ledger.engines import duckdb as engine
+
+    return frozenset(name for name, kind in engine.function_kinds() if (kind in kinds) == keep)
 
 
 def _names(relations: Collection[str]) -> str:

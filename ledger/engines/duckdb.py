@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager
+from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -16,7 +17,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
 from ledger.changes import ChangeSet
-from ledger.errors import InvalidPredicateError, StorageError
+from ledger.errors import InvalidPredicateError, MalformedSourceError, StorageError
 from ledger.live import (
     expand_sql,
     latest_entries_sql,
@@ -50,6 +51,25 @@ def connect() -> duckdb.DuckDBPyConnection:
     # Compute in UTC whatever the machine's zone: TIMESTAMPTZ values then come back as stored.
     con.execute("SET TimeZone = 'UTC'")
     return con
+
+
+def function_kinds() -> list[tuple[str, str]]:
+    """Every function name DuckDB knows (lower case) with its kind: scalar, aggregate, table,
+    table_macro, pragma, ..."""
+    with connect() as con:
+        rows = con.execute(
+            "SELECT DISTINCT lower(function_name), function_type FROM duckdb_functions()"
+        ).fetchall()
+    return [(str(name), str(kind)) for name, kind in rows]
+
+
+def relation_batches(relation: Any, batch_rows: int) -> Iterator[pa.RecordBatch]:
+    """A DuckDB relation's rows as Arrow batches, streamed; a relation that fails to compute
+    raises MalformedSourceError."""
+    try:
+        yield from relation.to_arrow_reader(batch_rows)
+    except duckdb.Error as e:
+        raise MalformedSourceError(f"the DuckDB relation could not be read: {e}") from e
 
 
 def scan_files(
