@@ -431,3 +431,32 @@ def test_a_rewrite_growing_the_schema_is_refused_on_each_backend(location):
     with _writes_nothing(location), pytest.raises(ledger.UnknownColumnError, match="extra"):
         table.rewrite_partitions({"region": "us"}, "SELECT *, 'x' AS extra FROM entries")
     assert table.refresh().schema == SCHEMA
+
+
+@pytest.mark.parametrize(
+    ("sql", "problem"),
+    [
+        ("SELECT * REPLACE (DATE '2026-03-03' AS day) FROM entries", "moves rows out of partition"),
+        ("SELECT * REPLACE (NULL::DATE AS day) FROM entries", "moves rows out of partition"),
+        ("SELECT * REPLACE (trx_id + 5 AS trx_id) FROM entries", "trx_id above"),
+        ("SELECT * REPLACE (5::TINYINT AS dml_type) FROM entries", "dml_type other than"),
+        ("SELECT * REPLACE (NULL::TINYINT AS dml_type) FROM entries", "dml_type other than"),
+        ("SELECT * REPLACE (NULL::INTEGER AS trx_seq) FROM entries", "NULL trx_seq"),
+    ],
+)
+def test_a_rewrite_making_entries_no_writer_could_make_is_refused(tmp_path, sql, problem):
+    import datetime as dt
+
+    table = ledger.connect(str(tmp_path)).create_table(
+        "t", {"id": "BIGINT", "day": "DATE", "v": "VARCHAR"}, primary_key="id", partition_by="day"
+    )
+    table.insert([{"id": 1, "day": dt.date(2026, 1, 1), "v": "a"}])
+    table.insert([{"id": 2, "day": dt.date(2026, 1, 2), "v": "b"}])
+    version, files = table.version, sorted(table.files())
+    with pytest.raises(ledger.SchemaError, match=problem):
+        table.rewrite_partitions({"day": "2026-01-01"}, sql)
+    assert (table.version, sorted(table.files())) == (version, files)
+    assert table.count(partitions={"day": "2026-01-01"}) == 1
+    # Changing values inside the partition is what a rewrite is for.
+    table.rewrite_partitions({"day": "2026-01-01"}, "SELECT * REPLACE ('x' AS v) FROM entries")
+    assert sorted(r[2] for r in table.scan().fetchall()) == ["b", "x"]

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ledger.engines import duckdb as engine
 from ledger.errors import ConflictError, SchemaError, TypeMismatchError, UnknownColumnError
@@ -193,6 +194,43 @@ def _merge_partition(
     )
 
 
+def _check_result_entries(
+    batch: pa.RecordBatch,
+    base: TableState,
+    spec: PartitionSpec,
+    partition: dict[str, str | None],
+    what: str,
+) -> None:
+    """A query may drop entries or change their values, never make entries no writer could
+    have made: a sign other than +1/-1, a NULL key, a ``trx_id`` past the committed ones (a
+    later transaction would be given it too), or a row of another partition (it would sit in
+    this partition's files and be pruned wrongly)."""
+
+    def refuse(problem: str) -> None:
+        raise SchemaError(
+            f"{what}: its result {problem}; a query may drop entries or change values, but its "
+            "entries must keep a sign of +1 or -1, a non-NULL key, their partition and a "
+            "trx_id the table committed"
+        )
+
+    signs = batch.column("dml_type")
+    if signs.null_count or not pc.all(pc.is_in(signs, pa.array([1, -1], signs.type))).as_py():
+        refuse("holds a dml_type other than +1 or -1")
+    for column in (*base.config.key_columns, "trx_id", "trx_seq"):
+        if batch.column(column).null_count:
+            refuse(f"holds a NULL {column}")
+    if batch.num_rows and pc.max(batch.column("trx_id")).as_py() > base.max_trx_id:
+        refuse(f"holds a trx_id above the largest committed one ({base.max_trx_id})")
+    for field in spec.fields:
+        values = field.values(pa.table({field.source: batch.column(field.source)}))
+        expected = partition.get(field.name)
+        differs = pc.is_null(values) if expected is not None else pc.is_valid(values)
+        if expected is not None:
+            differs = pc.or_kleene(differs, pc.not_equal(values, expected))
+        if pc.any(differs).as_py():
+            refuse(f"moves rows out of partition {field.name}={expected!r}")
+
+
 def write_query_result(
     table: Table,
     base: TableState,
@@ -207,13 +245,8 @@ def write_query_result(
     schema = file_schema(base.schema, config)
     rows = max(1, sum(m.rows for m in inputs))
     row_group_rows, file_rows = file_layout(inputs)
-    writer = DataWriter(
-        table.store,
-        table.prefix,
-        base.schema,
-        config,
-        PartitionSpec.parse(list(config.partition_by), base.schema),
-    )
+    spec = PartitionSpec.parse(list(config.partition_by), base.schema)
+    writer = DataWriter(table.store, table.prefix, base.schema, config, spec)
     sink = SortedFileSink(
         writer,
         partition,
@@ -228,6 +261,7 @@ def write_query_result(
             ) as reader:
                 _check_result_schema(reader.schema, schema, what)
                 for batch in reader:
+                    _check_result_entries(batch, base, spec, partition, what)
                     try:
                         sink.write(batch)
                     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
