@@ -842,13 +842,17 @@ def _partition_of(marker: FileMarker) -> tuple[tuple[str, str | None], ...]:
 
 
 def _check_unique(rows: pa.Table, key_columns: Iterable[str]) -> None:
-    keys = rows.select(list(key_columns))
-    counts = keys.group_by(list(key_columns)).aggregate([([], "count_all")])
+    names = list(key_columns)
+    # Positional names: Arrow reads a name starting with "." as a nested field path.
+    positional = [f"key{i}" for i in range(len(names))]
+    keys = rows.select(names).rename_columns(positional)
+    counts = keys.group_by(positional).aggregate([([], "count_all")])
     duplicated = counts.filter(pc.greater(counts.column("count_all"), 1))
     if duplicated.num_rows:
+        examples = duplicated.select(positional).rename_columns(names).slice(0, 3).to_pylist()
         raise DuplicateKeyError(
             f"{duplicated.num_rows} key(s) appear more than once in one operation, e.g. "
-            f"{duplicated.drop_columns(['count_all']).slice(0, 3).to_pylist()}; give each key "
+            f"{examples}; give each key "
             "once (or split the changes into separate operations)"
         )
 

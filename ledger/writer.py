@@ -142,7 +142,7 @@ class DataWriter:
         with_parts = entries
         for name, column in zip(names, values, strict=True):
             with_parts = with_parts.append_column(name, column)
-        order = pc.sort_indices(with_parts, sort_keys=[*((n, "ascending") for n in names), *keys])
+        order = _sort_order(with_parts, [*((n, "ascending") for n in names), *keys])
         entries = entries.take(order)
         value_columns = [v.take(order) for v in values]
         # A row starts a new partition where any field's value (NULL included) changes.
@@ -445,7 +445,16 @@ def _sorted(table: pa.Table, keys: list[tuple[str, str]]) -> pa.Table:
         if len(leading) == 1 and _never_decreases(table.column(leading[0][0])):
             return table
         keys = leading
-    return table.take(pc.sort_indices(table, sort_keys=keys))
+    return table.take(_sort_order(table, keys))
+
+
+def _sort_order(table: pa.Table, keys: list[tuple[str, str]]) -> pa.Array:
+    """Arrow's sort_indices over columns given by any name: sorted under positional names,
+    since Arrow reads a name starting with "." as a nested field path."""
+    positional = [f"sort{i}" for i in range(len(keys))]
+    columns = table.select([name for name, _ in keys]).rename_columns(positional)
+    order = [(p, direction) for p, (_, direction) in zip(positional, keys, strict=True)]
+    return pc.sort_indices(columns, sort_keys=order)
 
 
 def _in_entry_order(table: pa.Table) -> bool:

@@ -3,6 +3,7 @@ other name (quotes, dots, spaces, unicode, long) works, quoted, through every re
 
 from __future__ import annotations
 
+import re
 import string
 import tempfile
 import time
@@ -314,3 +315,19 @@ def test_spark_writes_and_reads_refuse_clashing_names(spark, local_location):
     for use in (lambda: ls.read(broken, spark=spark), lambda: ls.visible(broken, spark=spark)):
         with pytest.raises(ledger.SchemaError, match="'v' and 'V' differ only in case"):
             use()
+
+
+@pytest.mark.parametrize("key", [".", ".x", "a.b", "[0]"])
+def test_a_key_named_like_a_field_path_is_written_sorted_and_checked(tmp_path, key):
+    """Arrow reads a name starting with "." as a nested field path: sorting the written entries
+    and finding duplicate keys must still take the name as given."""
+    table = ledger.connect(str(tmp_path)).create_table(
+        "t", {key: "BIGINT", "a": "BIGINT"}, primary_key=key, partition_by=None
+    )
+    table.insert([{key: 2, "a": 20}, {key: 1, "a": 10}])
+    table.upsert([{key: 1, "a": 11}, {key: 3, "a": 30}])
+    with pytest.raises(ledger.DuplicateKeyError, match=re.escape(repr(key))):
+        table.upsert([{key: 1, "a": 12}, {key: 1, "a": 13}])
+    table.delete([2])
+    table.merge(min_files=1)
+    assert sorted(views.visible(table).fetchall()) == [(1, 11), (3, 30)]

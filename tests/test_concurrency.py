@@ -14,6 +14,11 @@ against what each writer says it committed:
 - every delete mark carries the row written by the previous commit (in log order) to the same key,
   so no update overwrote a row it never saw: the visible row of each hot key is the last commit's,
   and a counter incremented by read-modify-write transactions equals the number of increments.
+
+Two races run on tables with odd column names (unicode, spaces, quotes, dots): hand-written
+delete marks of one entry (it is cancelled once; a late mark raises UnmatchedDeleteMarkError), and
+upserts of one key of a replacing table with shuffled versions (a stale one raises
+StaleVersionError; the committed versions never go down in log order).
 """
 
 from __future__ import annotations
@@ -33,8 +38,9 @@ import pytest
 import ledger
 import ledger.log.commit
 import ledger.writer
+from ledger.errors import StaleVersionError
 from tests.conftest import Location
-from tests.support.ledger_reads import visible_rows
+from tests.support.ledger_reads import policy_answer, visible_rows
 from tests.support.workers import (
     BARRIER_TIMEOUT_S,
     COUNTER_KEY,
@@ -348,3 +354,73 @@ def test_retrying_reruns_a_transaction_on_conflict_and_checks_its_retries(tmp_pa
     for bad in (-1, True, 1.5):
         with pytest.raises(ledger.InvalidArgumentError):
             table.upsert([{"k": 1, "n": 0}], retries=bad)
+
+
+# --- odd names, hand-written marks and versions under contention -------------------------------
+
+# Odd but legal names: mixed case, unicode, spaces, quotes and dots.
+ODD_KEY, ODD_AMOUNT, ODD_WHO, ODD_VERSION = "Kéy", "Amount €", 'who "x".y', "trx_id_x"
+
+
+def test_writers_racing_to_cancel_one_entry_by_hand_cancel_it_once(location: Location) -> None:
+    """Four writers each mark the same live entry and insert their own row: exactly one commits;
+    the others conflict or, arriving after it, find nothing left to cancel."""
+    schema = {ODD_KEY: "BIGINT", ODD_AMOUNT: "BIGINT", ODD_WHO: "VARCHAR"}
+    table = location.connect().create_table("marks", schema, primary_key=[ODD_KEY])
+    seed = {ODD_KEY: 1, ODD_AMOUNT: 10, ODD_WHO: SEED_WHO}
+    table.insert([seed])
+
+    def cancel_and_replace(writer: int) -> int | None:
+        mine = {ODD_KEY: 1, ODD_AMOUNT: 11 + writer, ODD_WHO: f"writer {writer}"}
+        entries = [{**seed, "dml_type": -1}, {**mine, "dml_type": 1}]
+        try:
+            return location.connect().table("marks").append_entries(entries).version
+        except (ledger.ConflictError, ledger.UnmatchedDeleteMarkError):
+            return None
+
+    versions = _run_with_barrier(4, cancel_and_replace)
+    winners = [w for w, v in enumerate(versions) if v is not None]
+    assert len(winners) == 1, f"{versions}: one entry was cancelled more than once"
+    table.refresh()
+    assert table.version == 2
+    assert visible_rows(table) == [(1, 11 + winners[0], f"writer {winners[0]}")]
+    assert table.count() == 1
+    with pytest.raises(ledger.UnmatchedDeleteMarkError):  # a late writer: nothing to cancel
+        location.connect().table("marks").append_entries([{**seed, "dml_type": -1}])
+    assert table.refresh().version == 2
+
+
+def test_racing_versioned_upserts_never_commit_a_stale_version(location: Location) -> None:
+    """Writers upsert one key of a replacing table with versions in shuffled orders: in log
+    order the committed versions never go down (each refused one raised StaleVersionError), and
+    the highest version written is the visible one."""
+    schema = {ODD_KEY: "BIGINT", ODD_VERSION: "INTEGER", ODD_WHO: "VARCHAR"}
+    table = location.connect().create_table(
+        "versions",
+        schema,
+        primary_key=[ODD_KEY],
+        policy={"name": "replacing", "version_column": ODD_VERSION},
+    )
+    table.insert([{ODD_KEY: 1, ODD_VERSION: 0, ODD_WHO: SEED_WHO}])
+    attempts = {w: [(w * 7 + step * 3) % 10 for step in range(3)] for w in range(3)}
+
+    def upsert_versions(writer: int) -> list[tuple[int, int, str]]:
+        handle = location.connect().table("versions")
+        committed = []
+        for version in attempts[writer]:
+            row = {ODD_KEY: 1, ODD_VERSION: version, ODD_WHO: f"{writer}/{version}"}
+            try:
+                committed.append((handle.upsert([row]).version, version, row[ODD_WHO]))
+            except StaleVersionError:
+                continue
+        return committed
+
+    committed = sorted(
+        c for per_writer in _run_with_barrier(3, upsert_versions) for c in per_writer
+    )
+    in_log_order = [version for _, version, _ in committed]
+    who = [writer for _, _, writer in committed]
+    assert in_log_order == sorted(in_log_order), f"a stale version committed: {committed}"
+    highest = max(v for versions in attempts.values() for v in versions)
+    assert in_log_order[-1] == highest
+    assert policy_answer(table.refresh())["visible"] == [(1, highest, who[-1])]

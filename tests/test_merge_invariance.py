@@ -26,15 +26,23 @@ inserts, deletes and corrections that retract exactly a row inserted earlier; co
 positive. Money columns are BIGINT and DECIMAL (exact sums); the DOUBLE columns' totals are
 compared with a relative tolerance, since a merge changes the order of their summation. Value
 columns hold NULLs.
+
+**Odd names, versions, refused writes.** Value columns have odd but legal names (mixed case,
+unicode, spaces, quotes, dots, a system column's name with a suffix). Replacing tables' version
+column is INTEGER, DATE or DECIMAL; an upsert or update whose version ranks below its key's
+latest entry (docs/merges.md 2.2, computed from the raw entries) must raise StaleVersionError
+and write nothing. Hand-written batches holding a delete mark that cancels nothing (other values,
+no live entry, one entry marked twice) must raise UnmatchedDeleteMarkError and write nothing.
 """
 
 from __future__ import annotations
 
+import datetime
 import math
 import time
 import zlib
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from decimal import Decimal
 from typing import Any
 from unittest import mock
@@ -45,17 +53,20 @@ from hypothesis import strategies as st
 
 import ledger
 from ledger.engines import duckdb as engine
-from ledger.errors import StaleVersionError
+from ledger.errors import StaleVersionError, UnmatchedDeleteMarkError
 from ledger.live import expand_sql, live_entries_sql
 from ledger.maintenance import merge as merging
 from ledger.schema import ROW_ID
 from tests.conftest import examples
-from tests.support.ledger_reads import policy_answer, sign_sums
+from tests.support.ledger_reads import policy_answer, raw_entries, sign_sums
 from tests.support.scratch import scratch_dir
 
-SCHEMA = {"k": "BIGINT", "a": "BIGINT", "d": "DECIMAL(12,2)", "x": "DOUBLE", "s": "VARCHAR"}
-# v: the version column of replacing tables and the event id of dedup tables.
-SCHEMA_WITH_V = {**SCHEMA, "v": "BIGINT"}
+# Value columns under odd but legal names: each a trap for naive quoting or comparison.
+A, D, X, S, V = "Amount", "prix €", "Größe", 'say "hi".x', "trx_id_x"
+SCHEMA = {"k": "BIGINT", A: "BIGINT", D: "DECIMAL(12,2)", X: "DOUBLE", S: "VARCHAR"}
+# V: the version column of replacing tables and the event id of dedup tables.
+SCHEMA_WITH_V = {**SCHEMA, V: "BIGINT"}
+VERSION_TYPES = ["BIGINT", "INTEGER", "DATE", "DECIMAL(10,2)"]
 
 # Small domains, so that blind inserts repeat whole rows and corrections hit existing values.
 KEYS = st.sampled_from([0, 1, 4, 5])  # two keys in each bucket(2, k) partition
@@ -64,12 +75,50 @@ DECIMALS = st.none() | st.sampled_from([Decimal("0.10"), Decimal("-2.50"), Decim
 FLOATS = st.none() | st.sampled_from([0.1, -2.5, 1e3 / 3])
 LABELS = st.none() | st.sampled_from(["x", "y", "it's"])
 VERSIONS = st.none() | st.integers(min_value=0, max_value=3)
-PREDICATES = st.sampled_from(["a > 0", "a IS NULL", "s = 'x'", "d < 0", "k % 2 = 0"])
 
-ROW = st.fixed_dictionaries({"k": KEYS, "a": AMOUNTS, "d": DECIMALS, "x": FLOATS, "s": LABELS})
-ROW_WITH_V = st.fixed_dictionaries(
-    {"k": KEYS, "a": AMOUNTS, "d": DECIMALS, "x": FLOATS, "s": LABELS, "v": VERSIONS}
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+PREDICATES = st.sampled_from(
+    [
+        f"{_quoted(A)} > 0",
+        f"{_quoted(A)} IS NULL",
+        f"{_quoted(S)} = 'x'",
+        f"{_quoted(D)} < 0",
+        "k % 2 = 0",
+    ]
 )
+
+ROW = st.fixed_dictionaries({"k": KEYS, A: AMOUNTS, D: DECIMALS, X: FLOATS, S: LABELS})
+
+
+def _version_of(sql_type: str, step: int | None) -> Any:
+    """The version of rank ``step`` in a column of ``sql_type`` (None stays NULL)."""
+    if step is None:
+        return None
+    if sql_type == "DATE":
+        return datetime.date(2026, 1, 1) + datetime.timedelta(days=step)
+    if sql_type.startswith("DECIMAL"):
+        return Decimal(step) / 4  # compared by value in the column's scale
+    return step
+
+
+def _rows_with_versions(sql_type: str = "BIGINT") -> st.SearchStrategy[dict[str, Any]]:
+    return st.fixed_dictionaries(
+        {
+            "k": KEYS,
+            A: AMOUNTS,
+            D: DECIMALS,
+            X: FLOATS,
+            S: LABELS,
+            V: VERSIONS.map(lambda step: _version_of(sql_type, step)),
+        }
+    )
+
+
+ROW_WITH_V = _rows_with_versions()
 PICKS = st.lists(KEYS, min_size=1, max_size=3, unique=True)
 
 # Modest example counts keep the module near a minute on two cores; collapsing, the default
@@ -94,6 +143,11 @@ def _operations(row: st.SearchStrategy[dict[str, Any]], *, keyed: bool) -> st.Se
         st.tuples(st.just("delete"), PICKS),
         st.tuples(st.just("delete_where"), PREDICATES),
         st.tuples(st.just("entries"), st.lists(KEYS, max_size=2, unique=True), st.lists(row)),
+        st.tuples(
+            st.just("unmatched"),
+            st.sampled_from(["other_values", "no_live_entry", "twice"]),
+            st.lists(row, max_size=2),
+        ),
         st.tuples(
             st.just("transaction"),
             st.lists(st.tuples(st.sampled_from(tx_kinds), rows), min_size=1, max_size=3),
@@ -190,8 +244,46 @@ def _apply(
     """Run one operation; ``written`` collects the batches of rows inserted, for ``repeat``.
     An upsert or update giving a replacing table's row a lower version than its key's latest
     entry is refused before writing (docs/merges.md 2.2), and leaves the table as it was."""
-    with suppress(StaleVersionError):
+    version = table.refresh().version
+    expected_stale = _stale(table, operation)
+    try:
         _apply_or_refuse(table, operation, written)
+    except StaleVersionError:
+        assert table.refresh().version == version, "a refused write committed"
+        assert expected_stale is not False, f"{operation} was refused, though no row is stale"
+        return
+    assert not expected_stale, f"{operation} wrote a row below its key's latest version"
+
+
+def _rank(version: Any) -> tuple[bool, Any]:
+    """NULL ranks below every version."""
+    return (version is not None, version if version is not None else 0)
+
+
+def _latest_versions(table: ledger.Table) -> dict[Any, Any]:
+    """Each key's latest entry's version (a delete mark's included), from the raw entries."""
+    latest: dict[Any, tuple[tuple[bool, Any], int, int, Any]] = {}
+    for entry in raw_entries(table):
+        order = (_rank(entry[V]), entry["trx_id"], entry["trx_seq"], entry[V])
+        if entry["k"] not in latest or order[:3] > latest[entry["k"]][:3]:
+            latest[entry["k"]] = order
+    return {key: order[3] for key, order in latest.items()}
+
+
+def _stale(table: ledger.Table, operation: tuple[Any, ...]) -> bool | None:
+    """Whether an upsert or update must be refused as stale; None when not predicted here
+    (transactions: their writes see their own earlier writes)."""
+    policy = table.config["policy"]
+    if policy["name"] != "replacing" or not policy.get("version_column"):
+        return False
+    kind, argument, *_ = operation
+    if kind not in ("upsert", "update"):
+        return None if kind == "transaction" else False
+    latest = _latest_versions(table)
+    rows = _unique_keys(argument, "k")
+    if kind == "update":
+        rows = [r for r in rows if r["k"] in set(_visible_keys(table))]
+    return any(r["k"] in latest and _rank(r[V]) < _rank(latest[r["k"]]) for r in rows)
 
 
 def _apply_or_refuse(
@@ -240,6 +332,8 @@ def _apply_or_refuse(
                     tx.append_entries(entries)
         if rest[0]:
             written.append(rest[0])
+    elif kind == "unmatched":
+        _refuse_unmatched_marks(table, argument, rest[0])
     elif kind == "transaction":
         with table.transaction() as tx:
             for step, rows in argument:
@@ -253,6 +347,27 @@ def _apply_or_refuse(
                     tx.delete(_resolve(table, [r["k"] for r in rows]))
     else:
         raise AssertionError(f"unknown operation {kind!r}")
+
+
+def _refuse_unmatched_marks(
+    table: ledger.Table, how: str, insertions: list[dict[str, Any]]
+) -> None:
+    """A hand-written batch with one delete mark that cancels nothing is refused whole."""
+    live = _live_entries(table, _resolve(table, [0, 1, 4, 5]))
+    key = _key_column(table)
+    if how == "other_values" and live:  # an amount never generated: no entry holds it
+        bad = [{**live[0], A: 1000}]
+    elif how == "twice" and live:  # one mark more than the live entries holding these values
+        bad = [live[0]] * (live.count(live[0]) + 1)
+    else:  # a key (or row id) that never had an entry
+        bad = [{**(live[0] if live else {}), key: 10**9}]
+    entries = [{**m, "dml_type": -1} for m in bad] + [{**r, "dml_type": 1} for r in insertions]
+    if not table.primary_key:
+        entries = [{ROW_ID: 10**9, **e} for e in entries]  # one batch: every entry names its id
+    version = table.refresh().version
+    with pytest.raises(UnmatchedDeleteMarkError):
+        table.append_entries(entries)
+    assert table.refresh().version == version, "a refused append_entries committed"
 
 
 # --- merging and checking -----------------------------------------------------------------------
@@ -375,7 +490,7 @@ def _every_transaction_settled() -> Iterator[None]:
 
 @pytest.mark.parametrize(
     ("primary_key", "partition_by"),
-    [("k", None), ("k", "bucket(2, k)"), (None, "bucket(2, a)")],
+    [("k", None), ("k", "bucket(2, k)"), (None, f"bucket(2, {A})")],
     ids=["keyed", "partitioned-by-key", "no-primary-key-partitioned-by-value"],
 )
 @MORE_EXAMPLES
@@ -393,22 +508,24 @@ def test_collapsing_merges_keep_every_answer(
         _check_merges_keep_answers(_build(table, operations), data)
 
 
-@pytest.mark.parametrize("partition_by", [None, "bucket(2, k)", "bucket(2, v)"])
+@pytest.mark.parametrize("partition_by", [None, "bucket(2, k)", f"bucket(2, {V})"])
 @TEST_SETTINGS
 @given(data=st.data())
 def test_replacing_merges_keep_every_answer(partition_by: str | None, data: st.DataObject) -> None:
     """Every transaction counts as settled, so full merges of a partition drop delete marks
     (unless a key's entries can span partitions: partitioned by v); partial merges keep them."""
-    version_column = data.draw(st.sampled_from([None, "v"]), label="version_column")
+    version_column = data.draw(st.sampled_from([None, V]), label="version_column")
+    version_type = data.draw(st.sampled_from(VERSION_TYPES), label="version_type")
     with _scratch_warehouse() as warehouse:
         table = warehouse.create_table(
             "t",
-            SCHEMA_WITH_V,
+            {**SCHEMA, V: version_type},
             primary_key="k",
             partition_by=partition_by,
             policy={"name": "replacing", "version_column": version_column},
         )
-        _build(table, data.draw(_operations(ROW_WITH_V, keyed=True), label="writes"))
+        rows = _rows_with_versions(version_type)
+        _build(table, data.draw(_operations(rows, keyed=True), label="writes"))
         with _every_transaction_settled():
             _check_merges_keep_answers(table, data)
 
@@ -417,7 +534,7 @@ def test_replacing_merges_keep_every_answer(partition_by: str | None, data: st.D
 @given(data=st.data())
 def test_dedup_merges_keep_every_answer(data: st.DataObject) -> None:
     partition_by = data.draw(st.sampled_from([None, "bucket(2, k)"]), label="partition_by")
-    dedup_key = data.draw(st.sampled_from([None, ["v"]]), label="dedup_key")
+    dedup_key = data.draw(st.sampled_from([None, [V]]), label="dedup_key")
     with _scratch_warehouse() as warehouse:
         table = warehouse.create_table(
             "t",
@@ -572,6 +689,14 @@ def test_collapsing_keeps_the_newest_insertions_of_a_group(tmp_path: Any) -> Non
 # --- time travel --------------------------------------------------------------------------------
 
 
+PLAIN_SCHEMA_WITH_V = {
+    "k": "BIGINT",
+    "a": "BIGINT",
+    "d": "DECIMAL(12,2)",
+    "x": "DOUBLE",
+    "s": "VARCHAR",
+    "v": "BIGINT",
+}
 POLICIES = [
     "collapsing",
     {"name": "replacing", "version_column": "v"},
@@ -584,7 +709,7 @@ def test_time_travel_to_before_a_merge_answers_as_before(
     tmp_path: Any, policy: str | dict[str, Any]
 ) -> None:
     table = ledger.connect(str(tmp_path)).create_table(
-        "t", SCHEMA_WITH_V, primary_key="k", policy=policy
+        "t", PLAIN_SCHEMA_WITH_V, primary_key="k", policy=policy
     )
     table.insert([{"k": k, "a": k, "v": 1, "s": "x"} for k in range(4)])
     table.insert([{"k": 1, "a": 10, "v": 2}, {"k": 2, "a": 2, "v": 1, "s": "x"}])  # repeats
