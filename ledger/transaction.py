@@ -58,7 +58,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Operations that rewrite entries without changing what they mean (merges, from part 2 on); they
+# Operations that rewrite entries without changing what they mean (merges); they
 # never conflict with a read-modify-write.
 MEANING_PRESERVING = frozenset({"merge"})
 # Operations that remove entries without cancelling them (a dropped or purged partition): a
