@@ -107,7 +107,7 @@ class Transaction:
         # transaction or read that state before this snapshot, so it keeps every file this
         # transaction may read or check for conflicts (ledger.maintenance.vacuum).
         known = table._latest_state()
-        self._trx_id: int | None = reserve_trx_id(
+        self._trx_id: int = reserve_trx_id(
             table.store, table.prefix, known.max_trx_id, reservation_body(known.version)
         )
         try:
@@ -161,10 +161,6 @@ class Transaction:
     @property
     def trx_id(self) -> int:
         """The transaction's ``trx_id`` (reserved when it began)."""
-        if self._trx_id is None:
-            self._trx_id = reserve_trx_id(
-                self._table.store, self._table.prefix, self._base.max_trx_id
-            )
         return self._trx_id
 
     @property
@@ -695,8 +691,7 @@ class Transaction:
         """Delete what a transaction that certainly did not commit wrote: its data files and
         its trx_id reservation (an id that never commits may be reserved again)."""
         keys = [self._table.prefix + marker.path for marker in self._added]
-        if self._trx_id is not None:
-            keys.append(reservation_key(self._table.prefix, self._trx_id))
+        keys.append(reservation_key(self._table.prefix, self._trx_id))
         for key in keys:
             try:
                 self._table.store.delete(key)
