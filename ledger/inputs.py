@@ -169,6 +169,8 @@ def _rows_from_dicts(rows: list[Any], schema: TableSchema) -> Rows:
     it. Rows are grouped by their set of names (few distinct shapes in practice), so the masks
     are built per shape, not per row and column."""
     table = to_arrow(rows, schema)  # checks that every row is a dict
+    if set(map(len, rows)) <= {table.num_columns}:
+        return Rows(table)  # a row with as many names as all rows together names every column
     shape_ids: list[int] = []
     shapes: dict[tuple[str, ...], int] = {}
     for row in rows:

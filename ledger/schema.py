@@ -414,21 +414,33 @@ def _from_pandas(frame: Any, schema: TableSchema) -> pa.Table:
 
 
 def _from_pylist(rows: list[Any], schema: TableSchema) -> pa.Table:
-    if not all(isinstance(r, Mapping) for r in rows):
+    """A list of dicts as Arrow, every column any row names (NULL where a row does not).
+
+    Arrow converts the rows in one pass, inferring each column's type from its Python values
+    exactly as it does for one column's values; conform() then converts it to the table's type
+    under the same rules as Arrow input (1.5 never becomes an INTEGER). Only when that pass
+    fails are the columns converted one by one, to name the column whose values do not fit.
+    """
+    if not all(issubclass(kind, Mapping) for kind in set(map(type, rows))):
         raise InvalidArgumentError("a list given as data must hold one dict per row")
-    names: list[str] = []
-    seen: set[str] = set()
-    for row in rows:
-        for name in row:
-            if name not in seen:
-                seen.add(name)
-                names.append(name)
+    try:
+        structs = pa.array(rows)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError, ValueError):
+        return _from_pylist_by_column(rows, schema)
+    if not pa.types.is_struct(structs.type):  # Mappings that are not dicts convert otherwise
+        return _from_pylist_by_column(rows, schema)
+    if not structs.type.num_fields:
+        return pa.table({})
+    return pa.Table.from_struct_array(structs)
+
+
+def _from_pylist_by_column(rows: list[Any], schema: TableSchema) -> pa.Table:
+    """The slow path of :func:`_from_pylist`: column by column, so an error names the column."""
+    names = list(dict.fromkeys(name for row in rows for name in row))
     known = dict(schema.columns)
     columns = {}
     for name in names:
         values = [row.get(name) for row in rows]
-        # Infer each column's type from its Python values; conform() then converts it to the
-        # table's type under the same rules as Arrow input (1.5 never becomes an INTEGER).
         try:
             columns[name] = pa.array(values)
         except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError, ValueError) as e:
