@@ -48,7 +48,12 @@ from ledger.partitioning import PartitionSpec
 from ledger.predicates import check_predicate
 from ledger.pruning import prune_by_keys
 from ledger.schema import DML_TYPE, ROW_ID, TableSchema, conform
-from ledger.trx_ids import reservation_body, reservation_key, reserve_trx_id
+from ledger.trx_ids import (
+    reservation_body,
+    reservation_key,
+    reserve_trx_id,
+    try_reserve_next,
+)
 from ledger.writer import DataWriter, build_entries, file_schema, row_ids, sequence
 from merge_policies import load_policy
 from merge_policies.replacing import ReplacingPolicy
@@ -106,15 +111,7 @@ class Transaction:
         # or below it: a vacuum that lists reservations after reading its state either sees this
         # transaction or read that state before this snapshot, so it keeps every file this
         # transaction may read or check for conflicts (ledger.maintenance.vacuum).
-        known = table._latest_state()
-        self._trx_id: int = reserve_trx_id(
-            table.store, table.prefix, known.max_trx_id, reservation_body(known.version)
-        )
-        try:
-            self._base: TableState = table._latest_state()
-        except BaseException:
-            table.store.delete(reservation_key(table.prefix, self._trx_id))
-            raise
+        self._trx_id, self._base = _reserve_and_read(table)
         self._schema = self._base.schema
         self._config = self._base.config
         self._evolve = evolve_schema
@@ -808,6 +805,48 @@ class Transaction:
             predicate_files=written,
             predicates=self._predicates,
         )
+
+
+def _reserve_and_read(table: Table) -> tuple[int, TableState]:
+    """Reserve the transaction's ``trx_id``, then read its snapshot.
+
+    The handle's cached state is usually current (it adopts each of its own commits), so the id
+    one above its largest ``trx_id`` is reserved straight away and the snapshot read after it
+    confirms it: if every committed id is below the reservation, commits the cache missed
+    cannot outrank it. Otherwise (the id was taken, or the cache was stale) the id is given
+    back and reserved above every listed reservation, as :func:`reserve_trx_id` does.
+    """
+    cached = table._state
+    trx_id = try_reserve_next(
+        table.store, table.prefix, cached.max_trx_id, reservation_body(cached.version)
+    )
+    if trx_id is not None:
+        base = _read_or_release(table, trx_id)
+        if base.max_trx_id < trx_id:
+            return trx_id, base
+        _release(table, trx_id)
+        log.debug(
+            "table %s: trx_id %d is not above committed ids; reserving anew", table.name, trx_id
+        )
+    known = table._latest_state()
+    trx_id = reserve_trx_id(
+        table.store, table.prefix, known.max_trx_id, reservation_body(known.version)
+    )
+    return trx_id, _read_or_release(table, trx_id)
+
+
+def _read_or_release(table: Table, trx_id: int) -> TableState:
+    try:
+        return table._latest_state()
+    except BaseException:
+        _release(table, trx_id)
+        raise
+
+
+def _release(table: Table, trx_id: int) -> None:
+    """Give back a reservation no commit will carry (an id never committed may be reserved
+    again)."""
+    table.store.delete(reservation_key(table.prefix, trx_id))
 
 
 def check_timeout(latest: TableState, started_ms: int, table_name: str) -> None:

@@ -36,6 +36,9 @@ _WRITE_THREADS = max(2, min(8, os.cpu_count() or 2))
 # Arithmetic sequences (entry numbers, generated row ids) shrink to almost nothing this way.
 _DELTA_ENCODED = (TRX_SEQ, ROW_ID)
 _PART = "__ledger_partition_"
+# Files of an object store whose rows take at most this much memory in Arrow are encoded in
+# memory and stored with one request (their Parquet bytes are smaller still).
+ONE_REQUEST_BYTES = 32 << 20
 
 
 def file_schema(schema: TableSchema, config: TableConfig) -> pa.Schema:
@@ -142,7 +145,10 @@ class DataWriter:
         with_parts = entries
         for name, column in zip(names, values, strict=True):
             with_parts = with_parts.append_column(name, column)
-        order = _sort_order(with_parts, [*((n, "ascending") for n in names), *keys])
+        # Within a partition rows keep their relative order, so only the sort keys the whole
+        # table needs are used (none beyond the partition when it is already in key order).
+        needed = _needed_sort_keys(entries, keys) if entries.num_rows > 1 else []
+        order = _sort_order(with_parts, [*((n, "ascending") for n in names), *needed])
         entries = entries.take(order)
         value_columns = [v.take(order) for v in values]
         # A row starts a new partition where any field's value (NULL included) changes.
@@ -183,18 +189,18 @@ class DataWriter:
 
     def _write_file(self, part: pa.Table, partition: dict[str, str | None]) -> FileMarker:
         relative, key = self.new_file_key(partition)
-        with self.store.filesystem.open_output_stream(self.store.fs_path(key)) as out:
-            pq.write_table(
-                part,
-                out,
-                row_group_size=ROW_GROUP_ROWS,
-                compression="snappy",
-                use_dictionary=dictionary_columns(part),
-                column_encoding={
-                    c: "DELTA_BINARY_PACKED" for c in _DELTA_ENCODED if c in part.column_names
-                },
-            )
-            size = out.tell()
+        if self.store.local_path(key) is None and part.nbytes <= ONE_REQUEST_BYTES:
+            # An object store takes a small file in one request; streaming it costs three (a
+            # multipart upload's start, part and completion).
+            buffer = pa.BufferOutputStream()
+            _write_parquet(part, buffer)
+            encoded = buffer.getvalue()
+            self.store.put(key, encoded.to_pybytes())
+            size = encoded.size
+        else:
+            with self.store.filesystem.open_output_stream(self.store.fs_path(key)) as out:
+                _write_parquet(part, out)
+                size = out.tell()
         self.make_durable(key)
         trx = pc.min_max(part.column(TRX_ID))
         key_min, key_max = [], []
@@ -221,6 +227,19 @@ class DataWriter:
         order = sort_columns(self.config)
         keys = list(self.config.key_columns)
         return order[: len(keys)] == keys
+
+
+def _write_parquet(part: pa.Table, out: pa.NativeFile) -> None:
+    pq.write_table(
+        part,
+        out,
+        row_group_size=ROW_GROUP_ROWS,
+        compression="snappy",
+        use_dictionary=dictionary_columns(part),
+        column_encoding={
+            c: "DELTA_BINARY_PACKED" for c in _DELTA_ENCODED if c in part.column_names
+        },
+    )
 
 
 class SortedFileSink:
@@ -435,17 +454,23 @@ def _max(values: list[Any]) -> Any:
 
 
 def _sorted(table: pa.Table, keys: list[tuple[str, str]]) -> pa.Table:
-    names = [name for name, _ in keys]
     if table.num_rows < 2:
         return table
+    needed = _needed_sort_keys(table, keys)
+    return table if not needed else table.take(_sort_order(table, needed))
+
+
+def _needed_sort_keys(table: pa.Table, keys: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The sort keys a stable sort of ``table`` needs to put it in ``keys`` order (Arrow's
+    sort_indices is stable): with one trx_id and trx_seq growing in row order, the leading
+    columns alone, and none when a single leading column never decreases already."""
+    names = [name for name, _ in keys]
     if names[-2:] == [TRX_ID, TRX_SEQ] and len(names) > 2 and _in_entry_order(table):
-        # One trx_id, trx_seq growing in row order: a stable sort by the leading columns alone
-        # gives the full order (Arrow's sort_indices is stable), or none is needed at all.
         leading = keys[:-2]
         if len(leading) == 1 and _never_decreases(table.column(leading[0][0])):
-            return table
-        keys = leading
-    return table.take(_sort_order(table, keys))
+            return []
+        return leading
+    return keys
 
 
 def _sort_order(table: pa.Table, keys: list[tuple[str, str]]) -> pa.Array:
