@@ -33,6 +33,7 @@ from ledger.storage.local import fsync_path
 ROW_GROUP_ROWS = 128 * 1024
 FILE_ROWS = 512 * 1024  # a larger write becomes several files (of sorted, disjoint key ranges)
 _WRITE_THREADS = max(2, min(8, os.cpu_count() or 2))
+_UPLOAD_THREADS = 8
 # Arithmetic sequences (entry numbers, generated row ids) shrink to almost nothing this way.
 _DELTA_ENCODED = (TRX_SEQ, ROW_ID)
 _PART = "__ledger_partition_"
@@ -130,8 +131,12 @@ class DataWriter:
             self.partition_spec.path(values)
         if len(pieces) == 1:
             return [self._write_file(*pieces[0])]
-        # pyarrow encodes and compresses without the GIL: large writes use every core.
-        with ThreadPoolExecutor(max_workers=min(len(pieces), _WRITE_THREADS)) as pool:
+        # pyarrow encodes and compresses without the GIL: large writes use every core. Files
+        # bound for an object store spend most of their time waiting on the network, so more
+        # of them are in flight at once.
+        local = self.store.local_path(self.table_prefix) is not None
+        threads = _WRITE_THREADS if local else _UPLOAD_THREADS
+        with ThreadPoolExecutor(max_workers=min(len(pieces), threads)) as pool:
             return list(pool.map(lambda piece: self._write_file(*piece), pieces))
 
     def _split(self, entries: pa.Table) -> Iterator[tuple[pa.Table, dict[str, str | None]]]:
@@ -141,30 +146,27 @@ class DataWriter:
             return
         fields = self.partition_spec.fields
         names = [f"{_PART}{i}" for i in range(len(fields))]
-        values = [f.values(entries) for f in fields]
+        # Each field's values as their rank among its distinct values (NULL last): integers
+        # sort and compare faster than the text they stand for, in the same order.
+        ranked = [_ranked(f.values(entries)) for f in fields]
         with_parts = entries
-        for name, column in zip(names, values, strict=True):
-            with_parts = with_parts.append_column(name, column)
+        for name, (_, codes) in zip(names, ranked, strict=True):
+            with_parts = with_parts.append_column(name, codes)
         # Within a partition rows keep their relative order, so only the sort keys the whole
         # table needs are used (none beyond the partition when it is already in key order).
         needed = _needed_sort_keys(entries, keys) if entries.num_rows > 1 else []
         order = _sort_order(with_parts, [*((n, "ascending") for n in names), *needed])
         entries = entries.take(order)
-        value_columns = [v.take(order) for v in values]
+        code_columns = [codes.take(order) for _, codes in ranked]
         # A row starts a new partition where any field's value (NULL included) changes.
         changes = pa.repeat(pa.scalar(False), len(entries) - 1)
-        for column in value_columns:
-            after, before = column[1:], column[:-1]
-            differs = pc.or_(
-                pc.fill_null(pc.not_equal(after, before), False),
-                pc.not_equal(pc.is_null(after), pc.is_null(before)),
-            )
-            changes = pc.or_(changes, differs)
+        for codes in code_columns:
+            changes = pc.or_(changes, pc.not_equal(codes[1:], codes[:-1]))
         starts = [0, *(i + 1 for i in pc.indices_nonzero(changes).to_pylist()), len(entries)]
         for begin, end in itertools.pairwise(starts):
             partition = {
-                f.name: column[begin].as_py()
-                for f, column in zip(fields, value_columns, strict=True)
+                f.name: distinct[codes[begin].as_py()].as_py()
+                for f, (distinct, _), codes in zip(fields, ranked, code_columns, strict=True)
             }
             yield entries.slice(begin, end - begin), partition
 
@@ -471,6 +473,13 @@ def _needed_sort_keys(table: pa.Table, keys: list[tuple[str, str]]) -> list[tupl
             return []
         return leading
     return keys
+
+
+def _ranked(values: pa.Array) -> tuple[pa.Array, pa.Array]:
+    """The distinct values in ascending order (NULL last) and each value's index among them."""
+    distinct = pc.unique(values)
+    distinct = distinct.take(pc.sort_indices(distinct))
+    return distinct, pc.index_in(values, value_set=distinct)
 
 
 def _sort_order(table: pa.Table, keys: list[tuple[str, str]]) -> pa.Array:
