@@ -1,6 +1,10 @@
 """Append throughput: ``table.insert(pyarrow_table)`` of 1M rows x 6 columns into a local
 warehouse, against plain ``pyarrow.parquet.write_table`` of the same data (snappy) in the same run.
 
+``test_append_list_of_dicts``: 1M rows as Python dicts inserted in batches of 100k, partitioned
+by ``bucket(16, user_id)`` and not, on local disk and on S3 (moto), against
+``pa.Table.from_pylist`` + ``pq.write_table`` of the same batches to the same store.
+
 ratio_throughput = raw_time / ledger_time (1.0 means the ledger writes as fast as bare pyarrow;
 target >= 0.8). Raw, primary-key and no-primary-key writes are interleaved within each repetition
 so that noise from the shared machine hits all of them alike.
@@ -9,6 +13,7 @@ so that noise from the shared machine hits all of them alike.
 from __future__ import annotations
 
 import shutil
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +24,8 @@ import pytest
 
 import ledger
 from ledger.writer import ROW_GROUP_ROWS
-from tests.benchmarks.timing import REPEATS, env_int, summary, timed
+from tests.benchmarks.timing import REPEATS, env_int, repeats, summary, timed
+from tests.support.s3server import BUCKET
 
 ROWS = env_int("LEDGER_BENCH_ROWS", 1_000_000)
 SCHEMA = {
@@ -141,3 +147,120 @@ def test_append_1m_rows(tmp_path: Path, bench_results: dict[str, Any]) -> None:
         "ratio_raw_default_vs_same_row_groups": _ratio(raw, same_groups),
         "samples_s": same_groups["samples_s"],
     }
+
+
+# --- lists of dicts ------------------------------------------------------------------------------
+
+DICT_ROWS = env_int("LEDGER_BENCH_DICT_ROWS", 1_000_000)
+DICT_BATCH_ROWS = env_int("LEDGER_BENCH_DICT_BATCH_ROWS", 100_000)
+DICT_REPEATS = repeats(3)
+DICT_SCHEMA = {
+    "id": "BIGINT",
+    "user_id": "BIGINT",
+    "kind": "VARCHAR",
+    "amount": "DOUBLE",
+    "quantity": "BIGINT",
+    "note": "VARCHAR",
+}
+DICT_COMPARISON = "pa.Table.from_pylist + pq.write_table of the same batches to the same store"
+
+
+def make_dict_batches(rows: int, batch_rows: int) -> list[list[dict[str, Any]]]:
+    """Event-like rows as Python dicts: an increasing id, 10,000 users, a short kind, an amount
+    with two decimals, a small count and a unicode note."""
+    rng = np.random.default_rng(20240102)
+    kinds = ["view", "click", "buy", "refund", "søk"]
+    batches = []
+    for start in range(0, rows, batch_rows):
+        n = min(batch_rows, rows - start)
+        users = rng.integers(0, 10_000, n).tolist()
+        cents = rng.integers(0, 1_000_000, n).tolist()
+        batches.append(
+            [
+                {
+                    "id": start + i,
+                    "user_id": user,
+                    "kind": kinds[user % 5],
+                    "amount": cent / 100,
+                    "quantity": cent % 9,
+                    "note": f"ü-{user % 97}",
+                }
+                for i, (user, cent) in enumerate(zip(users, cents, strict=True))
+            ]
+        )
+    return batches
+
+
+def _dict_appends(
+    warehouse: ledger.Warehouse,
+    batches: list[list[dict[str, Any]]],
+    partition_by: str | None,
+    label: str,
+) -> dict[str, Any]:
+    """Median seconds of writing every batch through ``table.insert`` and through
+    from_pylist + write_table into the same store, interleaved batch by batch."""
+    store = warehouse.store
+    raw_prefix = f"raw-{label}/"
+    local_folder = store.local_path(raw_prefix)
+    if local_folder is not None:
+        store.filesystem.create_dir(local_folder, recursive=True)
+    ledger_samples, raw_samples = [], []
+    for repetition in range(DICT_REPEATS + 1):  # repetition 0 warms up, not counted
+        table = warehouse.create_table(
+            f"{label}_{repetition}", DICT_SCHEMA, primary_key="id", partition_by=partition_by
+        )
+        ledger_s = raw_s = 0.0
+        for number, batch in enumerate(batches):
+            path = store.fs_path(f"{raw_prefix}{repetition}-{number}.parquet")
+            elapsed, _ = timed(
+                lambda b=batch, p=path: pq.write_table(
+                    pa.Table.from_pylist(b), p, filesystem=store.filesystem, compression="snappy"
+                )
+            )
+            raw_s += elapsed
+            elapsed, info = timed(lambda b=batch, t=table: t.insert(b))
+            assert info.inserted == len(batch)
+            ledger_s += elapsed
+        total = sum(len(b) for b in batches)
+        assert table.count() == total
+        [(count, id_sum)] = table.scan().aggregate("count(*), sum(id)").fetchall()
+        assert (count, id_sum) == (total, total * (total - 1) // 2)
+        if repetition:
+            ledger_samples.append(ledger_s)
+            raw_samples.append(raw_s)
+        warehouse.drop_table(table.name, purge=True)
+    ledger_figures, raw_figures = summary(ledger_samples), summary(raw_samples)
+    rows = sum(len(b) for b in batches)
+    return {
+        "ratio": round(raw_figures["median_s"] / ledger_figures["median_s"], 3),
+        "target": TARGET,
+        "comparison": DICT_COMPARISON,
+        "value_s": ledger_figures["median_s"],
+        "baseline_s": raw_figures["median_s"],
+        "rows": rows,
+        "batch_rows": DICT_BATCH_ROWS,
+        "ledger_rows_per_s": round(rows / ledger_figures["median_s"]),
+        "raw_rows_per_s": round(rows / raw_figures["median_s"]),
+        "ledger_samples_s": ledger_figures["samples_s"],
+        "raw_samples_s": raw_figures["samples_s"],
+    }
+
+
+@pytest.mark.parametrize("backend", ["local", "s3"])
+def test_append_list_of_dicts(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest, bench_results: dict[str, Any]
+) -> None:
+    if backend == "local":
+        warehouse = ledger.connect(str(tmp_path / "warehouse"))
+    else:
+        endpoint = request.getfixturevalue("s3_endpoint")
+        warehouse = ledger.connect(f"s3://{BUCKET}/{uuid.uuid4().hex}", **endpoint.options())
+    batches = make_dict_batches(DICT_ROWS, DICT_BATCH_ROWS)
+    figures = {
+        layout: _dict_appends(warehouse, batches, partition_by, f"{layout}_{backend}")
+        for layout, partition_by in (
+            ("unpartitioned", None),
+            ("bucket_16_user_id", "bucket(16, user_id)"),
+        )
+    }
+    bench_results[f"append_list_of_dicts_{backend}"] = figures
