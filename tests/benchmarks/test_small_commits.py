@@ -1,8 +1,9 @@
 """Small commits on S3 (moto over HTTP on 127.0.0.1): the storage requests and the latency of a
 10-row ``table.insert`` of a list of dicts, beside one raw PutObject of the same bytes.
 
-Requests are counted at the server, so pyarrow's requests count as much as boto3's. The mean
-includes the checkpoint (and its hint) written every 50th commit. The raw PutObject sends the
+Requests are counted at the server, so pyarrow's requests count as much as boto3's. The figure
+is the median per commit; the mean beside it includes the checkpoint and its hint, written by
+every 50th commit. The raw PutObject sends the
 bytes of the data file a commit wrote, through the store's own boto3 client, interleaved with the
 commits so that noise from the shared machine hits both alike. Targets: at most 4 requests per
 commit and at most 30 ms.
@@ -84,10 +85,10 @@ def test_small_commits_on_s3(
         "commits": COMMITS,
         "rows_per_commit": ROWS_PER_COMMIT,
         "requests_per_commit": {
-            "ratio": round(mean_requests, 3),
+            "ratio": round(statistics.median(requests_per_commit), 3),
             "target": f"<= {REQUESTS_TARGET}",
             "comparison": "requests of one raw PutObject of the same bytes (1)",
-            "most_common": statistics.mode(requests_per_commit),
+            "mean_with_checkpoints": round(mean_requests, 3),
             "max": max(requests_per_commit),
         },
         "latency": {
