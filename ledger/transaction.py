@@ -820,15 +820,18 @@ def _reserve_and_read(table: Table) -> tuple[int, TableState]:
     trx_id = try_reserve_next(
         table.store, table.prefix, cached.max_trx_id, reservation_body(cached.version)
     )
-    if trx_id is not None:
-        base = _read_or_release(table, trx_id)
-        if base.max_trx_id < trx_id:
-            return trx_id, base
+    if trx_id is None:
+        known = table._latest_state()
+    else:
+        known = _read_or_release(table, trx_id)
+        if known.max_trx_id < trx_id:
+            return trx_id, known
         _release(table, trx_id)
         log.debug(
             "table %s: trx_id %d is not above committed ids; reserving anew", table.name, trx_id
         )
-    known = table._latest_state()
+    # The committed maximum must be fresh: vacuum deletes the reservations of settled ids, so
+    # a listing above a stale maximum could miss ids that were committed.
     trx_id = reserve_trx_id(
         table.store, table.prefix, known.max_trx_id, reservation_body(known.version)
     )
