@@ -12,9 +12,14 @@ the converted rows in memory, and inserts them in one transaction when the buffe
 ``flush()``, on ``close()`` (also on leaving the ``with`` block, by an exception or not) and at
 interpreter exit.
 
-Concurrent writes of dicts are converted together: a call joins the group of calls waiting while
-another thread converts, and the group is converted in one pass. If a group does not convert,
-each of its calls is converted alone, so only the calls that hold a bad row raise.
+A dict whose every value is of the one Python type that always fits its column (``str`` for
+VARCHAR, ``int`` in range for the integer types, a finite ``float`` for DOUBLE, ``bool`` for
+BOOLEAN, None outside the key) is checked value by value and kept as is: converting many such
+rows together at flush time cannot fail, and costs a fraction of converting each alone. Other
+writes of dicts are converted at once, together with other threads' writes: a call joins the
+group of calls waiting while another thread converts, and the group is converted in one pass. If
+a group does not convert, each of its calls is converted alone, so only the calls that hold a bad
+row raise.
 
 With ``app_id``, the n-th flush commits as batch ``first + n`` of that app (``first`` is one
 above the app's last committed batch, so a restarted writer goes on where it stopped). A flush
@@ -26,12 +31,13 @@ from __future__ import annotations
 
 import atexit
 import logging
+import math
 import threading
 import time
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import pyarrow as pa
 
@@ -43,7 +49,7 @@ from ledger.errors import (
     WriterClosedError,
 )
 from ledger.inputs import read_rows
-from ledger.schema import conform
+from ledger.schema import TableSchema, conform
 
 if TYPE_CHECKING:
     from ledger.table import Table
@@ -72,29 +78,39 @@ class _Conversion:
     position: int = 0
 
 
+# Accepted rows: converted Arrow tables, or plain dicts that convert together at flush time.
+_Part: TypeAlias = "pa.Table | list[dict[str, Any]]"
+
+
 @dataclass
 class _Batch:
     """Rows sealed for one commit: their app batch number stays theirs until they commit."""
 
-    rows: pa.Table
+    parts: list[_Part]
+    rows: int
+    bytes: int
     end_position: int
     batch: int | None
     attempted: bool = False
+    converted: pa.Table | None = None
 
 
 @dataclass
 class _Buffer:
     """Rows accepted and not yet sealed into a batch."""
 
-    tables: list[pa.Table] = field(default_factory=list)
+    parts: list[_Part] = field(default_factory=list)
     rows: int = 0
     bytes: int = 0
     oldest: float | None = None  # time.monotonic() when the first of them was accepted
 
-    def add(self, table: pa.Table) -> None:
-        self.tables.append(table)
-        self.rows += table.num_rows
-        self.bytes += table.nbytes
+    def add(self, part: _Part, rows: int, size: int) -> None:
+        if isinstance(part, list) and self.parts and isinstance(self.parts[-1], list):
+            self.parts[-1].extend(part)  # one list of plain rows, converted in one pass
+        else:
+            self.parts.append(part)
+        self.rows += rows
+        self.bytes += size
         if self.oldest is None:
             self.oldest = time.monotonic()
 
@@ -145,6 +161,10 @@ class BufferedWriter:
         self._stopped = False
         self._flushing = threading.Lock()  # one flush at a time commits, in batch order
         self._conversions: list[_Conversion] = []
+        self._plain_types: dict[str, type] = {}
+        self._int_bounds: dict[str, tuple[int, int]] = {}
+        self._plain_keys: frozenset[str] = frozenset()
+        self._checks_for: TableSchema | None = None
         self._converting = False
         self._thread = threading.Thread(
             target=self._flush_in_background, name=f"ledger-writer-{table.name}", daemon=True
@@ -202,10 +222,17 @@ class BufferedWriter:
         :class:`~ledger.errors.WriterClosedError` after ``close()``.
         """
         self._admit()
-        if isinstance(data, Mapping) and _is_one_row(data):
+        if type(data) is dict or isinstance(data, list):
+            rows: list[Any] = data if isinstance(data, list) else [data]
+            plain, size = self._plain_rows(rows)
+            if plain is not None:
+                with self._state:
+                    self._ensure_open()
+                    return self._accept_part(plain, len(plain), size)
+            if type(data) is not dict or _is_one_row(data):  # else a dict of lists
+                return self._write_dicts(rows)
+        elif isinstance(data, Mapping) and _is_one_row(data):
             return self._write_dicts([data])
-        if isinstance(data, list):
-            return self._write_dicts(data)
         tables = self._convert(data)
         with self._state:
             self._ensure_open()
@@ -289,7 +316,7 @@ class BufferedWriter:
 
     def _backlog_full(self) -> bool:
         pending = self._accepted - self._committed
-        backlog_bytes = self._open.bytes + sum(b.rows.nbytes for b in self._sealed)
+        backlog_bytes = self._open.bytes + sum(b.bytes for b in self._sealed)
         return (
             pending >= BACKLOG_FACTOR * self._max_rows
             or backlog_bytes >= BACKLOG_FACTOR * self._max_bytes
@@ -375,11 +402,62 @@ class BufferedWriter:
         """Add converted rows to the buffer (the state lock is held); return their position."""
         for table in tables:
             if table.num_rows:
-                self._open.add(table)
-                self._accepted += table.num_rows
-        if self._limit_reached():
-            self._state.notify_all()
+                self._accept_part(table, table.num_rows, table.nbytes)
         return self._accepted
+
+    def _accept_part(self, part: _Part, rows: int, size: int) -> int:
+        if rows:
+            self._open.add(part, rows, size)
+            self._accepted += rows
+            if self._limit_reached():
+                self._state.notify_all()
+        return self._accepted
+
+    def _plain_rows(self, rows: list[Any]) -> tuple[list[dict[str, Any]] | None, int]:
+        """Copies of ``rows`` and their approximate size if every value plainly fits its column
+        (see the module docstring); (None, 0) if any row needs a conversion first. On the hot
+        path of every write, so the checks are inline."""
+        expected_types, bounds, keys = self._plain_checks()
+        copies: list[dict[str, Any]] = []
+        size = 0
+        for row in rows:
+            if type(row) is not dict or not row or not keys.issubset(row):
+                return None, 0
+            copy = dict(row)  # the caller may change its dict after write() returns
+            for name, value in copy.items():
+                expected = expected_types.get(name)
+                kind = type(value)
+                if kind is not expected:
+                    if value is None and expected is not None and name not in keys:
+                        size += 1
+                        continue
+                    return None, 0
+                if kind is str:
+                    if not value.isascii() and not _encodes(value):
+                        return None, 0
+                    size += len(value) + 4
+                elif kind is int:
+                    low, high = bounds[name]
+                    if not low <= value <= high:
+                        return None, 0
+                    size += 8
+                elif kind is float:
+                    if not math.isfinite(value):
+                        return None, 0
+                    size += 8
+                else:
+                    size += 1
+            copies.append(copy)
+        return copies, size
+
+    def _plain_checks(self) -> tuple[dict[str, type], dict[str, tuple[int, int]], frozenset[str]]:
+        state = self._table._state
+        if self._checks_for is not state.schema:
+            config = state.config
+            self._plain_types, self._int_bounds = _plain_types(state.schema)
+            self._plain_keys = frozenset(() if config.generated_row_id else config.key_columns)
+            self._checks_for = state.schema
+        return self._plain_types, self._int_bounds, self._plain_keys
 
     def _limit_reached(self) -> bool:
         return self._open.rows >= self._max_rows or self._open.bytes >= self._max_bytes
@@ -390,11 +468,11 @@ class BufferedWriter:
         """Turn the open buffer into the next batch to commit (the state lock is held)."""
         if not self._open.rows:
             return
-        rows = _concat(self._open.tables)
         batch = None
         if self._app_id is not None:
             batch, self._next_batch = self._next_batch, self._next_batch + 1
-        self._sealed.append(_Batch(rows, self._accepted, batch))
+        opened = self._open
+        self._sealed.append(_Batch(opened.parts, opened.rows, opened.bytes, self._accepted, batch))
         self._open = _Buffer()
 
     def _commit_sealed(self, *, in_background: bool) -> int:
@@ -426,10 +504,16 @@ class BufferedWriter:
                     self._error = None
                     self._retry_delay = RETRY_DELAY_SECONDS
                     self._state.notify_all()
-                committed += head.rows.num_rows
+                committed += head.rows
 
     def _commit_batch(self, head: _Batch) -> None:
-        info = self._table.insert(head.rows, app_id=self._app_id, batch=head.batch)
+        if head.converted is None:
+            # Plain rows are converted here, outside the state lock: writers go on meanwhile.
+            head.converted = _concat(
+                [p if isinstance(p, pa.Table) else _concat(self._convert(p)) for p in head.parts]
+            )
+            head.parts = []
+        info = self._table.insert(head.converted, app_id=self._app_id, batch=head.batch)
         if info.version is None and not head.attempted:
             # Never tried before, yet already committed: another writer commits batches under
             # this app_id, and these rows would be dropped as a replay.
@@ -493,6 +577,35 @@ class BufferedWriter:
                 self.pending_rows,
                 e,
             )
+
+
+def _plain_types(schema: TableSchema) -> tuple[dict[str, type], dict[str, tuple[int, int]]]:
+    """The one Python type that plainly fits each column that has one, and the range of each
+    integer column."""
+    types: dict[str, type] = {}
+    bounds: dict[str, tuple[int, int]] = {}
+    for name in schema.names:
+        arrow_type = schema.type_of(name)
+        if pa.types.is_string(arrow_type):
+            types[name] = str
+        elif pa.types.is_boolean(arrow_type):
+            types[name] = bool
+        elif pa.types.is_float64(arrow_type):
+            types[name] = float
+        elif pa.types.is_signed_integer(arrow_type):
+            types[name] = int
+            bits = arrow_type.bit_width
+            bounds[name] = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+    return types, bounds
+
+
+def _encodes(text: str) -> bool:
+    """False for text holding a lone surrogate, which is not UTF-8."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 class _BatchTakenError(FlushError):
