@@ -146,7 +146,7 @@ class BufferedWriter:
         if app_id is not None:
             # Go on after the app's last committed batch: a batch at or below it is a no-op.
             self._next_batch = table.refresh()._state.apps.get(app_id, -1) + 1
-        self._state = threading.Condition()
+        self._state = threading.Condition(threading.Lock())
         self._open = _Buffer()
         self._sealed: deque[_Batch] = deque()
         self._accepted = 0  # position of the last accepted row
@@ -221,18 +221,20 @@ class BufferedWriter:
         rows stay buffered and are tried again), and
         :class:`~ledger.errors.WriterClosedError` after ``close()``.
         """
-        self._admit()
         if type(data) is dict or isinstance(data, list):
             rows: list[Any] = data if isinstance(data, list) else [data]
             plain, size = self._plain_rows(rows)
             if plain is not None:
-                with self._state:
-                    self._ensure_open()
+                with self._state:  # the hot path: one lock round for the whole write
+                    self._admit_locked()
                     return self._accept_part(plain, len(plain), size)
+            self._admit()
             if type(data) is not dict or _is_one_row(data):  # else a dict of lists
                 return self._write_dicts(rows)
-        elif isinstance(data, Mapping) and _is_one_row(data):
-            return self._write_dicts([data])
+        else:
+            self._admit()
+            if isinstance(data, Mapping) and _is_one_row(data):
+                return self._write_dicts([data])
         tables = self._convert(data)
         with self._state:
             self._ensure_open()
@@ -291,28 +293,31 @@ class BufferedWriter:
     # --- internals: accepting rows ------------------------------------------------------------
 
     def _admit(self) -> None:
-        """Before a write: refuse it when closed; report a failed background flush once; wait
-        while the backlog is full and a flush is making room."""
         with self._state:
-            self._ensure_open()
-            if self._error is not None:
-                error, self._error = self._error, None
+            self._admit_locked()
+
+    def _admit_locked(self) -> None:
+        """Before a write (the state lock is held): refuse it when closed; report a failed
+        background flush once; wait while the backlog is full and a flush is making room."""
+        self._ensure_open()
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise FlushError(
+                f"a background flush of table {self._table.name!r} failed: {error}; its "
+                f"{self.pending_rows} rows stay buffered and are tried again (this write "
+                "was not accepted: write it again)"
+            ) from error
+        while self._backlog_full():
+            if self._sealed and self._sealed[0].attempted:
                 raise FlushError(
-                    f"a background flush of table {self._table.name!r} failed: {error}; its "
-                    f"{self.pending_rows} rows stay buffered and are tried again (this write "
-                    "was not accepted: write it again)"
-                ) from error
-            while self._backlog_full():
-                if self._sealed and self._sealed[0].attempted:
-                    raise FlushError(
-                        f"the buffer of table {self._table.name!r} is full ({self.pending_rows} "
-                        f"rows) and its flushes fail ({self._last_failure}); this write was not "
-                        "accepted: write it again later"
-                    ) from self._last_failure
-                self._flush_requested = True
-                self._state.notify_all()
-                self._state.wait(0.1)
-                self._ensure_open()
+                    f"the buffer of table {self._table.name!r} is full ({self.pending_rows} "
+                    f"rows) and its flushes fail ({self._last_failure}); this write was not "
+                    "accepted: write it again later"
+                ) from self._last_failure
+            self._flush_requested = True
+            self._state.notify_all()
+            self._state.wait(0.1)
+            self._ensure_open()
 
     def _backlog_full(self) -> bool:
         pending = self._accepted - self._committed
