@@ -13,7 +13,8 @@ A malformed request (not JSON, not an object or a list of objects, an unknown co
 that does not fit its column, a missing ``event_id``) gets ``400`` or ``422`` and nothing of it
 is written; other requests in flight are not affected. If the store fails, the answer is ``503``:
 the events stay buffered and are committed by a later flush, so a client that retries may send
-them twice; a table keyed by ``event_id`` shows them once (a merge collapses the copies).
+them twice; the table's dedup policy on ``event_id`` makes the second copy a repeat, which views
+drop and merges remove.
 
 A background timer merges small files every ``merge_every`` seconds and another vacuums every
 ``vacuum_every`` seconds, keeping files older versions need for ``vacuum_grace`` seconds.
@@ -70,11 +71,16 @@ class Settings:
 
 
 def open_events(warehouse: ledger.Warehouse, name: str = "events") -> ledger.Table:
-    """The events table, created on first use (keyed by event_id, partitioned by day)."""
+    """The events table, created on first use: keyed by event_id, partitioned by day, and
+    deduplicated on event_id (an event sent twice is a repeat)."""
     if name in warehouse.tables():
         return warehouse.table(name)
     return warehouse.create_table(
-        name, EVENTS_SCHEMA, primary_key="event_id", partition_by="day(received_at)"
+        name,
+        EVENTS_SCHEMA,
+        primary_key="event_id",
+        partition_by="day(received_at)",
+        policy={"name": "dedup", "dedup_key": ["event_id"]},
     )
 
 

@@ -132,3 +132,20 @@ def test_the_demo_answers_and_totals(tmp_path: Any) -> None:
     result = demo(str(tmp_path / "wh"))
     assert [status for status, _ in result["answers"]] == [200, 200, 422]
     assert result["totals"] == [("purchase", 2, Decimal("25.24")), ("signup", 1, None)]
+
+
+def test_an_event_sent_twice_is_read_once_and_merged_away(local_location: Location) -> None:
+    """A client that retries after a 503 may send an event again: the dedup policy on event_id
+    makes the copy a repeat that views drop and a merge removes."""
+    import views
+
+    table = open_events(local_location.connect())
+    event = {"event_id": "r-1", "kind": "buy", "amount": 2.5}
+    with RunningService(table, QUIET) as running:
+        assert post_json(f"{running.url}/events", event) == (200, {"accepted": 1})
+        assert post_json(f"{running.url}/events", event) == (200, {"accepted": 1})
+    assert _entries_per_event(table) == Counter({"r-1": 2})  # both loads are in the ledger
+    assert views.visible(table).project("event_id, amount").fetchall() == [("r-1", Decimal("2.50"))]
+    table.merge()
+    assert _entries_per_event(table) == Counter({"r-1": 1})
+    assert views.visible(table).project("event_id, amount").fetchall() == [("r-1", Decimal("2.50"))]
