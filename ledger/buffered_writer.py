@@ -46,12 +46,14 @@ from ledger.errors import (
     FlushError,
     InvalidArgumentError,
     LedgerError,
+    UnknownColumnError,
     WriterClosedError,
 )
 from ledger.inputs import read_rows
 from ledger.schema import TableSchema, conform
 
 if TYPE_CHECKING:
+    from ledger.log.state import TableState
     from ledger.table import Table
 
 log = logging.getLogger(__name__)
@@ -256,6 +258,11 @@ class BufferedWriter:
         rows stay buffered and are tried again) and :class:`TimeoutError` after ``timeout``
         seconds. A flush is started at once rather than at the next size or age limit."""
         position = arguments.whole_number(position, "position")
+        if position > self._accepted:
+            raise InvalidArgumentError(
+                f"position {position} was never returned by write(): {self._accepted} rows "
+                "were accepted so far"
+            )
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._state:
             failures = self._failures
@@ -395,8 +402,17 @@ class BufferedWriter:
                 conversion.error = e
 
     def _convert(self, data: Any) -> list[pa.Table]:
-        """``data`` in the table's column types, as ``insert`` would write it."""
-        state = self._table._state
+        """``data`` in the table's column types, as ``insert`` would write it (which reads the
+        latest schema: a column another writer added since this handle last looked is known
+        after a refresh)."""
+        try:
+            return self._convert_with(self._table._state, data)
+        except UnknownColumnError:
+            if isinstance(data, list | Mapping | pa.Table | pa.RecordBatch):  # read it again
+                return self._convert_with(self._table._latest_state(), data)
+            raise
+
+    def _convert_with(self, state: TableState, data: Any) -> list[pa.Table]:
         key_columns = () if state.config.generated_row_id else state.config.key_columns
         return [
             conform(chunk.table, state.schema, key_columns=key_columns)[0]

@@ -477,3 +477,58 @@ def test_a_second_writer_under_the_same_app_id_is_refused_not_dropped(
     with pytest.raises(ledger.FlushError):
         second.close()
     atexit.unregister(second._flush_at_exit)  # its rows can never commit: no retry at exit
+
+
+class AlwaysFailingCommits(FailingStore):
+    """Every log commit fails until ``healthy`` is set."""
+
+    def __init__(self, inner: Store) -> None:
+        super().__init__(inner, fail_at=None)
+        self.healthy = False
+
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        if not self.healthy and "/_log/" in key:
+            raise InjectedFault(f"injected failure: the store refuses {key}")
+        return self.inner.put_if_absent(key, data)
+
+
+def test_wait_reports_a_failed_flush_and_a_full_buffer_refuses_writes(
+    local_location: Location,
+) -> None:
+    warehouse = local_location.connect()
+    _events(warehouse)
+    store = AlwaysFailingCommits(warehouse.store)
+    writer = ledger.Warehouse(store).table("events").writer(max_rows=2, max_seconds=None)
+    position = writer.write([_event(1), _event(2)])
+    with pytest.raises(ledger.FlushError) as raised:
+        writer.wait(position, timeout=30)
+    assert isinstance(raised.value.__cause__, InjectedFault)
+    with pytest.raises(ledger.InvalidArgumentError):
+        writer.wait(position + 1)  # never returned by write()
+    accepted = [_event(1), _event(2)]
+    refused = 0
+    for i in range(3, 40):  # the backlog fills up (4 x max_rows) while commits fail
+        try:
+            writer.write(_event(i))
+            accepted.append(_event(i))
+        except ledger.FlushError:
+            refused += 1
+    assert refused and writer.pending_rows == len(accepted) <= 4 * 2 + 1
+    store.healthy = True
+    writer.close()
+    assert _rows_of(warehouse.table("events")) == _expected(accepted)
+
+
+def test_a_column_another_writer_added_is_accepted(location: Location) -> None:
+    table = _events(location.connect())
+    with table.writer(max_seconds=None) as writer:
+        writer.write(_event(1))
+        location.connect().table("events").insert(
+            [{"event_id": 2, "channel": "web"}], evolve_schema=True
+        )
+        writer.write({"event_id": 3, "channel": "app"})  # the handle learns the new column
+        writer.write({"event_id": 4, "channel": "app"})  # and takes the plain path for it
+    rows = table.refresh().scan().project("event_id, channel").order("event_id").fetchall()
+    assert rows == [(1, None), (2, "web"), (3, "app"), (4, "app")]
+    with table.writer() as writer, pytest.raises(ledger.UnknownColumnError):
+        writer.write({"event_id": 5, "colour": "red"})
