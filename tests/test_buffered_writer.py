@@ -178,25 +178,32 @@ def test_an_exception_inside_with_still_commits_what_was_accepted(location: Loca
     assert table.refresh().count() == 3
 
 
-def test_rows_accepted_before_interpreter_exit_are_committed(local_location: Location) -> None:
-    warehouse = local_location.connect()
+@pytest.mark.parametrize(
+    ("ending", "returncode"), [("raise SystemExit(3)", 3), ("raise RuntimeError('crash')", 1)]
+)
+def test_rows_accepted_before_interpreter_exit_are_committed(
+    location: Location, ending: str, returncode: int
+) -> None:
+    """A writer never closed, in a process that exits (or dies of an uncaught exception): its
+    rows are committed at exit, on S3 too (before the S3 client shuts down)."""
+    warehouse = location.connect()
     _events(warehouse)
     script = textwrap.dedent(
         f"""
         import ledger
-        table = ledger.connect({local_location.uri!r}).table("events")
-        writer = table.writer(max_rows=1_000_000, max_seconds=None)  # never closed
+        warehouse = ledger.connect({location.uri!r}, **{location.options!r})
+        writer = warehouse.table("events").writer(max_rows=1_000_000, max_seconds=None)
         for i in range(50):
             writer.write({{"event_id": i, "user": "ann", "amount": 1.25}})
         print(writer.committed_rows)
-        raise SystemExit(3)
+        {ending}
         """
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120
     )
-    assert done.returncode == 3, done.stderr
+    assert done.returncode == returncode, done.stderr
     assert done.stdout.strip() == "0"  # nothing was committed before exit
     table = warehouse.table("events")
     assert table.count() == 50
