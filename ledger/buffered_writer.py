@@ -381,21 +381,24 @@ class BufferedWriter:
                 self._state.notify_all()
 
     def _convert_each(self, group: list[_Conversion]) -> None:
-        """One pass for the whole group; if it fails, one pass per call, so that only the
-        calls holding a bad row get an error."""
-        if len(group) > 1:
+        """One pass for the calls that can share one; if it fails, one pass per call, so that
+        only the calls holding a bad row get an error."""
+        # An empty dict is no row on its own but a row of NULLs beside others: alone, always.
+        shared = [c for c in group if all(type(r) is dict and r for r in c.rows)]
+        if len(shared) > 1:
             try:
-                whole = self._convert([row for c in group for row in c.rows])
+                whole = self._convert([row for c in shared for row in c.rows])
             except (LedgerError, ValueError, TypeError):
                 pass
             else:
                 table = _concat(whole)
                 start = 0
-                for conversion in group:
+                for conversion in shared:
                     conversion.converted = table.slice(start, len(conversion.rows))
                     start += len(conversion.rows)
-                return
         for conversion in group:
+            if conversion.converted is not None:
+                continue
             try:
                 conversion.converted = _concat(self._convert(conversion.rows))
             except BaseException as e:

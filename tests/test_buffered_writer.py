@@ -539,3 +539,23 @@ def test_a_column_another_writer_added_is_accepted(location: Location) -> None:
     assert rows == [(1, None), (2, "web"), (3, "app"), (4, "app")]
     with table.writer() as writer, pytest.raises(ledger.UnknownColumnError):
         writer.write({"event_id": 5, "colour": "red"})
+
+
+def test_empty_dicts_written_at_once_count_as_insert_counts_them(local_location: Location) -> None:
+    """insert([{}]) writes no row, while [{}, row] is a row of NULLs beside a row: concurrent
+    writes converted together must not turn a lone {} into a row."""
+    warehouse = local_location.connect()
+    table = warehouse.create_table("no_key", {"a": "BIGINT", "b": "DOUBLE"})
+    with table.writer(max_seconds=None) as writer:
+
+        def write_many(thread: int) -> None:
+            for i in range(30):
+                writer.write([{}] if i % 2 else [{"a": thread, "b": 1}])  # b: not plain
+
+        workers = [threading.Thread(target=write_many, args=(t,)) for t in range(4)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+    assert table.count() == 4 * 15
+    assert table.scan().aggregate("count(a)").fetchall() == [(60,)]
