@@ -64,6 +64,9 @@ class Settings:
 
     max_rows: int = 50_000
     max_seconds: float = 1.0
+    # Flushes commit as app batches, so a retried flush never commits its events twice. One
+    # running service per app_id: give each process its own.
+    app_id: str = "ingest-service"
     ack_timeout: float = 30.0
     merge_every: float = 60.0
     vacuum_every: float = 600.0
@@ -91,7 +94,9 @@ class IngestService:
         self.table = table
         self.settings = settings or Settings()
         self.writer = table.writer(
-            max_rows=self.settings.max_rows, max_seconds=self.settings.max_seconds
+            max_rows=self.settings.max_rows,
+            max_seconds=self.settings.max_seconds,
+            app_id=self.settings.app_id,
         )
         self._stop = threading.Event()
         self._timers = [

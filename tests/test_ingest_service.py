@@ -72,6 +72,10 @@ def test_a_burst_of_concurrent_requests_lands_every_acknowledged_event_once(
     assert total == sum(Decimal(str(e["amount"])) for e in acknowledged)
     commits = [c for c in table.history() if c.operation == "insert"]
     assert sum(c.inserted for c in commits) == len(acknowledged)
+    # every flush an app batch, numbered in order: a retried flush could not commit twice
+    assert [(c.app_id, c.batch) for c in commits] == [
+        ("ingest-service", n) for n in range(len(commits))
+    ]
 
 
 MALFORMED: list[tuple[bytes, int, str]] = [
