@@ -7,6 +7,7 @@ kept by the test), on real Parquet and the real log, on local disk and S3.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import subprocess
 import sys
@@ -559,3 +560,39 @@ def test_empty_dicts_written_at_once_count_as_insert_counts_them(local_location:
             worker.join()
     assert table.count() == 4 * 15
     assert table.scan().aggregate("count(a)").fetchall() == [(60,)]
+
+
+@pytest.mark.parametrize("late", [False, True], ids=["fails-before", "fails-after-effect"])
+def test_every_storage_call_of_a_flush_may_fail_and_nothing_is_lost_or_doubled(
+    local_location: Location, late: bool
+) -> None:
+    """Fail the n-th storage call of a flush, for every n the flush makes: before the call
+    takes effect, or after it (a lost response). The retried flush, with app_id, leaves every
+    row exactly once."""
+    from tests.support.lost_responses import LateFailingStore
+
+    warehouse = local_location.connect()
+    rows = [_event(i) for i in range(4)]
+
+    def flush_with_fault(name: str, fail_after: int | None) -> tuple[FailingStore, int]:
+        _events(warehouse, name)
+        kind = LateFailingStore if late else FailingStore
+        store = kind(warehouse.store, fail_at=None)
+        writer = ledger.Warehouse(store).table(name).writer(max_seconds=None, app_id="sink")
+        writer.write(rows)
+        start = store.counter.calls
+        if fail_after is not None:
+            store.counter.fail_at = start + fail_after
+        with contextlib.suppress(InjectedFault):
+            writer.flush()
+        store.counter.fail_at = None
+        writer.close()  # the retry
+        calls = store.counter.calls - start
+        assert _rows_of(warehouse.table(name)) == _expected(rows), f"fault at call {fail_after}"
+        return store, calls
+
+    _, calls_of_a_flush = flush_with_fault("probe", None)
+    assert calls_of_a_flush > 3
+    for n in range(1, calls_of_a_flush + 1):
+        store, _ = flush_with_fault(f"t{n}", n)
+        assert store.counter.failed, f"call {n} was never made"
