@@ -596,3 +596,27 @@ def test_every_storage_call_of_a_flush_may_fail_and_nothing_is_lost_or_doubled(
     for n in range(1, calls_of_a_flush + 1):
         store, _ = flush_with_fault(f"t{n}", n)
         assert store.counter.failed, f"call {n} was never made"
+
+
+class SlowCommits(FailingStore):
+    """Every log commit takes a while (a slow store)."""
+
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        if "/_log/" in key:
+            time.sleep(0.5)
+        return self.inner.put_if_absent(key, data)
+
+
+def test_wait_gives_up_after_its_timeout_and_the_rows_still_commit(
+    local_location: Location,
+) -> None:
+    warehouse = local_location.connect()
+    _events(warehouse)
+    store = SlowCommits(warehouse.store, fail_at=None)
+    writer = ledger.Warehouse(store).table("events").writer(max_seconds=None)
+    position = writer.write([_event(1), _event(2)])
+    with pytest.raises(TimeoutError):
+        writer.wait(position, timeout=0.05)
+    writer.wait(position, timeout=30)
+    writer.close()
+    assert _rows_of(warehouse.table("events")) == _expected([_event(1), _event(2)])
