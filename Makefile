@@ -41,6 +41,7 @@ demo: $(STAMP)
 	$(PY) examples/corrections.py
 	$(PY) examples/rollups.py
 	$(PY) examples/dimension.py
+	$(PY) examples/ingest_service.py
 	$(PY) examples/spark_pipeline.py
 
 test: $(STAMP) jars

@@ -9,10 +9,12 @@
 
 from __future__ import annotations
 
+from ledger.buffered_writer import BufferedWriter
 from ledger.errors import (
     ConflictError,
     CorruptLogError,
     DuplicateKeyError,
+    FlushError,
     InvalidArgumentError,
     InvalidPredicateError,
     KeyNotFoundError,
@@ -34,6 +36,7 @@ from ledger.errors import (
     UnmatchedDeleteMarkError,
     UnsafePredicateError,
     UnsafeSqlError,
+    WriterClosedError,
 )
 from ledger.snapshot import Snapshot
 from ledger.table import CommitRecord, Table
@@ -41,11 +44,13 @@ from ledger.transaction import CommitInfo, Transaction
 from ledger.warehouse import Warehouse, connect
 
 __all__ = [
+    "BufferedWriter",
     "CommitInfo",
     "CommitRecord",
     "ConflictError",
     "CorruptLogError",
     "DuplicateKeyError",
+    "FlushError",
     "InvalidArgumentError",
     "InvalidPredicateError",
     "KeyNotFoundError",
@@ -71,5 +76,6 @@ __all__ = [
     "UnsafePredicateError",
     "UnsafeSqlError",
     "Warehouse",
+    "WriterClosedError",
     "connect",
 ]

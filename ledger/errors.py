@@ -121,6 +121,15 @@ class TransactionClosedError(LedgerError):
     """The transaction was already committed or aborted."""
 
 
+class FlushError(LedgerError):
+    """A buffered writer could not commit rows it had accepted. They stay buffered (with their
+    app batch) and the next flush tries again; the cause is chained."""
+
+
+class WriterClosedError(LedgerError):
+    """A buffered writer was closed; open a new one with ``table.writer()``."""
+
+
 # --- storage and log --------------------------------------------------------------------------
 
 

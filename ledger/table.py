@@ -17,6 +17,12 @@ import pyarrow as pa
 
 from ledger import arguments
 from ledger import rollup as rollups
+from ledger.buffered_writer import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_ROWS,
+    DEFAULT_MAX_SECONDS,
+    BufferedWriter,
+)
 from ledger.errors import (
     ConflictError,
     InvalidArgumentError,
@@ -249,6 +255,27 @@ class Table:
             tx.abort()
             raise
         return tx.commit()
+
+    def writer(
+        self,
+        *,
+        max_rows: int = DEFAULT_MAX_ROWS,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        max_seconds: float | None = DEFAULT_MAX_SECONDS,
+        app_id: str | None = None,
+    ) -> BufferedWriter:
+        """A buffered writer: ``write(row_or_rows)`` from any number of threads, converted at
+        once (a bad row raises from its own call) and inserted in one commit per ``max_rows``
+        rows, ``max_bytes`` bytes or ``max_seconds`` seconds (None: no age limit), on
+        ``flush()``, on ``close()`` or leaving the ``with`` block, and at interpreter exit. With
+        ``app_id`` every flush is an idempotent app batch. See ledger.buffered_writer.
+
+        >>> with events.writer(max_seconds=1.0) as w:                    # doctest: +SKIP
+        ...     w.write({"event_id": "e-1", "kind": "click"})
+        """
+        return BufferedWriter(
+            self, max_rows=max_rows, max_bytes=max_bytes, max_seconds=max_seconds, app_id=app_id
+        )
 
     def append_entries(
         self, data: Any, *, app_id: str | None = None, batch: int | None = None

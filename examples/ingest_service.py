@@ -1,0 +1,265 @@
+"""An HTTP event sink: JSON events in, one ledger table out, merges and vacuum on timers.
+
+    POST /events   one event (a JSON object) or a batch (a JSON array of objects)
+    GET  /health   rows accepted and committed, the table's version and data files
+
+Every request goes through one buffered writer (``table.writer()``), so a thousand requests a
+second become a few commits, not a thousand tiny Parquet files. A request is answered only once
+the commit holding its events landed: ``200`` means the events are durable and will be read
+exactly once. Requests that arrive while a commit is under way wait for the next one together
+(a group commit), so the answer takes about one commit's time, however many clients send.
+
+A malformed request (not JSON, not an object or a list of objects, an unknown column, a value
+that does not fit its column, a missing ``event_id``) gets ``400`` or ``422`` and nothing of it
+is written; other requests in flight are not affected. If the store fails, the answer is ``503``:
+the events stay buffered and are committed by a later flush, so a client that retries may send
+them twice; the table's dedup policy on ``event_id`` makes the second copy a repeat, which views
+drop and merges remove.
+
+A background timer merges small files every ``merge_every`` seconds and another vacuums every
+``vacuum_every`` seconds, keeping files older versions need for ``vacuum_grace`` seconds.
+
+Run it::
+
+    .venv/bin/python examples/ingest_service.py --serve --warehouse ./warehouse --port 8080
+    curl -X POST localhost:8080/events -d '{"event_id": "e-1", "kind": "click", "user_id": 7}'
+
+Without ``--serve`` it runs a short demonstration on a free port of 127.0.0.1 and stops.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import json
+import logging
+import tempfile
+import threading
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from flask import Flask, Response, request
+from werkzeug.serving import BaseWSGIServer, make_server
+
+import ledger
+
+log = logging.getLogger("ingest_service")
+
+EVENTS_SCHEMA = {
+    "event_id": "VARCHAR",
+    "kind": "VARCHAR",
+    "user_id": "BIGINT",
+    "amount": "DECIMAL(18,2)",
+    "received_at": "TIMESTAMPTZ",
+}
+STAMPED = "received_at"  # set by the service when the request arrives
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How the service buffers and maintains the table (seconds unless named otherwise)."""
+
+    max_rows: int = 50_000
+    max_seconds: float = 1.0
+    # Flushes commit as app batches, so a retried flush never commits its events twice. One
+    # running service per app_id: give each process its own.
+    app_id: str = "ingest-service"
+    ack_timeout: float = 30.0
+    merge_every: float = 60.0
+    vacuum_every: float = 600.0
+    vacuum_grace: float = 3600.0
+
+
+def open_events(warehouse: ledger.Warehouse, name: str = "events") -> ledger.Table:
+    """The events table, created on first use: keyed by event_id, partitioned by day, and
+    deduplicated on event_id (an event sent twice is a repeat)."""
+    if name in warehouse.tables():
+        return warehouse.table(name)
+    return warehouse.create_table(
+        name,
+        EVENTS_SCHEMA,
+        primary_key="event_id",
+        partition_by="day(received_at)",
+        policy={"name": "dedup", "dedup_key": ["event_id"]},
+    )
+
+
+class IngestService:
+    """The writer and the maintenance timers behind the HTTP routes."""
+
+    def __init__(self, table: ledger.Table, settings: Settings | None = None) -> None:
+        self.table = table
+        self.settings = settings or Settings()
+        self.writer = table.writer(
+            max_rows=self.settings.max_rows,
+            max_seconds=self.settings.max_seconds,
+            app_id=self.settings.app_id,
+        )
+        self._stop = threading.Event()
+        self._timers = [
+            threading.Thread(target=self._every, args=(self.settings.merge_every, self.merge)),
+            threading.Thread(target=self._every, args=(self.settings.vacuum_every, self.vacuum)),
+        ]
+        self.merges = 0
+        self.vacuums = 0
+
+    def start(self) -> None:
+        for timer in self._timers:
+            timer.start()
+
+    def stop(self) -> None:
+        """Stop the timers, then commit whatever is still buffered."""
+        self._stop.set()
+        for timer in self._timers:
+            if timer.is_alive():
+                timer.join()
+        self.writer.close()
+
+    def accept(self, events: list[dict[str, Any]]) -> int:
+        """Write the events and wait until they are committed; return how many."""
+        received_at = dt.datetime.now(dt.UTC)
+        for event in events:
+            if STAMPED in event:
+                raise ledger.InvalidArgumentError(
+                    f"{STAMPED!r} is set by the service; leave it out"
+                )
+        position = self.writer.write([{**event, STAMPED: received_at} for event in events])
+        self.writer.wait(position, timeout=self.settings.ack_timeout)
+        return len(events)
+
+    def merge(self) -> None:
+        result = self.table.merge()
+        self.merges += 1
+        log.info("merge: %s", result)
+
+    def vacuum(self) -> None:
+        result = self.table.vacuum(self.settings.vacuum_grace)
+        self.vacuums += 1
+        log.info("vacuum: %s", result)
+
+    def _every(self, seconds: float, task: Callable[[], None]) -> None:
+        while not self._stop.wait(seconds):
+            try:
+                task()
+            except ledger.LedgerError as e:  # a conflict or a store hiccup: try next time
+                log.warning("%s failed: %s", task.__name__, e)
+
+
+def create_app(service: IngestService) -> Flask:
+    """The Flask application: POST /events and GET /health."""
+    app = Flask(__name__)
+
+    @app.post("/events")
+    def post_events() -> tuple[dict[str, Any], int]:
+        body = request.get_json(silent=True)
+        events = [body] if isinstance(body, dict) else body
+        if not isinstance(events, list) or not all(isinstance(e, dict) for e in events):
+            return {"error": "send a JSON object (one event) or an array of objects"}, 400
+        try:
+            accepted = service.accept(events)
+        except (ledger.FlushError, TimeoutError) as e:
+            return {"error": f"not committed yet, retry later: {e}"}, 503
+        except ledger.LedgerError as e:  # the events do not fit the table: nothing written
+            return {"error": str(e)}, 422
+        return {"accepted": accepted}, 200
+
+    @app.get("/health")
+    def health() -> dict[str, Any]:
+        table = service.table.refresh()
+        return {
+            "accepted": service.writer.accepted_rows,
+            "committed": service.writer.committed_rows,
+            "version": table.version,
+            "files": len(table.files()),
+            "merges": service.merges,
+            "vacuums": service.vacuums,
+        }
+
+    @app.errorhandler(404)
+    def not_found(error: Exception) -> Response:
+        return Response(json.dumps({"error": "POST /events or GET /health"}), 404)
+
+    return app
+
+
+class RunningService:
+    """The service on a real HTTP server in a background thread (port 0: a free port)."""
+
+    def __init__(
+        self, table: ledger.Table, settings: Settings | None = None, port: int = 0
+    ) -> None:
+        self.service = IngestService(table, settings)
+        self.server: BaseWSGIServer = make_server(
+            "127.0.0.1", port, create_app(self.service), threaded=True
+        )
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> RunningService:
+        self.service.start()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.server.shutdown()  # answers every request in flight first
+        self._thread.join()
+        self.service.stop()
+
+
+def post_json(url: str, payload: Any) -> tuple[int, dict[str, Any]]:
+    """POST ``payload`` as JSON; return the status and the decoded answer."""
+    data = json.dumps(payload).encode()
+    req = urllib.request.Request(url, data, {"Content-Type": "application/json"}, method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=60) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def demo(warehouse_uri: str) -> dict[str, Any]:
+    """Start the service, send events (and one bad request), and return what the table holds."""
+    table = open_events(ledger.connect(warehouse_uri))
+    settings = Settings(max_seconds=0.2, merge_every=0.5, vacuum_every=1.0, vacuum_grace=0.5)
+    with RunningService(table, settings) as running:
+        answers = [
+            post_json(f"{running.url}/events", {"event_id": "e-1", "kind": "signup", "user_id": 1}),
+            post_json(
+                f"{running.url}/events",
+                [
+                    {"event_id": "e-2", "kind": "purchase", "user_id": 1, "amount": 19.99},
+                    {"event_id": "e-3", "kind": "purchase", "user_id": 2, "amount": 5.25},
+                ],
+            ),
+            post_json(f"{running.url}/events", {"event_id": "e-4", "user_id": "not a number"}),
+        ]
+    totals = table.refresh().scan().aggregate("kind, count(*), sum(amount)", "kind").fetchall()
+    return {"answers": answers, "totals": sorted(totals, key=lambda r: str(r[0]))}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--serve", action="store_true", help="serve until interrupted")
+    parser.add_argument("--warehouse", default=None, help="local path or s3:// URI")
+    parser.add_argument("--table", default="events")
+    parser.add_argument("--port", type=int, default=8080)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO)
+    if not args.serve:
+        result = demo(args.warehouse or tempfile.mkdtemp())
+        for status, answer in result["answers"]:
+            print(status, answer)
+        print(result["totals"])
+        return
+    table = open_events(ledger.connect(args.warehouse or "./warehouse"), args.table)
+    with RunningService(table, port=args.port) as running:
+        print(f"listening on {running.url}; Ctrl-C to stop")
+        with contextlib.suppress(KeyboardInterrupt):
+            threading.Event().wait()
+
+
+if __name__ == "__main__":
+    main()

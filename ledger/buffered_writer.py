@@ -1,0 +1,656 @@
+"""A buffered writer: many small writes from many threads, committed as a few large inserts.
+
+>>> with table.writer(max_rows=50_000, max_seconds=2.0) as writer:   # doctest: +SKIP
+...     writer.write({"event_id": "e-1", "kind": "click"})
+...     writer.write([{"event_id": "e-2", "kind": "view"}, {"event_id": "e-3", "kind": "buy"}])
+
+Each Parquet file and each log commit has a fixed cost, so one row per commit wastes most of what
+a table stores and reads. The writer converts every ``write`` at once against the table's schema
+(a row that does not fit raises from that ``write`` alone, and nothing of it is buffered), keeps
+the converted rows in memory, and inserts them in one transaction when the buffer reaches
+``max_rows`` rows or ``max_bytes`` bytes, when its oldest row is ``max_seconds`` old, on
+``flush()``, on ``close()`` (also on leaving the ``with`` block, by an exception or not) and at
+interpreter exit.
+
+A dict whose every value is of the one Python type that always fits its column (``str`` for
+VARCHAR, ``int`` in range for the integer types, a finite ``float`` for DOUBLE, ``bool`` for
+BOOLEAN, None outside the key) is checked value by value and kept as is: converting many such
+rows together at flush time cannot fail, and costs a fraction of converting each alone. Other
+writes of dicts are converted at once, together with other threads' writes: a call joins the
+group of calls waiting while another thread converts, and the group is converted in one pass. If
+a group does not convert, each of its calls is converted alone, so only the calls that hold a bad
+row raise.
+
+With ``app_id``, the n-th flush commits as batch ``first + n`` of that app (``first`` is one
+above the app's last committed batch, so a restarted writer goes on where it stopped). A flush
+that failed keeps its rows and its batch number; retrying it can never commit them twice, even
+when the failed attempt's commit did land.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import math
+import threading
+import time
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+import pyarrow as pa
+
+from ledger import arguments
+from ledger.errors import (
+    FlushError,
+    InvalidArgumentError,
+    LedgerError,
+    UnknownColumnError,
+    WriterClosedError,
+)
+from ledger.inputs import read_rows
+from ledger.schema import TableSchema, conform
+
+if TYPE_CHECKING:
+    from ledger.log.state import TableState
+    from ledger.table import Table
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_ROWS = 100_000
+DEFAULT_MAX_BYTES = 64 << 20
+DEFAULT_MAX_SECONDS = 5.0
+# Writers wait (back-pressure) while the rows not yet committed reach this many times a limit:
+# a flush runs meanwhile, and memory stays bounded when the store is slower than the writers.
+BACKLOG_FACTOR = 4
+# A background flush that failed is tried again after this delay, doubled per failure.
+RETRY_DELAY_SECONDS = 0.5
+MAX_RETRY_DELAY_SECONDS = 30.0
+
+
+@dataclass
+class _Conversion:
+    """One ``write`` call's rows, waiting for the group conversion that takes them."""
+
+    rows: list[Any]
+    done: bool = False
+    converted: pa.Table | None = None
+    error: BaseException | None = None
+    position: int = 0
+
+
+# Accepted rows: converted Arrow tables, or plain dicts that convert together at flush time.
+_Part: TypeAlias = "pa.Table | list[dict[str, Any]]"
+
+
+@dataclass
+class _Batch:
+    """Rows sealed for one commit: their app batch number stays theirs until they commit."""
+
+    parts: list[_Part]
+    rows: int
+    bytes: int
+    end_position: int
+    batch: int | None
+    attempted: bool = False
+    converted: pa.Table | None = None
+
+
+@dataclass
+class _Buffer:
+    """Rows accepted and not yet sealed into a batch."""
+
+    parts: list[_Part] = field(default_factory=list)
+    rows: int = 0
+    bytes: int = 0
+    oldest: float | None = None  # time.monotonic() when the first of them was accepted
+
+    def add(self, part: _Part, rows: int, size: int) -> None:
+        if isinstance(part, list) and self.parts and isinstance(self.parts[-1], list):
+            self.parts[-1].extend(part)  # one list of plain rows, converted in one pass
+        else:
+            self.parts.append(part)
+        self.rows += rows
+        self.bytes += size
+        if self.oldest is None:
+            self.oldest = time.monotonic()
+
+
+class BufferedWriter:
+    """Buffers writes to one table and inserts them in large batches; use ``table.writer()``.
+
+    Thread-safe: ``write`` may be called from any number of threads. A row is *accepted* when
+    ``write`` returns (converted, in memory); it is *committed* after the flush that inserts it.
+    ``write`` returns a position; ``wait(position)`` blocks until every row accepted up to it is
+    committed.
+    """
+
+    def __init__(
+        self,
+        table: Table,
+        *,
+        max_rows: int = DEFAULT_MAX_ROWS,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        max_seconds: float | None = DEFAULT_MAX_SECONDS,
+        app_id: str | None = None,
+    ) -> None:
+        self._table = table
+        self._max_rows = arguments.whole_number(max_rows, "max_rows", minimum=1)
+        self._max_bytes = arguments.whole_number(max_bytes, "max_bytes", minimum=1)
+        self._max_seconds = (
+            None if max_seconds is None else arguments.positive_seconds(max_seconds, "max_seconds")
+        )
+        if app_id is not None and (not isinstance(app_id, str) or not app_id):
+            raise InvalidArgumentError(f"app_id must be non-empty text, not {app_id!r}")
+        self._app_id = app_id
+        self._next_batch = 0
+        if app_id is not None:
+            # Go on after the app's last committed batch: a batch at or below it is a no-op.
+            self._next_batch = table.refresh()._state.apps.get(app_id, -1) + 1
+        self._state = threading.Condition(threading.Lock())
+        self._open = _Buffer()
+        self._sealed: deque[_Batch] = deque()
+        self._accepted = 0  # position of the last accepted row
+        self._committed = 0  # position of the last committed row
+        self._failures = 0
+        self._error: BaseException | None = None  # the last failed flush, until reported
+        self._last_failure: BaseException | None = None
+        self._retry_at = 0.0
+        self._retry_delay = RETRY_DELAY_SECONDS
+        self._flush_requested = False
+        self._closed = False
+        self._stopped = False
+        self._flushing = threading.Lock()  # one flush at a time commits, in batch order
+        self._conversions: list[_Conversion] = []
+        self._plain_types: dict[str, type] = {}
+        self._int_bounds: dict[str, tuple[int, int]] = {}
+        self._plain_keys: frozenset[str] = frozenset()
+        self._checks_for: TableSchema | None = None
+        self._converting = False
+        self._thread = threading.Thread(
+            target=self._flush_in_background, name=f"ledger-writer-{table.name}", daemon=True
+        )
+        self._thread.start()
+        # Rows accepted but not flushed when the interpreter exits are flushed then.
+        atexit.register(self._flush_at_exit)
+
+    def __repr__(self) -> str:
+        return (
+            f"BufferedWriter({self._table.name!r}, accepted={self._accepted}, "
+            f"committed={self._committed})"
+        )
+
+    # --- context manager -------------------------------------------------------------------
+
+    def __enter__(self) -> BufferedWriter:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        # Rows accepted before an exception are committed too; the exception goes on.
+        self.close()
+
+    # --- counters ----------------------------------------------------------------------------
+
+    @property
+    def accepted_rows(self) -> int:
+        """Rows accepted so far (the position of the last one)."""
+        return self._accepted
+
+    @property
+    def committed_rows(self) -> int:
+        """Rows committed so far (every accepted row up to this position)."""
+        return self._committed
+
+    @property
+    def pending_rows(self) -> int:
+        """Rows accepted and not committed yet."""
+        return self._accepted - self._committed
+
+    @property
+    def app_id(self) -> str | None:
+        return self._app_id
+
+    # --- writes ------------------------------------------------------------------------------
+
+    def write(self, data: Any) -> int:
+        """Accept one row (a dict) or rows (anything ``insert`` takes) and return the position
+        of the last accepted row (for :meth:`wait`).
+
+        The rows are converted to the table's types now: rows that do not fit raise here
+        (:class:`~ledger.errors.SchemaError` and its kin) and nothing of this call is buffered.
+        Raises :class:`~ledger.errors.FlushError` once after a background flush failed (its
+        rows stay buffered and are tried again), and
+        :class:`~ledger.errors.WriterClosedError` after ``close()``.
+        """
+        if type(data) is dict or isinstance(data, list):
+            rows: list[Any] = data if isinstance(data, list) else [data]
+            plain, size = self._plain_rows(rows)
+            if plain is not None:
+                with self._state:  # the hot path: one lock round for the whole write
+                    self._admit_locked()
+                    return self._accept_part(plain, len(plain), size)
+            self._admit()
+            if type(data) is not dict or _is_one_row(data):  # else a dict of lists
+                return self._write_dicts(rows)
+        else:
+            self._admit()
+            if isinstance(data, Mapping) and _is_one_row(data):
+                return self._write_dicts([data])
+        tables = self._convert(data)
+        with self._state:
+            self._ensure_open()
+            return self._accept(tables)
+
+    def flush(self) -> int:
+        """Commit every accepted row now, in the calling thread; return the rows committed.
+
+        Raises what the commit raised if it fails; the rows stay buffered (with their app batch)
+        for the next flush."""
+        with self._state:
+            self._flush_requested = False
+            self._seal()
+        return self._commit_sealed(in_background=False)
+
+    def wait(self, position: int, timeout: float | None = None) -> None:
+        """Block until every row accepted up to ``position`` (a value ``write`` returned) is
+        committed. Raises :class:`~ledger.errors.FlushError` if a flush fails meanwhile (the
+        rows stay buffered and are tried again) and :class:`TimeoutError` after ``timeout``
+        seconds. A flush is started at once rather than at the next size or age limit."""
+        position = arguments.whole_number(position, "position")
+        if position > self._accepted:
+            raise InvalidArgumentError(
+                f"position {position} was never returned by write(): {self._accepted} rows "
+                "were accepted so far"
+            )
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._state:
+            failures = self._failures
+            if self._committed < position:
+                self._flush_requested = True
+                self._state.notify_all()
+            while self._committed < position:
+                if self._failures != failures:
+                    raise FlushError(
+                        f"a flush of table {self._table.name!r} failed before position "
+                        f"{position} was committed: {self._last_failure}; the rows stay "
+                        "buffered and are tried again"
+                    ) from self._last_failure
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise TimeoutError(
+                        f"rows up to position {position} of table {self._table.name!r} were "
+                        f"not committed within {timeout} s ({self._committed} are)"
+                    )
+                self._state.wait(remaining)
+
+    def close(self) -> None:
+        """Refuse further writes, commit every accepted row and stop the background flusher.
+        Raises what the last commit raised if it fails (the rows stay buffered: ``flush()``
+        tries again, and so does interpreter exit)."""
+        with self._state:
+            self._closed = True
+            self._stopped = True
+            self._state.notify_all()
+        if self._thread is not threading.current_thread():
+            self._thread.join()
+        self.flush()
+        atexit.unregister(self._flush_at_exit)
+
+    # --- internals: accepting rows ------------------------------------------------------------
+
+    def _admit(self) -> None:
+        with self._state:
+            self._admit_locked()
+
+    def _admit_locked(self) -> None:
+        """Before a write (the state lock is held): refuse it when closed; report a failed
+        background flush once; wait while the backlog is full and a flush is making room."""
+        self._ensure_open()
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise FlushError(
+                f"a background flush of table {self._table.name!r} failed: {error}; its "
+                f"{self.pending_rows} rows stay buffered and are tried again (this write "
+                "was not accepted: write it again)"
+            ) from error
+        while self._backlog_full():
+            if self._sealed and self._sealed[0].attempted:
+                raise FlushError(
+                    f"the buffer of table {self._table.name!r} is full ({self.pending_rows} "
+                    f"rows) and its flushes fail ({self._last_failure}); this write was not "
+                    "accepted: write it again later"
+                ) from self._last_failure
+            self._flush_requested = True
+            self._state.notify_all()
+            self._state.wait(0.1)
+            self._ensure_open()
+
+    def _backlog_full(self) -> bool:
+        pending = self._accepted - self._committed
+        backlog_bytes = self._open.bytes + sum(b.bytes for b in self._sealed)
+        return (
+            pending >= BACKLOG_FACTOR * self._max_rows
+            or backlog_bytes >= BACKLOG_FACTOR * self._max_bytes
+        )
+
+    def _ensure_open(self) -> None:
+        if self._closed:
+            raise WriterClosedError(
+                f"the writer of table {self._table.name!r} is closed; open a new one with "
+                "table.writer()"
+            )
+
+    def _write_dicts(self, rows: list[Any]) -> int:
+        """Convert ``rows`` together with other threads' pending rows: the first caller to find
+        no conversion running converts every pending call in one pass."""
+        mine = _Conversion(rows)
+        with self._state:
+            self._conversions.append(mine)
+            while self._converting and not mine.done:
+                self._state.wait()
+            if not mine.done:
+                group, self._conversions = self._conversions, []
+                self._converting = True
+        if not mine.done:
+            self._convert_group(group)
+        if mine.error is not None:
+            raise mine.error
+        return mine.position
+
+    def _convert_group(self, group: list[_Conversion]) -> None:
+        try:
+            self._convert_each(group)
+        finally:
+            with self._state:
+                accepted = [c.converted for c in group if c.converted is not None]
+                if self._closed and accepted:
+                    for conversion in group:
+                        conversion.converted = None
+                        conversion.error = WriterClosedError(
+                            f"the writer of table {self._table.name!r} was closed while this "
+                            "write was converted; nothing of it was accepted"
+                        )
+                else:
+                    for conversion in group:
+                        if conversion.converted is not None:
+                            conversion.position = self._accept([conversion.converted])
+                for conversion in group:
+                    conversion.done = True
+                self._converting = False
+                self._state.notify_all()
+
+    def _convert_each(self, group: list[_Conversion]) -> None:
+        """One pass for the calls that can share one; if it fails, one pass per call, so that
+        only the calls holding a bad row get an error."""
+        # An empty dict is no row on its own but a row of NULLs beside others: alone, always.
+        shared = [c for c in group if all(type(r) is dict and r for r in c.rows)]
+        if len(shared) > 1:
+            try:
+                whole = self._convert([row for c in shared for row in c.rows])
+            except (LedgerError, ValueError, TypeError):
+                pass
+            else:
+                table = _concat(whole)
+                start = 0
+                for conversion in shared:
+                    conversion.converted = table.slice(start, len(conversion.rows))
+                    start += len(conversion.rows)
+        for conversion in group:
+            if conversion.converted is not None:
+                continue
+            try:
+                conversion.converted = _concat(self._convert(conversion.rows))
+            except BaseException as e:
+                conversion.error = e
+
+    def _convert(self, data: Any) -> list[pa.Table]:
+        """``data`` in the table's column types, as ``insert`` would write it (which reads the
+        latest schema: a column another writer added since this handle last looked is known
+        after a refresh)."""
+        try:
+            return self._convert_with(self._table._state, data)
+        except UnknownColumnError:
+            if isinstance(data, list | Mapping | pa.Table | pa.RecordBatch):  # read it again
+                return self._convert_with(self._table._latest_state(), data)
+            raise
+
+    def _convert_with(self, state: TableState, data: Any) -> list[pa.Table]:
+        key_columns = () if state.config.generated_row_id else state.config.key_columns
+        return [
+            conform(chunk.table, state.schema, key_columns=key_columns)[0]
+            for chunk in read_rows(data, state.schema, store=self._table.store)
+        ]
+
+    def _accept(self, tables: list[pa.Table]) -> int:
+        """Add converted rows to the buffer (the state lock is held); return their position."""
+        for table in tables:
+            if table.num_rows:
+                self._accept_part(table, table.num_rows, table.nbytes)
+        return self._accepted
+
+    def _accept_part(self, part: _Part, rows: int, size: int) -> int:
+        if rows:
+            self._open.add(part, rows, size)
+            self._accepted += rows
+            if self._limit_reached():
+                self._state.notify_all()
+        return self._accepted
+
+    def _plain_rows(self, rows: list[Any]) -> tuple[list[dict[str, Any]] | None, int]:
+        """Copies of ``rows`` and their approximate size if every value plainly fits its column
+        (see the module docstring); (None, 0) if any row needs a conversion first. On the hot
+        path of every write, so the checks are inline."""
+        expected_types, bounds, keys = self._plain_checks()
+        copies: list[dict[str, Any]] = []
+        size = 0
+        for row in rows:
+            if type(row) is not dict or not row or not keys.issubset(row):
+                return None, 0
+            copy = dict(row)  # the caller may change its dict after write() returns
+            for name, value in copy.items():
+                expected = expected_types.get(name)
+                kind = type(value)
+                if kind is not expected:
+                    if value is None and expected is not None and name not in keys:
+                        size += 1
+                        continue
+                    return None, 0
+                if kind is str:
+                    if not value.isascii() and not _encodes(value):
+                        return None, 0
+                    size += len(value) + 4
+                elif kind is int:
+                    low, high = bounds[name]
+                    if not low <= value <= high:
+                        return None, 0
+                    size += 8
+                elif kind is float:
+                    if not math.isfinite(value):
+                        return None, 0
+                    size += 8
+                else:
+                    size += 1
+            copies.append(copy)
+        return copies, size
+
+    def _plain_checks(self) -> tuple[dict[str, type], dict[str, tuple[int, int]], frozenset[str]]:
+        state = self._table._state
+        if self._checks_for is not state.schema:
+            config = state.config
+            self._plain_types, self._int_bounds = _plain_types(state.schema)
+            self._plain_keys = frozenset(() if config.generated_row_id else config.key_columns)
+            self._checks_for = state.schema
+        return self._plain_types, self._int_bounds, self._plain_keys
+
+    def _limit_reached(self) -> bool:
+        return self._open.rows >= self._max_rows or self._open.bytes >= self._max_bytes
+
+    # --- internals: flushing -------------------------------------------------------------------
+
+    def _seal(self) -> None:
+        """Turn the open buffer into the next batch to commit (the state lock is held)."""
+        if not self._open.rows:
+            return
+        batch = None
+        if self._app_id is not None:
+            batch, self._next_batch = self._next_batch, self._next_batch + 1
+        opened = self._open
+        self._sealed.append(_Batch(opened.parts, opened.rows, opened.bytes, self._accepted, batch))
+        self._open = _Buffer()
+
+    def _commit_sealed(self, *, in_background: bool) -> int:
+        """Commit the sealed batches in order; stop at the first failure (it stays first). A
+        background failure is reported at the next write (a caller of flush() gets its own)."""
+        committed = 0
+        with self._flushing:
+            while True:
+                with self._state:
+                    if not self._sealed:
+                        return committed
+                    head = self._sealed[0]
+                try:
+                    self._commit_batch(head)
+                except BaseException as e:
+                    with self._state:
+                        # A batch another writer's commit already took was certainly not
+                        # committed by this one: its retry must not count as a replay.
+                        head.attempted = head.attempted or not isinstance(e, _BatchTakenError)
+                        self._failures += 1
+                        self._last_failure = e
+                        if in_background:
+                            self._error = e
+                        self._state.notify_all()
+                    raise
+                with self._state:
+                    self._sealed.popleft()
+                    self._committed = head.end_position
+                    self._error = None
+                    self._retry_delay = RETRY_DELAY_SECONDS
+                    self._state.notify_all()
+                committed += head.rows
+
+    def _commit_batch(self, head: _Batch) -> None:
+        if head.converted is None:
+            # Plain rows are converted here, outside the state lock: writers go on meanwhile.
+            head.converted = _concat(
+                [p if isinstance(p, pa.Table) else _concat(self._convert(p)) for p in head.parts]
+            )
+            head.parts = []
+        info = self._table.insert(head.converted, app_id=self._app_id, batch=head.batch)
+        if info.version is None and not head.attempted:
+            # Never tried before, yet already committed: another writer commits batches under
+            # this app_id, and these rows would be dropped as a replay.
+            raise _BatchTakenError(
+                f"batch {head.batch} of app {self._app_id!r} on table {self._table.name!r} was "
+                "already committed by another writer; an app_id must belong to one writer at a "
+                "time. The rows stay buffered"
+            )
+
+    def _flush_in_background(self) -> None:
+        while True:
+            with self._state:
+                while not self._stopped and not self._flush_due():
+                    self._state.wait(self._seconds_until_due())
+                if self._stopped:
+                    return
+                self._flush_requested = False
+                self._seal()
+            try:
+                self._commit_sealed(in_background=True)
+            except BaseException as e:
+                log.warning(
+                    "flush of table %r failed (%s); %d rows stay buffered and are retried",
+                    self._table.name,
+                    e,
+                    self.pending_rows,
+                )
+                with self._state:
+                    self._retry_at = time.monotonic() + self._retry_delay
+                    self._retry_delay = min(self._retry_delay * 2, MAX_RETRY_DELAY_SECONDS)
+
+    def _flush_due(self) -> bool:
+        if not self._open.rows and not self._sealed:
+            return False
+        if time.monotonic() < self._retry_at:
+            return False
+        if self._sealed or self._flush_requested or self._limit_reached():
+            return True
+        oldest = self._open.oldest
+        return (
+            self._max_seconds is not None
+            and oldest is not None
+            and time.monotonic() - oldest >= self._max_seconds
+        )
+
+    def _seconds_until_due(self) -> float | None:
+        now = time.monotonic()
+        if now < self._retry_at:
+            return self._retry_at - now
+        if self._max_seconds is None or self._open.oldest is None:
+            return None
+        return max(0.0, self._open.oldest + self._max_seconds - now)
+
+    def _flush_at_exit(self) -> None:
+        try:
+            self.close()
+        except BaseException as e:
+            log.error(
+                "table %r: %d buffered rows could not be committed at exit: %s",
+                self._table.name,
+                self.pending_rows,
+                e,
+            )
+
+
+def _plain_types(schema: TableSchema) -> tuple[dict[str, type], dict[str, tuple[int, int]]]:
+    """The one Python type that plainly fits each column that has one, and the range of each
+    integer column."""
+    types: dict[str, type] = {}
+    bounds: dict[str, tuple[int, int]] = {}
+    for name in schema.names:
+        arrow_type = schema.type_of(name)
+        if pa.types.is_string(arrow_type):
+            types[name] = str
+        elif pa.types.is_boolean(arrow_type):
+            types[name] = bool
+        elif pa.types.is_float64(arrow_type):
+            types[name] = float
+        elif pa.types.is_signed_integer(arrow_type):
+            types[name] = int
+            bits = arrow_type.bit_width
+            bounds[name] = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+    return types, bounds
+
+
+def _encodes(text: str) -> bool:
+    """False for text holding a lone surrogate, which is not UTF-8."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+class _BatchTakenError(FlushError):
+    """Another writer committed this app batch first."""
+
+
+def _is_one_row(data: Mapping[Any, Any]) -> bool:
+    """A dict is one row unless every value is a list of values (a dict of lists, as
+    ``insert`` reads it)."""
+    return not data or any(
+        isinstance(v, str | bytes | Mapping) or not hasattr(v, "__len__") for v in data.values()
+    )
+
+
+def _concat(tables: list[pa.Table]) -> pa.Table:
+    """Rows of calls that named different columns: an absent column is NULL (an insert)."""
+    if len(tables) == 1:
+        return tables[0]
+    if not tables:
+        return pa.table({})
+    return pa.concat_tables(tables, promote_options="default")
+
+
+__all__ = ["BufferedWriter"]
