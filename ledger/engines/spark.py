@@ -35,7 +35,15 @@ from ledger import errors, jvm
 from ledger.errors import MissingDependencyError, StorageError
 from ledger.log.entries import FileMarker, TableConfig
 from ledger.partitioning import PartitionSpec
-from ledger.schema import DML_TYPE, ROW_ID, TRX_ID, TRX_SEQ, TableSchema, conform
+from ledger.schema import (
+    DML_TYPE,
+    ROW_ID,
+    TRX_ID,
+    TRX_SEQ,
+    TableSchema,
+    check_data_names,
+    conform,
+)
 from ledger.storage import Store
 from ledger.writer import (
     DataWriter,
@@ -188,6 +196,38 @@ def _unwrapped(e: Exception, what: str) -> Exception:
     if "OSError" in str(e) or "IOError" in str(e) or "FileNotFoundError" in str(e):
         return StorageError(f"{what}: an executor could not read or write data: {e}")
     return e
+
+
+# --- insert transforms ---------------------------------------------------------------------------
+
+
+def insert_transformed(df: DataFrame, sql: str) -> DataFrame:
+    """``df`` as the table's insert transform shapes it: the very query the embedded engine
+    runs (on an in-process DuckDB, over each Arrow batch, inside ``mapInArrow``), so a transform
+    means the same on both engines; Spark SQL would give some functions and casts other
+    meanings. A transform works row by row (``ledger.insert_transform``), so batches can be cut
+    anywhere. The result is evaluated once here: a transform that fails on the data raises
+    :class:`~ledger.errors.InsertTransformError` before anything is written."""
+    from ledger import insert_transform
+
+    output = insert_transform.apply(sql, arrow_schema(df).empty_table()).schema
+    check_data_names(output.names)
+    try:
+        target = spark_schema(output)
+    except (TypeError, ValueError) as e:
+        raise errors.InsertTransformError(
+            f"insert transform {sql!r} returns {output}, which Spark cannot hold ({e}); cast "
+            "its output to the table's column types"
+        ) from e
+
+    def shape(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            result = insert_transform.apply(sql, pa.Table.from_batches([batch]))
+            yield from result.cast(output).to_batches()
+
+    with task_errors("running the insert transform"):
+        shaped: DataFrame = df.mapInArrow(shape, target).localCheckpoint(eager=True)
+    return shaped
 
 
 # --- reads ---------------------------------------------------------------------------------------
