@@ -302,18 +302,28 @@ def test_spark_writes_are_transformed_as_the_embedded_ones(spark, local_location
         }
     )
     change = pd.DataFrame({"id": [2, 3], "payload": ['{"customer": "Li"}', '{"amount": 3}']})
+    fix = pd.DataFrame({"id": [3], "payload": ['{"customer": "Cy", "amount": "3.5"}']})
+    entry = pd.DataFrame(
+        {"id": [4], "customer": ["Di"], "amount": [decimal.Decimal("4.00")], "dml_type": [1]}
+    )
     ls.insert(tables[0], spark.createDataFrame(first))
     ls.upsert(tables[0], spark.createDataFrame(change))
     ls.delete(tables[0], spark.createDataFrame(pd.DataFrame({"id": [1]})))
+    ls.update(tables[0], spark.createDataFrame(fix))
+    # Hand-written entries are not transformed: they carry the table's own columns.
+    ls.append_entries(tables[0], spark.createDataFrame(entry))
     tables[1].insert(first)
     tables[1].upsert(change)
     tables[1].delete([1])
+    tables[1].update(fix)
+    tables[1].append_entries(entry)
     assert (
         _visible(tables[0], "id")
         == _visible(tables[1], "id")
         == {
             2: {"id": 2, "customer": "Li", "amount": None},
-            3: {"id": 3, "customer": None, "amount": decimal.Decimal("3.00")},
+            3: {"id": 3, "customer": "Cy", "amount": decimal.Decimal("3.50")},
+            4: {"id": 4, "customer": "Di", "amount": decimal.Decimal("4.00")},
         }
     )
 
