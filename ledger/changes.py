@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from ledger.table import Table
 
 # Operations that never change an answer.
-_NEUTRAL = frozenset({"merge", "vacuum", "checkpoint", "set_auto_refresh"})
+_NEUTRAL = frozenset({"merge", "vacuum", "checkpoint", "set_auto_refresh", "set_insert_transform"})
 # Operations that remove files (and may add their replacements); a rewrite carries a trx_id
 # only to recognise its own commit, its entries keep theirs.
 _REPLACING = frozenset({"drop_partitions", "rewrite_partitions"})

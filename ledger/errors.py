@@ -74,6 +74,11 @@ class UnsafePredicateError(UnsafeSqlError, InvalidPredicateError):
     """A predicate (``where=``, ``delete_where``) reads files, tables or settings."""
 
 
+class InsertTransformError(InvalidArgumentError):
+    """A table's insert transform is not one row-by-row SELECT over ``rows``, or it failed on
+    the rows of a write (nothing was written)."""
+
+
 class SourceNotFoundError(LedgerError, FileNotFoundError):
     """A path, folder or glob given as data names no data file."""
 

@@ -303,14 +303,33 @@ def _json_batches(
     filesystem: pafs.FileSystem, path: str, table_types: Mapping[str, pa.DataType]
 ) -> Iterator[pa.RecordBatch]:
     """JSON lines parsed into the types of the table's columns the file names (a column the
-    file does not name stays absent, so an upsert keeps its values)."""
+    file does not name stays absent, so an upsert keeps its values). A column the file holds as
+    text stays text here, and is parsed into its column's type by the rule every source follows
+    (``ledger.schema.parse_text``): the JSON reader itself takes ``"19.99"`` for a DECIMAL but
+    refuses ``"7"`` for an integer and ``"2024-02-29"`` for a DATE."""
     read_options = pajson.ReadOptions(block_size=TEXT_BLOCK_BYTES)
     with filesystem.open_input_stream(path) as source:
         inferred = pajson.open_json(source, read_options=read_options).schema
-    typed = pa.schema([pa.field(f.name, table_types.get(f.name, f.type)) for f in inferred])
+    typed = pa.schema(
+        [
+            pa.field(f.name, pa.string())
+            if _is_json_text(f.type)
+            else pa.field(f.name, table_types.get(f.name, f.type))
+            for f in inferred
+        ]
+    )
     parse = pajson.ParseOptions(explicit_schema=typed, unexpected_field_behavior="infer")
     with filesystem.open_input_stream(path) as source:
         yield from pajson.open_json(source, read_options=read_options, parse_options=parse)
+
+
+def _is_json_text(inferred: pa.DataType) -> bool:
+    """JSON has no dates or timestamps: the reader infers them from text."""
+    return bool(
+        pa.types.is_string(inferred)
+        or pa.types.is_date(inferred)
+        or pa.types.is_timestamp(inferred)
+    )
 
 
 _FILE_READERS = {"parquet": _parquet_batches, "csv": _csv_batches, "json": _json_batches}

@@ -304,10 +304,13 @@ def _fits(source: pa.DataType, target: pa.DataType) -> bool:
     """Whether values of ``source`` convert to ``target`` without changing kind.
 
     Integers go into wider integers, floats and decimals (range-checked later); floats into
-    doubles; strings, binaries, dates and timestamps into their own kind. Strings never turn into
-    numbers: a quoted number is a data error, not a conversion.
+    doubles; binaries, dates and timestamps into their own kind. Text goes into text, and into
+    numbers, booleans, dates and timestamps by parsing, as CSV and JSON text is (each value
+    checked by :func:`parse_text`).
     """
     if source == target or pa.types.is_null(source):
+        return True
+    if _is_text(source) and _parsed_from_text(target):
         return True
     if pa.types.is_integer(source):
         return bool(
@@ -343,6 +346,50 @@ def _fits(source: pa.DataType, target: pa.DataType) -> bool:
     if pa.types.is_boolean(source):
         return bool(pa.types.is_boolean(target))
     return False
+
+
+def _is_text(data_type: pa.DataType) -> bool:
+    return bool(
+        pa.types.is_string(data_type)
+        or pa.types.is_large_string(data_type)
+        or pa.types.is_string_view(data_type)
+    )
+
+
+def _parsed_from_text(target: pa.DataType) -> bool:
+    """Column types text is parsed into (the types CSV and JSON files are read into)."""
+    return bool(
+        pa.types.is_integer(target)
+        or pa.types.is_floating(target)
+        or pa.types.is_decimal(target)
+        or pa.types.is_boolean(target)
+        or pa.types.is_date(target)
+        or pa.types.is_timestamp(target)
+    )
+
+
+def parse_text(name: str, column: pa.ChunkedArray, target: pa.DataType) -> pa.ChunkedArray:
+    """Text parsed into a number, boolean, date or timestamp column exactly as a CSV file's
+    text is (Arrow's parser, surrounding spaces ignored), or :class:`TypeMismatchError` naming
+    the first value that does not parse or would change: ``"19.999"`` into ``DECIMAL(18,2)``,
+    ``"1.5"`` into an integer, ``"1e39"`` into a FLOAT, an offset into a TIMESTAMP.
+
+    >>> parse_text("price", pa.chunked_array([["19.99", " 5"]]), pa.decimal128(18, 2))[1]
+    <pyarrow.Decimal128Scalar: Decimal('5.00')>
+    """
+    text = pc.utf8_trim_whitespace(column.cast(pa.string()))
+    # A FLOAT goes through DOUBLE, so the FLOAT rules (no overflow to infinity) apply to it.
+    step = pa.float64() if target == pa.float32() else target
+    try:
+        parsed: pa.ChunkedArray = text.cast(step, safe=True)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+        bad = text[_first_failing(text, lambda part: part.cast(step, safe=True))].as_py()
+        raise TypeMismatchError(
+            f"column {name!r} ({arrow_to_sql_or_str(target)}): text {bad!r} does not parse into "
+            f"it without change ({e}); text is parsed as in a CSV file: fix the value or "
+            "convert the column before writing"
+        ) from e
+    return parsed if step == target else _cast_column(name, parsed, target)
 
 
 def to_arrow(data: Any, schema: TableSchema) -> pa.Table:
@@ -569,6 +616,8 @@ def _cast_column(name: str, column: pa.ChunkedArray, target: pa.DataType) -> pa.
             f"column {name!r} is {arrow_to_sql_or_str(target)} but the data holds {source}; "
             "convert the column before writing"
         )
+    if _is_text(source) and _parsed_from_text(target):
+        return parse_text(name, column, target)
     if pa.types.is_floating(source) and pa.types.is_decimal(target):
         return _float_to_decimal(name, column, target)
     try:

@@ -438,6 +438,8 @@ def _insert(tx: Transaction, data: DataFrame, mode: str) -> int:
             "column 'dml_type' is a system column the ledger assigns; use append_entries to "
             "write entries with their own sign"
         )
+    if mode == "insert":
+        frame = _transformed(tx, frame)
     rows = _conformed_columns(tx, frame, require_keys=True)
     if mode == "entries" and signs["marks"]:
         _check_delete_marks(tx, rows)
@@ -453,6 +455,12 @@ def _insert(tx: Transaction, data: DataFrame, mode: str) -> int:
         deleted = touched.num_rows
     tx.add_written_files(markers, inserted=written - deleted, deleted=deleted, touched_keys=touched)
     return written
+
+
+def _transformed(tx: Transaction, frame: DataFrame) -> DataFrame:
+    """The rows as the table's insert transform (at the transaction's snapshot) shapes them."""
+    sql = tx.config.insert_transform
+    return frame if sql is None else _engine().insert_transformed(frame, sql)
 
 
 def _check_delete_marks(tx: Transaction, rows: DataFrame) -> None:
@@ -547,6 +555,8 @@ def _read_modify_write(tx: Transaction, data: DataFrame, operation: str) -> int:
             "new rows, or update/delete by _row_id"
         )
     key_columns = list(tx.key_columns)
+    if operation != "delete":
+        frame = _transformed(tx, frame)
     if operation == "delete":
         missing = [k for k in key_columns if k not in frame.columns]
         if missing:

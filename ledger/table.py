@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from ledger import arguments
+from ledger import insert_transform as transforms
 from ledger import rollup as rollups
 from ledger.buffered_writer import (
     DEFAULT_MAX_BYTES,
@@ -429,6 +430,16 @@ class Table:
         >>> events.create_rollup("daily", by=["user_id"], measures=measures)  # doctest: +SKIP
         """
         return rollups.create_rollup(self, name, by, measures, auto_refresh=auto_refresh)
+
+    def set_insert_transform(self, sql: str | None) -> int:
+        """Set (or with ``None`` remove) the table's insert transform, a SELECT over ``rows`` run
+        on the rows of every later insert, upsert and update; checked against the schema first.
+        One log commit; returns its version. Transactions already open keep the transform
+        their snapshot had.
+
+        >>> t.set_insert_transform("select *, 1::BIGINT as cnt from rows")   # doctest: +SKIP
+        """
+        return transforms.set_insert_transform(self, sql)
 
     def drop_partitions(
         self, partitions: PartitionFilter = None, *, where: str | None = None

@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ledger import arguments
+from ledger import insert_transform as transforms
 from ledger.engines import duckdb as engine
 from ledger.errors import (
     ConflictError,
@@ -182,7 +183,10 @@ class Transaction:
             return 0
         total = 0
         for chunk in self._chunks(data):
-            rows = self._conform(chunk.table, require_keys=True)
+            shaped = self._transformed(chunk.table)
+            if not shaped.num_rows:
+                continue  # the transform's WHERE kept none of them
+            rows = self._conform(shaped, require_keys=True)
             if ROW_ID in rows.column_names:
                 self._refuse_ungenerated_row_ids(rows.column(ROW_ID))
             total += self._write(self._entries(rows, 1))
@@ -459,6 +463,12 @@ class Transaction:
             rows = rows.append_column(ROW_ID, row_ids)
         return rows
 
+    def _transformed(self, table: pa.Table) -> pa.Table:
+        """The rows as the table's insert transform shapes them (as given without one)."""
+        if self._config.insert_transform is None:
+            return table
+        return transforms.apply(self._config.insert_transform, table)
+
     def _keyed_rows(self, data: Any) -> Rows | None:
         """The rows of a keyed operation, checked, with which rows named which columns; None
         when there are none."""
@@ -466,6 +476,10 @@ class Transaction:
         if not chunks:
             return None
         given = concat_rows(chunks)
+        if self._config.insert_transform is not None:
+            given = transforms.apply_to_rows(self._config.insert_transform, given)
+            if not given.num_rows:
+                return None
         rows = self._conform(given.table, require_keys=True)
         if self._config.generated_row_id and (
             ROW_ID not in rows.column_names or rows.column(ROW_ID).null_count

@@ -18,6 +18,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from ledger import insert_transform
 from ledger.arguments import column_names, flag, positive_seconds, whole_number
 from ledger.errors import (
     InvalidArgumentError,
@@ -86,6 +87,7 @@ class Warehouse:
         checkpoint_interval: int = DEFAULT_CHECKPOINT_INTERVAL,
         transaction_timeout: float = DEFAULT_TRANSACTION_TIMEOUT_S,
         rollup_of: Mapping[str, Any] | None = None,
+        insert_transform: str | None = None,
     ) -> Table:
         """Create a table and return it; raise :class:`TableExistsError` if the name is taken.
 
@@ -98,6 +100,11 @@ class Warehouse:
         docs/merges.md). ``transaction_timeout`` (seconds) is how long a transaction may stay
         open: vacuum treats uncommitted files older than that as orphans. ``rollup_of`` is set
         by :meth:`Table.create_rollup` (the definition of a rollup table).
+
+        ``insert_transform`` is a SELECT over the relation ``rows`` (the columns each write
+        passes) run on the rows of every insert, upsert and update before they are checked
+        against the schema, e.g. ``"select *, 1::BIGINT as cnt from rows"``; see
+        docs/concepts.md. Change it later with :meth:`Table.set_insert_transform`.
         """
         table_log = self._log(name)
         table_schema = TableSchema.parse(schema)
@@ -125,6 +132,7 @@ class Warehouse:
             generated_row_id=not key,
             transaction_timeout_ms=max(1, int(transaction_timeout * 1000)),
             rollup=None if rollup_of is None else dict(rollup_of),
+            insert_transform=_checked_transform(insert_transform, table_schema, key, rollup_of),
         )
         load_policy(config.policy, table_schema, config)  # bad options fail before any write
         if config.policy["name"] == "custom":
@@ -218,6 +226,21 @@ class Warehouse:
                 self.store.delete(table_log.prefix + marker.path)
             except OSError as e:
                 log.warning("drop_table %s: could not delete %s: %s", name, marker.path, e)
+
+
+def _checked_transform(
+    sql: str | None,
+    schema: TableSchema,
+    key: Sequence[str],
+    rollup_of: Mapping[str, Any] | None,
+) -> str | None:
+    if sql is None:
+        return None
+    if rollup_of is not None:
+        raise InvalidArgumentError(
+            "a rollup table's rows are computed; it takes no insert_transform"
+        )
+    return insert_transform.check_against_schema(sql, schema, key, generated_row_id=not key)
 
 
 def _check_name(name: str) -> None:

@@ -26,10 +26,10 @@ def _data_files(location, table: ledger.Table) -> list[str]:
 
 
 BAD_WRITES = [
-    ("insert", [{"id": 2, "amount": "12.5"}], ledger.TypeMismatchError, "amount"),
+    ("insert", [{"id": 2, "amount": "12,5"}], ledger.TypeMismatchError, "amount"),
     ("insert", [{"id": 2, "n": 2**40}], ledger.TypeMismatchError, "n"),
     ("insert", [{"id": 2, "n": 1.5}], ledger.TypeMismatchError, "n"),
-    ("insert", [{"id": 2, "day": "2026-01-01"}], ledger.TypeMismatchError, "day"),
+    ("insert", [{"id": 2, "day": "01/02/2026"}], ledger.TypeMismatchError, "day"),
     ("insert", [{"id": None, "amount": 1.0}], ledger.MissingKeyError, "id"),
     ("insert", [{"amount": 1.0}], ledger.MissingKeyError, "id"),
     ("insert", [{"id": 2, "colour": "red"}], ledger.UnknownColumnError, "colour"),

@@ -461,10 +461,10 @@ BAD_INPUT = [
         UnknownColumnError,
     ),
     (
-        "string-into-bigint",
+        "unparsable-string-into-bigint",
         "keyed",
         "insert",
-        rows("k x", (7, "7"), types={"x": pa.string()}),
+        rows("k x", (7, "seven"), types={"x": pa.string()}),
         TypeMismatchError,
     ),
     ("missing-key-column", "keyed", "insert", rows("g x", ("a", 1)), MissingKeyError),

@@ -35,7 +35,16 @@ from ledger import errors, jvm
 from ledger.errors import MissingDependencyError, StorageError
 from ledger.log.entries import FileMarker, TableConfig
 from ledger.partitioning import PartitionSpec
-from ledger.schema import DML_TYPE, ROW_ID, TRX_ID, TRX_SEQ, TableSchema, conform
+from ledger.schema import (
+    DML_TYPE,
+    ROW_ID,
+    TRX_ID,
+    TRX_SEQ,
+    TableSchema,
+    check_data_names,
+    conform,
+    parse_text,
+)
 from ledger.storage import Store
 from ledger.writer import (
     DataWriter,
@@ -53,7 +62,7 @@ try:
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
     from pyspark.sql.pandas.functions import arrow_udf
-    from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+    from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema, to_arrow_type
 except ImportError as e:  # pragma: no cover - exercised only without the extra
     raise MissingDependencyError(
         "the Spark engine needs PySpark: pip install 'ledger-tables[spark]'"
@@ -188,6 +197,38 @@ def _unwrapped(e: Exception, what: str) -> Exception:
     if "OSError" in str(e) or "IOError" in str(e) or "FileNotFoundError" in str(e):
         return StorageError(f"{what}: an executor could not read or write data: {e}")
     return e
+
+
+# --- insert transforms ---------------------------------------------------------------------------
+
+
+def insert_transformed(df: DataFrame, sql: str) -> DataFrame:
+    """``df`` as the table's insert transform shapes it: the very query the embedded engine
+    runs (on an in-process DuckDB, over each Arrow batch, inside ``mapInArrow``), so a transform
+    means the same on both engines; Spark SQL would give some functions and casts other
+    meanings. A transform works row by row (``ledger.insert_transform``), so batches can be cut
+    anywhere. The result is evaluated once here: a transform that fails on the data raises
+    :class:`~ledger.errors.InsertTransformError` before anything is written."""
+    from ledger import insert_transform
+
+    output = insert_transform.apply(sql, arrow_schema(df).empty_table()).schema
+    check_data_names(output.names)
+    try:
+        target = spark_schema(output)
+    except (TypeError, ValueError) as e:
+        raise errors.InsertTransformError(
+            f"insert transform {sql!r} returns {output}, which Spark cannot hold ({e}); cast "
+            "its output to the table's column types"
+        ) from e
+
+    def shape(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            result = insert_transform.apply(sql, pa.Table.from_batches([batch]))
+            yield from result.cast(output).to_batches()
+
+    with task_errors("running the insert transform"):
+        shaped: DataFrame = df.mapInArrow(shape, target).localCheckpoint(eager=True)
+    return shaped
 
 
 # --- reads ---------------------------------------------------------------------------------------
@@ -382,6 +423,8 @@ def converted(name: str, source: T.DataType, target: T.DataType) -> Column:
     - a TIMESTAMP (Spark's default type, an instant) goes into a TIMESTAMP without zone as its
       UTC time, where Spark's cast would take the wall time of the session's time zone."""
     value = col(name)
+    if isinstance(source, T.StringType) and not isinstance(target, (T.StringType, T.BinaryType)):
+        return _parsed_text(value, target)
     if isinstance(source, _FLOATS) and isinstance(target, T.DecimalType):
         return _shortest_text(value).try_cast(target)
     if isinstance(source, T.TimestampType) and isinstance(target, T.TimestampNTZType):
@@ -406,6 +449,35 @@ def _shortest_text(value: Column) -> Column:
     udf = arrow_udf(_float_text, T.StringType())  # type: ignore[call-overload]
     text: Column = udf(value)
     return text
+
+
+def _parsed_text(value: Column, target: T.DataType) -> Column:
+    """Text parsed as the embedded engine parses it (``ledger.schema.parse_text``, Arrow's CSV
+    parser), run on the executors as an Arrow UDF; a value it refuses is NULL here, so
+    :func:`lossy` finds it and the driver raises the embedded engine's error for it. Spark's own
+    cast rounds ``"19.999"`` into a DECIMAL(18,2) instead of refusing it."""
+    arrow_target = to_arrow_type(target, timezone="UTC", prefers_large_types=False)
+
+    def parse(values: pa.Array) -> pa.Array:
+        column = pa.chunked_array([values])
+        try:
+            parsed: pa.Array = parse_text("", column, arrow_target).combine_chunks()
+            return parsed
+        except errors.TypeMismatchError:
+            return pa.array([_parsed_or_none(v, arrow_target) for v in values], arrow_target)
+
+    udf = arrow_udf(parse, target)  # type: ignore[call-overload]
+    parsed_column: Column = udf(value)
+    return parsed_column
+
+
+def _parsed_or_none(value: pa.Scalar, target: pa.DataType) -> Any:
+    if not value.is_valid:
+        return None
+    try:
+        return parse_text("", pa.chunked_array([[value.as_py()]]), target)[0].as_py()
+    except errors.TypeMismatchError:
+        return None
 
 
 def lossy(name: str, source: T.DataType, target: T.DataType) -> Column:

@@ -72,6 +72,9 @@ class TableConfig:
     # its own for a table created again after a drop (vacuum then never takes the files of the
     # dropped life, which its snapshots still read, for orphans of the new one).
     data_folder: str = DATA_FOLDER
+    # A SELECT over the relation ``rows`` run on the rows of every insert, upsert and update
+    # before they are checked against the schema (see ledger.insert_transform).
+    insert_transform: str | None = None
 
     @property
     def key_columns(self) -> tuple[str, ...]:
@@ -92,6 +95,11 @@ class TableConfig:
             **({"rollup": dict(self.rollup)} if self.rollup is not None else {}),
             **({"auto_refresh": list(self.auto_refresh)} if self.auto_refresh else {}),
             **({"data_folder": self.data_folder} if self.data_folder != DATA_FOLDER else {}),
+            **(
+                {"insert_transform": self.insert_transform}
+                if self.insert_transform is not None
+                else {}
+            ),
         }
 
     @staticmethod
@@ -109,6 +117,9 @@ class TableConfig:
             rollup=None if data.get("rollup") is None else dict(data["rollup"]),
             auto_refresh=tuple(data.get("auto_refresh", ())),
             data_folder=str(data.get("data_folder", DATA_FOLDER)),
+            insert_transform=(
+                None if data.get("insert_transform") is None else str(data["insert_transform"])
+            ),
         )
 
 

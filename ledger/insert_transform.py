@@ -1,0 +1,250 @@
+"""Insert transforms: one SELECT a table runs over the rows every write brings, before they are
+checked against its schema.
+
+A transform shapes incoming rows for the table (seed a count for an aggregating table, pull
+fields out of a JSON payload, normalise text) so that no writer has to. It reads the relation
+``rows``, which holds the columns the caller passed, as the caller passed them; its output must
+be columns of the table, of types that convert to theirs.
+
+>>> check_shape("select *, 1::BIGINT as cnt from rows")
+'SELECT *, CAST(1 AS BIGINT) AS cnt FROM rows'
+
+A transform works row by row: one SELECT over ``rows`` with expressions and an optional WHERE,
+and no aggregate, window, GROUP BY, DISTINCT, ORDER BY, LIMIT, join or subquery. Both engines
+run a write's rows in pieces (chunks of a stream, Spark partitions), so only a transform that
+looks at one row at a time gives the same rows however they are cut.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable
+from contextlib import closing
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import sqlglot
+from sqlglot import exp
+
+from ledger.errors import InsertTransformError, InvalidArgumentError, SchemaError
+from ledger.inputs import Rows, concat_rows
+from ledger.log.commit import commit_entry, next_timestamp
+from ledger.log.entries import LogFile
+from ledger.log.state import TableState
+from ledger.schema import ROW_ID, TableSchema, conform, folded_name
+from ledger.sql_guard import DIALECT, checked_select
+
+if TYPE_CHECKING:
+    from ledger.table import Table
+
+RELATION = "rows"
+SET_OPERATION = "set_insert_transform"
+WHAT = "insert transform"
+
+# Clauses that look at more than one row, or at the order of rows.
+_MULTI_ROW_CLAUSES = ("distinct", "group", "having", "qualify", "order", "limit", "offset")
+
+
+def check_shape(sql: object) -> str:
+    """``sql`` rendered once it is a safe, row-by-row SELECT over ``rows``; else
+    :class:`~ledger.errors.UnsafeSqlError` (a statement, a file or table read, a function that
+    reads settings) or :class:`~ledger.errors.InsertTransformError` (not row by row)."""
+    return _checked_shape(checked_select(sql, (RELATION,), WHAT))
+
+
+@functools.lru_cache(maxsize=256)
+def _checked_shape(rendered: str) -> str:
+    tree = sqlglot.parse_one(rendered, dialect=DIALECT)
+    if not isinstance(tree, exp.Select):
+        raise InsertTransformError(
+            f"{WHAT} {rendered!r} must be one SELECT over {RELATION!r} (no UNION, INTERSECT or "
+            "EXCEPT): it is run on each piece of a write's rows"
+        )
+    source = tree.args.get("from_")
+    if source is None or not isinstance(source.this, exp.Table):
+        raise InsertTransformError(f"{WHAT} {rendered!r} must read FROM {RELATION}")
+    for clause in _MULTI_ROW_CLAUSES:
+        if tree.args.get(clause):
+            raise _not_row_by_row(rendered, clause.upper())
+    if tree.args.get("with_") or tree.args.get("joins") or tree.args.get("laterals"):
+        raise _not_row_by_row(rendered, "a CTE, JOIN or LATERAL")
+    for node in tree.walk():
+        if node is not tree and isinstance(node, exp.Select | exp.Subquery | exp.SetOperation):
+            raise _not_row_by_row(rendered, "a subquery")
+        if isinstance(node, exp.Window):
+            raise _not_row_by_row(rendered, f"a window function ({node.sql(dialect=DIALECT)})")
+        if _is_aggregate(node):
+            raise _not_row_by_row(rendered, f"an aggregate ({node.sql(dialect=DIALECT)})")
+    return rendered
+
+
+def _is_aggregate(node: exp.Expr) -> bool:
+    if isinstance(node, exp.AggFunc):
+        return True
+    return isinstance(node, exp.Anonymous) and str(node.name).lower() in _duckdb_aggregates()
+
+
+@functools.cache
+def _duckdb_aggregates() -> frozenset[str]:
+    """Names DuckDB resolves only as aggregate functions (a few share a name with a scalar
+    function, which is what they are outside GROUP BY)."""
+    from ledger.engines import duckdb as engine
+
+    kinds = engine.function_kinds()
+    aggregates = {name for name, kind in kinds if kind == "aggregate"}
+    return frozenset(aggregates - {name for name, kind in kinds if kind in ("scalar", "macro")})
+
+
+def _not_row_by_row(rendered: str, found: str) -> InsertTransformError:
+    return InsertTransformError(
+        f"{WHAT} {rendered!r} uses {found}, which looks at more than one row; a transform "
+        f"shapes each row on its own (SELECT expressions FROM {RELATION} [WHERE condition]), "
+        "because writes run it on each piece of their rows"
+    )
+
+
+def check_against_schema(
+    sql: object, schema: TableSchema, key_columns: Iterable[str], generated_row_id: bool
+) -> str:
+    """The checked transform (see :func:`check_shape`) once its output conforms to ``schema``,
+    run over no rows of the table's columns; else a :class:`~ledger.errors.SchemaError` saying
+    which output column does not fit.
+
+    A column the transform reads that the table lacks is a source column the writers pass (a
+    JSON payload to flatten, say); it is bound here without a type, so any function takes it.
+    """
+    rendered = check_shape(sql)
+    source = _input_shape(rendered, schema, generated_row_id)
+    output = _run(rendered, source.empty_table())
+    if ROW_ID in output.column_names:  # an update by _row_id passes it through
+        output = output.drop_columns([ROW_ID])
+    try:
+        conform(output, schema, key_columns=key_columns)
+    except SchemaError as e:
+        raise type(e)(
+            f"{WHAT} {rendered!r} does not give rows the table takes: {e}. Its output must be "
+            "columns of the table (every key column among them) of types that convert to theirs"
+        ) from e
+    return rendered
+
+
+def _input_shape(rendered: str, schema: TableSchema, generated_row_id: bool) -> pa.Schema:
+    """The rows a writer is taken to pass: the table's columns, less those the transform makes
+    itself (an alias it does not also read), plus the source columns it reads."""
+    tree = sqlglot.parse_one(rendered, dialect=DIALECT)
+    read = _read_columns(tree)
+    made = {folded_name(e.alias) for e in tree.expressions if e.alias} - set(map(folded_name, read))
+    fields = [f for f in schema.arrow() if folded_name(f.name) not in made]
+    if generated_row_id:
+        fields.append(pa.field(ROW_ID, pa.int64()))
+    known = {folded_name(f.name) for f in fields}
+    for name in read:
+        if folded_name(name) not in known | made:
+            known.add(folded_name(name))
+            fields.append(pa.field(name, pa.null()))
+    return pa.schema(fields)
+
+
+def _read_columns(tree: exp.Expr) -> list[str]:
+    """The names the transform reads as columns of ``rows`` (a struct field ``payload.user``
+    reads ``payload``)."""
+    names: list[str] = []
+    for column in tree.find_all(exp.Column):
+        parts = [part.name for part in column.parts]
+        if len(parts) > 1 and folded_name(parts[0]) == folded_name(RELATION):
+            parts = parts[1:]
+        if parts:
+            names.append(parts[0])
+    return names
+
+
+def apply(sql: str, rows: pa.Table) -> pa.Table:
+    """The transform's output over ``rows``; :class:`~ledger.errors.InsertTransformError` if it
+    fails on them (a cast that does not fit, a source column the rows lack)."""
+    return _run(check_shape(sql), rows)
+
+
+def apply_to_rows(sql: str, rows: Rows) -> Rows:
+    """The transform over rows that may name different columns (a list of dicts). Rows that
+    named the same columns are transformed together; to the transform a column a row did not
+    name is NULL, and an output column of that name stays not given for the row (an upsert keeps
+    the row's current value). Columns the transform makes under other names are given."""
+    if not rows.given:
+        return Rows(apply(sql, rows.table))
+    partial = sorted(rows.given)
+    masks = pa.table({f"m{i}": rows.given[name] for i, name in enumerate(partial)})
+    shapes = masks.group_by(masks.column_names).aggregate([]).to_pylist()
+    parts = []
+    for shape in shapes:
+        selected = pa.array([True] * rows.num_rows)
+        for i in range(len(partial)):
+            selected = pc.and_(selected, pc.equal(masks.column(f"m{i}"), shape[f"m{i}"]))
+        shaped = apply(sql, rows.table.filter(selected))
+        omitted = [c for i, c in enumerate(partial) if not shape[f"m{i}"]]
+        parts.append(Rows(shaped.drop_columns([c for c in omitted if c in shaped.column_names])))
+    return concat_rows(parts)
+
+
+def set_insert_transform(table: Table, sql: str | None) -> int:
+    """Record ``sql`` (checked against the latest schema) as the table's insert transform, or
+    remove it with ``None``: a log-only commit. Returns the version that holds it."""
+    if sql is not None:
+        check_shape(sql)  # refused before reading the log
+
+    def build(latest: TableState) -> LogFile | None:
+        config = latest.config
+        if config.rollup is not None and sql is not None:
+            raise InvalidArgumentError(
+                f"table {table.name!r} is a rollup: its rows are computed, it takes no insert "
+                "transform"
+            )
+        checked = (
+            None
+            if sql is None
+            else check_against_schema(
+                sql, latest.schema, config.primary_key, config.generated_row_id
+            )
+        )
+        if checked == config.insert_transform:
+            return None
+        return LogFile(
+            version=latest.version + 1,
+            timestamp_ms=next_timestamp(latest),
+            operation=SET_OPERATION,
+            schema=latest.schema,
+            config=replace(config, insert_transform=checked),
+        )
+
+    state, _ = commit_entry(table._log, table._latest_state(), build)
+    table._adopt_state(state)
+    return state.version
+
+
+def _run(rendered: str, rows: pa.Table) -> pa.Table:
+    import duckdb
+
+    from ledger.engines import duckdb as engine
+
+    with closing(engine.connect()) as con:
+        con.register(RELATION, rows)
+        try:
+            result: pa.Table = con.sql(rendered).to_arrow_table()
+        except duckdb.Error as e:
+            given = ", ".join(f"{f.name} {f.type}" for f in rows.schema)
+            raise InsertTransformError(
+                f"{WHAT} {rendered!r} failed on the rows written (columns: {given}): {e}. "
+                "Nothing was written; pass the columns the transform reads, in types it takes"
+            ) from e
+    return result
+
+
+__all__ = [
+    "RELATION",
+    "apply",
+    "apply_to_rows",
+    "check_against_schema",
+    "check_shape",
+    "set_insert_transform",
+]
