@@ -15,6 +15,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -50,14 +51,14 @@ class Figure:
 
 
 def sample_rows(count: int) -> pa.Table:
-    """Payments: a text key, 100 accounts, amounts with two decimals."""
+    """Payments: a text key, 100 accounts, amounts from 0.00 to 99.99."""
     ids = [f"P-{i:09d}" for i in range(count)]
     return pa.table(
         {
             "payment_id": pa.array(ids),
             "account": pa.array([f"acct-{i % 100:03d}" for i in range(count)]),
-            "amount": pa.array([i % 10_000 for i in range(count)], pa.int64()).cast(
-                pa.decimal128(18, 2)
+            "amount": pa.array(
+                [Decimal(i % 10_000).scaleb(-2) for i in range(count)], pa.decimal128(18, 2)
             ),
         }
     )
