@@ -372,7 +372,7 @@ def test_sql_prompt_on_a_terminal(tmp_path: Path) -> None:
     warehouse.create_table("t", {"id": "BIGINT"}, primary_key="id").insert([{"id": 41}])
     controller, terminal = pty.openpty()
     process = subprocess.Popen(
-        [sys.executable, "-m", "ledger", "-w", "wh", "sql", "--csv"],
+        [sys.executable, "-m", "ledger", "-w", "wh", "sql"],
         cwd=tmp_path,
         env={**os.environ, "PYTHONPATH": str(ROOT), "TERM": "dumb"},
         stdin=terminal,
@@ -392,7 +392,18 @@ def test_sql_prompt_on_a_terminal(tmp_path: Path) -> None:
     os.close(controller)
     screen = seen.decode().replace("\r", "")
     assert process.returncode == 0, screen
-    assert "answer\n42\n" in screen
+    # On a terminal: an aligned table, the value under its column name.
+    table_lines = [
+        line
+        for line in screen.splitlines()
+        if ("answer" in line or "42" in line) and line.lstrip()[:1] in ("┃", "│")
+    ]
+    assert len(table_lines) == 2, screen
+    assert (
+        table_lines[0].index("answer")
+        <= table_lines[1].index("42")
+        < table_lines[0].index("answer") + len("answer")
+    ), screen
     assert "Error:" in screen and "nope" in screen  # a bad query does not end the prompt
 
 
