@@ -364,6 +364,24 @@ def test_sql_cannot_read_or_write_files(tmp_path: Path, query: str) -> None:
     assert warehouse.tables() == ["t"]
 
 
+def test_output_piped_into_a_reader_that_stops_early(tmp_path: Path) -> None:
+    warehouse = ledger.connect(str(tmp_path / "wh"))
+    table = warehouse.create_table("t", {"id": "BIGINT", "label": "VARCHAR"}, primary_key="id")
+    table.insert(
+        pa.table({"id": range(50_000), "label": [f"row number {i}" for i in range(50_000)]})
+    )
+    result = subprocess.run(
+        ["bash", "-c", f"'{sys.executable}' -m ledger -w wh show t | head -n 2"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.stdout.splitlines() == ["id,label", "0,row number 0"]
+    assert "Error" not in result.stderr and "Traceback" not in result.stderr, result.stderr
+
+
 def test_sql_prompt_on_a_terminal(tmp_path: Path) -> None:
     import pty
     import select
@@ -647,6 +665,15 @@ def test_an_s3_warehouse_through_the_endpoint_and_aws_variables(
     assert totals == [{"count": 3, "sum_montant €": "1100.15"}]
     table = ledger.connect(prefix, **s3_endpoint.options()).table("payments")
     assert table.count() == 3
+    # The endpoint from AWS_ENDPOINT_URL; SQL reads S3 files with DuckDB's file access off.
+    queried = run_ledger(
+        "sql",
+        "--json",
+        'SELECT max("montant €") AS top FROM payments',
+        cwd=tmp_path,
+        env={**env, "AWS_ENDPOINT_URL": s3_endpoint.url},
+    )
+    assert as_json(queried) == [{"top": "1000.00"}]
 
     missing = f"s3://no-such-bucket-{uuid.uuid4().hex[:8]}/wh"
     result = run_ledger(*endpoint, "-w", missing, "tables", cwd=tmp_path, env=env, expect=1)

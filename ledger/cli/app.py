@@ -32,8 +32,8 @@ class LedgerGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except (click.ClickException, click.exceptions.Exit, click.Abort):
-            raise
+        except (click.ClickException, click.exceptions.Exit, click.Abort, BrokenPipeError):
+            raise  # click reports these itself (a closed pipe quietly: `ledger show t | head`)
         except (LedgerError, OSError, ValueError, LookupError, RuntimeError, ImportError) as e:
             if _debug(ctx):
                 raise
