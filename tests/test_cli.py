@@ -593,7 +593,13 @@ def test_json_output_keeps_types_time_zones_nulls_and_nan(tmp_path: Path) -> Non
     warehouse = ledger.connect(str(tmp_path / "wh"))
     table = warehouse.create_table(
         "readings",
-        {"id": "BIGINT", "at": "TIMESTAMPTZ", "value": "DOUBLE", "note": "VARCHAR"},
+        {
+            "id": "BIGINT",
+            "at": "TIMESTAMPTZ",
+            "value": "DOUBLE",
+            "note": "VARCHAR",
+            "rate": "DECIMAL(38,10)",
+        },
         primary_key="id",
     )
     # A pandas frame with a zone (NaN in pandas means missing: NULL), and a real NaN from Arrow.
@@ -610,11 +616,24 @@ def test_json_output_keeps_types_time_zones_nulls_and_nan(tmp_path: Path) -> Non
         )
     )
     table.insert(pa.table({"id": [3], "value": pa.array([float("nan")], pa.float64())}))
+    table.update([{"id": 1, "rate": Decimal(0)}, {"id": 3, "rate": Decimal("0.0000001")}])
     shown = as_json(run_ledger("-w", "wh", "show", "readings", "--json", cwd=tmp_path))
     assert shown == [
-        {"id": 1, "at": "2026-01-31T11:00:00+00:00", "value": 21.25, "note": "ok"},
-        {"id": 2, "at": "2026-01-31T23:30:00+00:00", "value": None, "note": None},
-        {"id": 3, "at": None, "value": "NaN", "note": None},
+        {
+            "id": 1,
+            "at": "2026-01-31T11:00:00+00:00",
+            "value": 21.25,
+            "note": "ok",
+            "rate": "0.0000000000",
+        },
+        {"id": 2, "at": "2026-01-31T23:30:00+00:00", "value": None, "note": None, "rate": None},
+        {"id": 3, "at": None, "value": "NaN", "note": None, "rate": "0.0000001000"},
+    ]
+    piped = run_ledger("-w", "wh", "show", "readings", "--where", "rate IS NOT NULL", cwd=tmp_path)
+    assert [row[-1] for row in csv.reader(io.StringIO(piped.stdout))] == [
+        "rate",
+        "0.0000000000",
+        "0.0000001000",
     ]
 
 

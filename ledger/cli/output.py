@@ -90,7 +90,7 @@ def _json_record(record: Mapping[str, Any]) -> dict[str, Any]:
 
 def _json_value(value: Any) -> Any:
     if isinstance(value, decimal.Decimal):
-        return str(value)
+        return plain_decimal(value)
     if isinstance(value, float) and not math.isfinite(value):
         return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
     if isinstance(value, dt.datetime | dt.date | dt.time):
@@ -106,6 +106,11 @@ def _json_value(value: Any) -> Any:
     return value
 
 
+def plain_decimal(value: decimal.Decimal) -> str:
+    """Positional notation at the column's scale: ``0.0000000000``, never ``0E-10``."""
+    return format(value, "f")
+
+
 def text(value: Any) -> str:
     """A value as one cell of CSV or a terminal table (NULL is empty in CSV)."""
     if value is None:
@@ -116,6 +121,8 @@ def text(value: Any) -> str:
         return value.hex()
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, decimal.Decimal):
+        return plain_decimal(value)
     if isinstance(value, Mapping | list | tuple):
         return json.dumps(_json_value(value), ensure_ascii=False)
     if isinstance(value, float) and not math.isfinite(value):
