@@ -19,8 +19,8 @@ _SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 def schema_text(text: str) -> dict[str, str] | list[tuple[str, str]]:
     """Columns from ``"id BIGINT, amount DECIMAL(18,2)"`` or a JSON object ``{"id": "BIGINT"}``.
 
-    >>> schema_text('id BIGINT, "unit price" DECIMAL(18,2)')
-    [('id', 'BIGINT'), ('unit price', 'DECIMAL(18,2)')]
+    >>> schema_text('id BIGINT, "unit price" DECIMAL(18,2), "x""y" VARCHAR')
+    [('id', 'BIGINT'), ('unit price', 'DECIMAL(18,2)'), ('x"y', 'VARCHAR')]
     """
     stripped = text.strip()
     if stripped.startswith("{"):
@@ -35,6 +35,11 @@ def schema_text(text: str) -> dict[str, str] | list[tuple[str, str]]:
                 param_hint="--schema",
             )
         columns.append((name, data_type.strip()))
+    if not columns:
+        raise click.BadParameter(
+            "no columns given; write e.g. --schema 'id BIGINT, amount DECIMAL(18,2)'",
+            param_hint="--schema",
+        )
     return columns
 
 
@@ -87,12 +92,22 @@ def _split_top_level(text: str) -> list[str]:
 
 
 def _name_and_rest(definition: str) -> tuple[str, str, str]:
-    if definition.startswith('"'):
-        end = definition.find('"', 1)
-        if end < 0:
-            return "", "", ""
-        return definition[1:end], " ", definition[end + 1 :]
-    return definition.partition(" ")
+    """Split ``name TYPE``; a quoted name may hold anything, ``""`` standing for ``"``."""
+    if not definition.startswith('"'):
+        return definition.partition(" ")
+    name: list[str] = []
+    position = 1
+    while position < len(definition):
+        character = definition[position]
+        if character == '"' and definition[position + 1 : position + 2] == '"':
+            name.append('"')
+            position += 2
+        elif character == '"':
+            return "".join(name), " ", definition[position + 1 :]
+        else:
+            name.append(character)
+            position += 1
+    return "", "", ""
 
 
 def duration_seconds(text: str, hint: str) -> float:
