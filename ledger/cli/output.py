@@ -132,9 +132,11 @@ def text(value: Any) -> str:
 
 def _write_csv(names: list[str], records: list[dict[str, Any]]) -> None:
     writer = csv.writer(sys.stdout, lineterminator="\n")
-    writer.writerow(names)
-    for record in records:
-        writer.writerow([text(record.get(name)) for name in names])
+    # The csv module quotes only the characters of its line terminator, so a value holding a
+    # carriage return would break its line for readers: such rows are quoted whole.
+    quoting_all = csv.writer(sys.stdout, lineterminator="\n", quoting=csv.QUOTE_ALL)
+    for row in [names, *([text(r.get(name)) for name in names] for r in records)]:
+        (quoting_all if any("\r" in field for field in row) else writer).writerow(row)
 
 
 def _rich_table(names: list[str], records: list[dict[str, Any]], title: str | None) -> None:
