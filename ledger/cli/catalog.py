@@ -11,7 +11,8 @@ import click
 
 from ledger.cli import output
 from ledger.cli.output import output_options
-from ledger.cli.parsing import key_values, schema_file, schema_text
+from ledger.cli.parsing import key_values, schema_text
+from ledger.cli.parsing import schema_file as read_schema_file
 from ledger.cli.session import Session, pass_session
 from ledger.log.entries import FileMarker
 from ledger.table import Table
@@ -99,9 +100,12 @@ def create(
     output_format: str | None,
 ) -> None:
     """Create table NAME."""
-    if (schema is None) == (schema_file is None):
+    if schema is not None and schema_file is None:
+        columns: Any = schema_text(schema)
+    elif schema_file is not None and schema is None:
+        columns = read_schema_file(schema_file)
+    else:
         raise click.UsageError("give the columns with exactly one of --schema or --schema-file")
-    columns = schema_text(schema) if schema is not None else schema_file_columns(schema_file)
     table = session.warehouse().create_table(
         name,
         columns,
@@ -114,11 +118,6 @@ def create(
         {"table": table.name, "version": table.version, "columns": len(table.schema)},
         output_format,
     )
-
-
-def schema_file_columns(path: Path | None) -> Any:
-    assert path is not None
-    return schema_file(path)
 
 
 def _policy(policy: str | None, options: Sequence[str]) -> Any:
