@@ -63,9 +63,14 @@ def print_rows(
 
 
 def print_object(value: Mapping[str, Any], asked: str | None, *, title: str | None = None) -> None:
-    """Print one result (what an operation did): a JSON object, or a one-row table."""
-    if chosen_format(asked) == JSON:
+    """Print one result (what an operation did): a JSON object, one row of CSV, or a table of
+    its fields on a terminal."""
+    chosen = chosen_format(asked)
+    if chosen == JSON:
         click.echo(json.dumps(_json_value(dict(value)), ensure_ascii=False))
+    elif chosen == TABLE:  # one field a line: readable however many fields there are
+        fields = [{"field": k, "value": text(v)} for k, v in value.items()]
+        _rich_table(["field", "value"], fields, title)
     else:
         print_rows([dict(value)], asked, title=title)
 
