@@ -11,9 +11,14 @@ from collections.abc import Sequence
 from typing import Any
 
 import click
+import duckdb
+import pyarrow as pa
 
 from ledger.cli.session import DEFAULT_WAREHOUSE, CommandError, Session
 from ledger.errors import LedgerError
+
+# Errors of the engines the library drives, reported as they are (a SQL error names its cause).
+_ENGINE_ERRORS: tuple[type[Exception], ...] = (duckdb.Error, pa.ArrowException)
 
 EXAMPLES = """
 \b
@@ -34,23 +39,18 @@ class LedgerGroup(click.Group):
             return super().invoke(ctx)
         except (click.ClickException, click.exceptions.Exit, click.Abort, BrokenPipeError):
             raise  # click reports these itself (a closed pipe quietly: `ledger show t | head`)
-        except (LedgerError, OSError, ValueError, LookupError, RuntimeError, ImportError) as e:
+        except Exception as e:
             if _debug(ctx):
                 raise
-            raise CommandError(_one_line(e)) from e
-        except Exception as e:  # duckdb's and deltalake's errors have no common base here
-            if _debug(ctx) or not _is_engine_error(e):
-                raise
-            raise CommandError(_one_line(e)) from e
+            if isinstance(e, (LedgerError, OSError, *_ENGINE_ERRORS)):
+                raise CommandError(_one_line(e)) from e
+            # Not a failure the library reports: still one line, with the way to see more.
+            raise CommandError(f"{_one_line(e)} (run with --debug for the traceback)") from e
 
 
 def _debug(ctx: click.Context) -> bool:
     root = ctx.find_root()
     return bool(root.params.get("debug"))
-
-
-def _is_engine_error(error: Exception) -> bool:
-    return type(error).__module__.split(".")[0] in ("duckdb", "_duckdb", "deltalake", "pyarrow")
 
 
 def _one_line(error: BaseException) -> str:
