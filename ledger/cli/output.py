@@ -1,0 +1,174 @@
+"""Printing results: aligned tables on a terminal, CSV when piped, JSON when asked.
+
+JSON values are typed so that nothing is lost: DECIMAL values are strings (``"100.50"``, exact
+where a JSON number would become a binary float), dates and timestamps ISO 8601 strings,
+NaN and infinities the strings ``"NaN"``, ``"Infinity"`` and ``"-Infinity"``, binary values
+hex; integers, floats, booleans and NULL are JSON's own.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import decimal
+import json
+import math
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+import click
+import pyarrow as pa
+from rich.console import Console
+from rich.table import Table as RichTable
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+TABLE, JSON, CSV = "table", "json", "csv"
+
+
+def output_options(function: F) -> F:
+    """``--json`` and ``--csv`` on a command that prints results."""
+    function = click.option(
+        "--csv", "output_format", flag_value=CSV, help="Print CSV (the default when piped)."
+    )(function)
+    function = click.option(
+        "--json", "output_format", flag_value=JSON, help="Print JSON (DECIMAL values as strings)."
+    )(function)
+    return function
+
+
+def chosen_format(asked: str | None) -> str:
+    if asked:
+        return asked
+    return TABLE if sys.stdout.isatty() else CSV
+
+
+def print_rows(
+    rows: pa.Table | Sequence[Mapping[str, Any]],
+    asked: str | None,
+    *,
+    title: str | None = None,
+    columns: Sequence[str] | None = None,
+) -> None:
+    """Print rows (an Arrow table or a list of dicts) in the chosen format."""
+    names, records = _records(rows, columns)
+    output = chosen_format(asked)
+    if output == JSON:
+        click.echo(json.dumps([_json_record(r) for r in records], ensure_ascii=False))
+    elif output == CSV:
+        _write_csv(names, records)
+    else:
+        _rich_table(names, records, title)
+
+
+def print_object(value: Mapping[str, Any], asked: str | None, *, title: str | None = None) -> None:
+    """Print one result (what an operation did): a JSON object, one row of CSV, or a table of
+    its fields on a terminal."""
+    chosen = chosen_format(asked)
+    if chosen == JSON:
+        click.echo(json.dumps(_json_value(dict(value)), ensure_ascii=False))
+    elif chosen == TABLE:  # one field a line: readable however many fields there are
+        fields = [{"field": k, "value": text(v)} for k, v in value.items()]
+        _rich_table(["field", "value"], fields, title)
+    else:
+        print_rows([dict(value)], asked, title=title)
+
+
+def _records(
+    rows: pa.Table | Sequence[Mapping[str, Any]], columns: Sequence[str] | None
+) -> tuple[list[str], list[dict[str, Any]]]:
+    if isinstance(rows, pa.Table):
+        return list(rows.column_names), rows.to_pylist()
+    records = [dict(r) for r in rows]
+    if columns is not None:
+        return list(columns), records
+    names: dict[str, None] = {}
+    for record in records:
+        names.update(dict.fromkeys(record))
+    return list(names), records
+
+
+def _json_record(record: Mapping[str, Any]) -> dict[str, Any]:
+    return {name: _json_value(value) for name, value in record.items()}
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, decimal.Decimal):
+        return plain_decimal(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dt.datetime | dt.date | dt.time):
+        return value.isoformat()
+    if isinstance(value, dt.timedelta):
+        return value.total_seconds()
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, Mapping):
+        return {str(k): _json_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_value(v) for v in value]
+    return value
+
+
+def plain_decimal(value: decimal.Decimal) -> str:
+    """Positional notation at the column's scale: ``0.0000000000``, never ``0E-10``."""
+    return format(value, "f")
+
+
+def text(value: Any) -> str:
+    """A value as one cell of CSV or a terminal table (NULL is empty in CSV)."""
+    if value is None:
+        return ""
+    if isinstance(value, dt.datetime | dt.date | dt.time):
+        return value.isoformat()
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, decimal.Decimal):
+        return plain_decimal(value)
+    if isinstance(value, Mapping | list | tuple):
+        return json.dumps(_json_value(value), ensure_ascii=False)
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(_json_value(value))
+    return str(value)
+
+
+def _write_csv(names: list[str], records: list[dict[str, Any]]) -> None:
+    writer = csv.writer(sys.stdout, lineterminator="\n")
+    # The csv module quotes only the characters of its line terminator, so a value holding a
+    # carriage return would break its line for readers: such rows are quoted whole.
+    quoting_all = csv.writer(sys.stdout, lineterminator="\n", quoting=csv.QUOTE_ALL)
+    for row in [names, *([text(r.get(name)) for name in names] for r in records)]:
+        (quoting_all if any("\r" in field for field in row) else writer).writerow(row)
+
+
+def _rich_table(names: list[str], records: list[dict[str, Any]], title: str | None) -> None:
+    table = RichTable(title=title, show_lines=False, title_justify="left")
+    for name in names:
+        values = [r.get(name) for r in records if r.get(name) is not None]
+        numeric = bool(values) and all(_is_number(v) for v in values)
+        table.add_column(name, justify="right" if numeric else "left", overflow="fold")
+    for record in records:
+        table.add_row(*[_cell(record.get(name)) for name in names])
+    Console().print(table)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float | decimal.Decimal) and not isinstance(value, bool)
+
+
+def _cell(value: Any) -> str:
+    return "[dim]NULL[/dim]" if value is None else _escape(text(value))
+
+
+def _escape(value: str) -> str:
+    from rich.markup import escape
+
+    return escape(value)
+
+
+def message(line: str) -> None:
+    """A note for people (on stderr, so piped results stay clean)."""
+    click.echo(line, err=True)

@@ -1,0 +1,197 @@
+"""Reading tables: ``show``, ``totals``, ``log``, ``changes``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import click
+import pyarrow as pa
+
+import views
+from ledger.cli import output
+from ledger.cli.output import output_options
+from ledger.cli.parsing import point_in_time
+from ledger.cli.session import Session, pass_session
+from ledger.errors import UnsafePredicateError
+from ledger.sql import ident
+from ledger.sql_guard import check_expression
+from ledger.table import Table
+from views.dialects import DIALECTS
+from views.queries import parse_predicate
+from views.spec import TableSpec
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def snapshot_options(function: F) -> F:
+    """``--version`` and ``--at``: which snapshot to read (default: the latest)."""
+    function = click.option(
+        "--at", "at", metavar="TIME", help="Read the table as of an ISO 8601 time (UTC if naive)."
+    )(function)
+    function = click.option(
+        "--version", "version", type=click.IntRange(min=0), help="Read this table version."
+    )(function)
+    return function
+
+
+def _limit_option(function: F) -> F:
+    return click.option(
+        "--limit", type=click.IntRange(min=0), help="Print at most this many rows."
+    )(function)
+
+
+@click.command(
+    epilog="""\b
+Examples:
+  ledger show payments
+  ledger show payments --where "account = 'alice'" --limit 10 --json
+  ledger show payments --version 3
+  ledger show payments --at 2026-01-31T12:00:00Z
+"""
+)
+@click.argument("table")
+@snapshot_options
+@click.option("--where", help="A SQL predicate over the table's columns.")
+@_limit_option
+@click.option("--system-columns", is_flag=True, help="Add trx_id and trx_seq of each row.")
+@output_options
+@pass_session
+def show(
+    session: Session,
+    table: str,
+    version: int | None,
+    at: str | None,
+    where: str | None,
+    limit: int | None,
+    system_columns: bool,
+    output_format: str | None,
+) -> None:
+    """Print the visible rows of TABLE, ordered by its key."""
+    source = session.table(table)
+    snapshot = source.snapshot(version, point_in_time(at))
+    relation = views.visible(snapshot, system_columns=system_columns)
+    if where is not None:
+        relation = relation.filter(_checked_predicate(snapshot.state, where))
+    key = TableSpec.of(snapshot.state).key_columns
+    order = ", ".join(ident(c) for c in key if c in relation.columns)
+    if order:
+        relation = relation.order(order)
+    if limit is not None:
+        relation = relation.limit(limit)
+    output.print_rows(relation.fetch_arrow_table(), output_format)
+
+
+def _checked_predicate(state: Any, where: str) -> str:
+    """The predicate rendered from its checked tree (never the caller's text)."""
+    tree = parse_predicate(TableSpec.of(state), DIALECTS["duckdb"], where)
+    assert tree is not None
+    check_expression(tree, where, "where", UnsafePredicateError)
+    return str(tree.sql(dialect="duckdb"))
+
+
+@click.command(
+    epilog="""\b
+Examples:
+  ledger totals payments --by account --sum amount
+  ledger totals payments --sum amount --avg amount --where "amount > 0" --json
+"""
+)
+@click.argument("table")
+@click.option("--by", multiple=True, help="Group by this column (repeat).")
+@click.option("--sum", "sums", multiple=True, help="Sum this column (repeat).")
+@click.option("--avg", "averages", multiple=True, help="Average this column (repeat).")
+@click.option("--no-count", is_flag=True, help="Leave out the row count.")
+@click.option("--where", help="A SQL predicate over the table's columns.")
+@snapshot_options
+@output_options
+@pass_session
+def totals(
+    session: Session,
+    table: str,
+    by: Sequence[str],
+    sums: Sequence[str],
+    averages: Sequence[str],
+    no_count: bool,
+    where: str | None,
+    version: int | None,
+    at: str | None,
+    output_format: str | None,
+) -> None:
+    """Print exact sign-weighted totals of TABLE: sum(dml_type * x) over its ledger."""
+    source = session.table(table)
+    relation = views.totals(
+        source,
+        by=list(by) or None,
+        sum=list(sums) or None,
+        count=not no_count,
+        avg=list(averages) or None,
+        where=where,
+        version=version,
+        timestamp=point_in_time(at),
+    )
+    if by:
+        relation = relation.order(", ".join(ident(c) for c in by))
+    output.print_rows(relation.fetch_arrow_table(), output_format)
+
+
+@click.command(name="log", epilog="\b\nExample:\n  ledger log payments --limit 5")
+@click.argument("table")
+@_limit_option
+@output_options
+@pass_session
+def commit_log(session: Session, table: str, limit: int | None, output_format: str | None) -> None:
+    """Print the commit history of TABLE, newest first."""
+    records = session.table(table).history()[::-1]
+    rows = [vars(record) for record in records[:limit]]
+    output.print_rows(rows, output_format, columns=_LOG_COLUMNS)
+
+
+_LOG_COLUMNS = [
+    "version",
+    "timestamp",
+    "operation",
+    "trx_id",
+    "files_added",
+    "files_removed",
+    "inserted",
+    "deleted",
+    "app_id",
+    "batch",
+]
+
+
+@click.command(
+    epilog="""\b
+Examples:
+  ledger changes payments --since 2
+  ledger changes payments --since 2 --until 5 --json
+"""
+)
+@click.argument("table")
+@click.option(
+    "--since", type=click.IntRange(min=0), required=True, help="Changes after this version."
+)
+@click.option("--until", type=click.IntRange(min=0), help="Up to this version (default latest).")
+@_limit_option
+@output_options
+@pass_session
+def changes(
+    session: Session,
+    table: str,
+    since: int,
+    until: int | None,
+    limit: int | None,
+    output_format: str | None,
+) -> None:
+    """Print the change feed of TABLE: every entry committed after --since."""
+    source: Table = session.table(table)
+    relation = views.changes(source, since, until)
+    relation = relation.order("_commit_version, trx_seq")
+    if limit is not None:
+        relation = relation.limit(limit)
+    result: pa.Table = relation.fetch_arrow_table()
+    output.print_rows(result, output_format)
+
+
+COMMANDS = [show, totals, commit_log, changes]

@@ -1,0 +1,93 @@
+"""What every subcommand shares: where the warehouse is and how to reach it.
+
+Read and write commands open a warehouse that must already exist (``ledger init`` makes one),
+so a mistyped ``--warehouse`` fails instead of leaving an empty folder behind.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlparse
+
+import click
+
+from ledger.table import Table
+from ledger.warehouse import Warehouse, connect
+
+DEFAULT_WAREHOUSE = "./warehouse"
+
+
+class CommandError(click.ClickException):
+    """A failure the command reports in one line, exit code 1."""
+
+    exit_code = 1
+
+
+@dataclass(frozen=True)
+class Session:
+    """The root options: the warehouse URI, S3 options and ``--debug``."""
+
+    warehouse_uri: str = DEFAULT_WAREHOUSE
+    s3_options: dict[str, Any] = field(default_factory=dict)
+    debug: bool = False
+
+    def connect_options(self, uri: str) -> dict[str, Any]:
+        """S3 options apply to ``s3://`` URIs only (local stores take none)."""
+        return dict(self.s3_options) if is_s3(uri) else {}
+
+    def create_warehouse(self, uri: str | None = None) -> Warehouse:
+        """Open the warehouse at ``uri`` (default: ``--warehouse``), making its folder."""
+        target = uri or self.warehouse_uri
+        warehouse = connect(target, **self.connect_options(target))
+        if is_s3(target):
+            check_bucket(warehouse, target)
+        return warehouse
+
+    def warehouse(self) -> Warehouse:
+        """Open the existing warehouse; never creates anything."""
+        uri = self.warehouse_uri
+        if not is_s3(uri):
+            path = local_path(uri)
+            if not os.path.isdir(path):
+                raise CommandError(
+                    f"no warehouse at {uri!r}: create it with `ledger init {uri}` or point "
+                    "--warehouse (or LEDGER_WAREHOUSE) at an existing one"
+                )
+            return connect(uri)
+        warehouse = connect(uri, **self.s3_options)
+        check_bucket(warehouse, uri)
+        return warehouse
+
+    def table(self, name: str) -> Table:
+        return self.warehouse().table(name)
+
+
+def is_s3(uri: str) -> bool:
+    return uri.startswith("s3://")
+
+
+def local_path(uri: str) -> str:
+    return urlparse(uri).path if uri.startswith("file://") else uri
+
+
+def check_bucket(warehouse: Warehouse, uri: str) -> None:
+    """A missing bucket is named as such, not reported as an empty warehouse."""
+    client: Any = getattr(warehouse.store, "client", None)
+    bucket = urlparse(uri).netloc
+    if client is None:
+        return
+    try:
+        client.head_bucket(Bucket=bucket)
+    except Exception as e:  # botocore's ClientError, or a connection error
+        code = str(getattr(e, "response", {}).get("Error", {}).get("Code", ""))
+        if code in ("404", "NoSuchBucket", "NotFound"):
+            raise CommandError(
+                f"no warehouse at {uri!r}: bucket {bucket!r} does not exist; create the bucket "
+                "first"
+            ) from e
+        raise CommandError(f"cannot reach bucket {bucket!r} of {uri!r}: {e}") from e
+
+
+pass_session = click.make_pass_decorator(Session)
