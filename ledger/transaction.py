@@ -323,8 +323,9 @@ class Transaction:
         e.g. ``"amount < 0 AND region = 'EU'"``; return how many rows were deleted."""
         if self._begin("delete_where"):
             return 0
+        given = predicate
         predicate = check_predicate(predicate)
-        _, marks = self._read_live(keys=None, predicate=predicate)
+        _, marks = self._read_live(keys=None, predicate=predicate, shown=given)
         self._predicates.append(predicate)
         return self._mark(marks, marks)
 
@@ -708,7 +709,7 @@ class Transaction:
         return markers
 
     def _read_live(
-        self, keys: pa.Table | None, predicate: str | None = None
+        self, keys: pa.Table | None, predicate: str | None = None, shown: str | None = None
     ) -> tuple[pa.Table, pa.Table]:
         """The visible row per key and every live entry (the delete marks to write), for the
         given keys or predicate, at the snapshot plus this transaction's writes."""
@@ -728,8 +729,8 @@ class Transaction:
             if predicate is None:
                 raise
             raise InvalidPredicateError(
-                f"predicate {predicate!r} does not apply to table {self._table.name!r} "
-                f"(columns {self._schema.names}): {e}"
+                f"predicate {shown or predicate!r} does not apply to table "
+                f"{self._table.name!r} (columns {self._schema.names}): {engine.engine_reason(e)}"
             ) from e
 
     def _latest_first(self) -> str | None:

@@ -219,7 +219,7 @@ def _chooser(spec: PartitionSpec, partitions: PartitionChoice, where: str | None
         except engine.QUERY_ERRORS as e:
             raise InvalidPredicateError(
                 f"where={where!r} does not apply to the partition fields {names} (their values "
-                f"are text, e.g. '2026-11-21' for day(ts)): {e}"
+                f"are text, e.g. '2026-11-21' for day(ts)): {engine.engine_reason(e)}"
             ) from e
         chosen = {tuple(row[n] for n in names) for row in matching.to_pylist()}
         return [m for m in files if tuple(m.partition.get(n) for n in names) in chosen]
