@@ -8,7 +8,9 @@
 from __future__ import annotations
 
 import datetime as dt
+import random
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -41,6 +43,8 @@ if TYPE_CHECKING:
     import polars as pl
 
 AUTO_RETRIES = 5
+RETRY_BACKOFF_BASE_S = 0.05
+RETRY_BACKOFF_CAP_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -368,9 +372,15 @@ class Table:
         app_id: str | None = None,
         batch: int | None = None,
     ) -> CommitInfo:
-        """Run ``operation`` in a new transaction and commit it; on a conflict, abort and run
-        it again in a fresh transaction (against the newer snapshot), up to ``retries`` times.
-        What the read-modify-writes of every engine commit through."""
+        """Run ``operation`` in a new transaction and commit it; on a conflict, abort, wait a
+        random while and run it again in a fresh transaction (against the newer snapshot), up
+        to ``retries`` times. The wait is drawn from zero to twice the failed attempt's time
+        (at least 50 ms), doubling after each conflict up to 5 s: writers that collided on one
+        key spread apart instead of colliding again in lockstep. What the read-modify-writes
+        of every engine commit through.
+
+        >>> table.retrying(lambda tx: tx.upsert([{"id": 1, "n": 2}]))     # doctest: +SKIP
+        """
         if not callable(operation):
             raise InvalidArgumentError(
                 f"retrying runs a function of the transaction, not {type(operation).__name__}"
@@ -378,6 +388,7 @@ class Table:
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             raise InvalidArgumentError(f"retries must be a whole number >= 0, not {retries!r}")
         for attempt in range(retries + 1):
+            started = time.monotonic()
             tx = self.transaction(app_id=app_id, batch=batch, evolve_schema=evolve_schema)
             try:
                 operation(tx)
@@ -388,6 +399,7 @@ class Table:
                 tx.abort()
                 if attempt == retries:
                     raise
+                time.sleep(_backoff_seconds(attempt, time.monotonic() - started))
             except BaseException:
                 tx.abort()
                 raise
@@ -437,11 +449,16 @@ class Table:
             show_progress=progress,
         )
 
-    def vacuum(self, grace: dt.timedelta | float) -> vacuuming.VacuumResult:
-        """Delete files tombstoned longer ago than ``grace`` (a timedelta or seconds), orphan
-        files, and log files no snapshot newer than ``grace`` needs.
+    def vacuum(
+        self, grace: dt.timedelta | float = vacuuming.DEFAULT_GRACE
+    ) -> vacuuming.VacuumResult:
+        """Delete files tombstoned longer ago than ``grace`` (a timedelta or seconds; by
+        default 7 days, as Delta Lake), orphan files, and log files no snapshot newer than
+        ``grace`` needs. Versions older than ``grace`` may then no longer be readable; the
+        result names the grace period kept.
 
-        >>> table.vacuum(dt.timedelta(days=7))                          # doctest: +SKIP
+        >>> table.vacuum()                                              # doctest: +SKIP
+        >>> table.vacuum(dt.timedelta(hours=1))                         # doctest: +SKIP
         """
         return vacuuming.vacuum_table(self, grace)
 
@@ -491,6 +508,14 @@ class Table:
         if change.version is not None:
             rollups.refresh_after_write(self)
         return change
+
+
+def _backoff_seconds(attempt: int, attempt_seconds: float) -> float:
+    """Full-jitter exponential backoff, uniform in [0, min(cap, unit * 2**(attempt + 1))]. The
+    unit is the time the failed attempt took (at least the base): writers only stop colliding
+    when their attempts, not just their starts, are spread apart."""
+    unit = max(RETRY_BACKOFF_BASE_S, attempt_seconds)
+    return random.uniform(0, min(RETRY_BACKOFF_CAP_S, unit * 2 ** (attempt + 1)))
 
 
 def _record(entry: LogFile) -> CommitRecord:

@@ -15,6 +15,7 @@ matching the predicates it deleted by); if one did, nothing is committed and
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -71,8 +72,9 @@ _MAX_ENTRIES_PER_TRX = (1 << 31) - 1  # trx_seq is an INTEGER
 
 @dataclass(frozen=True)
 class CommitInfo:
-    """What a commit did. ``version`` is None when nothing was committed (an empty
-    transaction, or an (app_id, batch) that was already committed)."""
+    """What a commit did. ``version`` and ``trx_id`` are None when nothing was committed (an
+    empty transaction, or an (app_id, batch) that was already committed): no row carries the
+    id the transaction held, and it may be given to a later transaction."""
 
     version: int | None
     trx_id: int | None
@@ -358,7 +360,7 @@ class Transaction:
         schema_changed = self._schema != self._base.schema
         if self._replay or (not self._added and not schema_changed and not self._commit_empty):
             self._discard_files()
-            return CommitInfo(None, self._trx_id, 0, 0)
+            return CommitInfo(None, None, 0, 0)
         operation = self._operations[0] if len(set(self._operations)) == 1 else "transaction"
 
         def build(latest: TableState) -> LogFile | None:
@@ -400,7 +402,7 @@ class Transaction:
         self._table._adopt_state(state)
         if entry is None:
             self._discard_files()
-            return CommitInfo(None, self._trx_id, 0, 0)
+            return CommitInfo(None, None, 0, 0)
         return CommitInfo(entry.version, entry.trx_id, self._inserted, self._deleted)
 
     def abort(self) -> None:
@@ -480,6 +482,7 @@ class Transaction:
 
     def _key_table(self, keys: Any) -> pa.Table:
         key_columns = list(self.key_columns)
+        _check_key_form(keys, key_columns)
         if isinstance(keys, list) and keys and not isinstance(keys[0], dict):
             if len(key_columns) == 1 and not isinstance(keys[0], tuple | list):
                 keys = [{key_columns[0]: k} for k in keys]
@@ -821,6 +824,26 @@ def check_timeout(latest: TableState, started_ms: int, table_name: str) -> None:
             f"the table's transaction_timeout ({latest.config.transaction_timeout_ms / 1000} s); "
             "nothing was committed. Retry it in smaller pieces"
         )
+
+
+# Plain values (a number, a tuple, a set, ...) that are no form of rows: given as keys, the
+# caller most likely meant one key and forgot the list around it.
+_PLAIN_VALUE_MODULES = frozenset({"builtins", "decimal", "datetime", "uuid"})
+
+
+def _check_key_form(keys: Any, key_columns: list[str]) -> None:
+    """Refuse keys given in no form a keyed operation accepts, saying which forms it does."""
+    if isinstance(keys, list | dict | str | os.PathLike) or keys is None:
+        return
+    if type(keys).__module__ not in _PLAIN_VALUE_MODULES:
+        return  # a data frame, Arrow table or relation holding the key columns
+    example = "[(1, 'a'), (2, 'b')]" if len(key_columns) > 1 else "['K-1', 'K-2']"
+    raise InvalidArgumentError(
+        f"keys must be a list of keys, not {type(keys).__name__} {keys!r}: a list of key "
+        f"values ({example}; the key is {key_columns}), a list of dicts naming the key "
+        "columns, or rows holding the key columns in any form writes take (a DataFrame, an "
+        "Arrow table, a file path)"
+    )
 
 
 def _key_tuple(key: Any, key_columns: list[str]) -> tuple[Any, ...]:
