@@ -257,6 +257,18 @@ class Table:
         assert isinstance(frame, polars.DataFrame)  # a Table, not a RecordBatch, went in
         return frame
 
+    def partitions(
+        self, *, version: int | None = None, timestamp: dt.datetime | int | None = None
+    ) -> list[partition_ops.PartitionInfo]:
+        """The partitions holding alive files, from the log alone (no data file is read):
+        each one's values, files, entries, logical rows and bytes. An unpartitioned table
+        has one partition with no values (none when it has no file).
+
+        >>> [(p.values, p.files, p.rows) for p in events.partitions()]       # doctest: +SKIP
+        [({'ts_day': '2026-11-21'}, 3, 1200), ({'ts_day': '2026-11-22'}, 1, 40)]
+        """
+        return partition_ops.partition_infos(self.snapshot(version, timestamp).markers())
+
     def history(self) -> list[CommitRecord]:
         """Every commit still in the log, oldest first."""
         listing = self._log.listing()
@@ -496,15 +508,24 @@ class Table:
         return change
 
     def rewrite_partitions(
-        self, partitions: PartitionFilter, sql: str
+        self,
+        partitions: PartitionFilter = None,
+        sql: str | None = None,
+        *,
+        where: str | None = None,
     ) -> partition_ops.PartitionChange:
-        """Pass every file of ``partitions`` (None: every file of an unpartitioned table)
-        through ``sql``, a query over ``entries`` (the raw entries, system columns included),
-        and commit the results atomically. The schema cannot grow.
+        """Pass every file of the chosen partitions through ``sql``, a query over ``entries``
+        (the raw entries, system columns included), and commit the results atomically. The
+        partitions are chosen as for :meth:`drop_partitions`, by values or by ``where`` (a
+        predicate over the partition fields); with neither, every file is passed (a purge
+        across the whole table). Files the query leaves as they are stay. The schema cannot
+        grow.
 
         >>> table.rewrite_partitions(None, "SELECT * FROM entries WHERE uid <> 4")  # doctest: +SKIP
+        >>> table.rewrite_partitions(sql="SELECT * FROM entries WHERE uid <> 4",
+        ...                          where="ts_day >= '2026-01-01'")             # doctest: +SKIP
         """
-        change = partition_ops.rewrite_partitions(self, partitions, sql)
+        change = partition_ops.rewrite_partitions(self, partitions, sql, where=where)
         if change.version is not None:
             rollups.refresh_after_write(self)
         return change
