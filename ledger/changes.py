@@ -65,7 +65,7 @@ def change_set(table: Table, since: int, until: int | None = None) -> ChangeSet:
             f"since_version must be a version (an integer >= 0), got {since!r}"
         )
     if since > latest.version:
-        raise SnapshotNotFoundError(
+        raise InvalidArgumentError(
             f"since_version {since} is past the latest version of {table.name!r} "
             f"({latest.version}): there are no changes after it yet"
         )
