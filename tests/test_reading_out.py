@@ -10,12 +10,12 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ledger
 import views
-from tests.conftest import Location
+from tests.conftest import Location, examples
 
 SCHEMA = {
     "payment_id": "VARCHAR",
@@ -192,3 +192,46 @@ def test_timestamps_before_the_first_commit_are_shown_as_iso_times(
         table.to_arrow(timestamp=long_ago)
     assert "2001-02-03T04:05:06" in str(caught.value)
     assert str(int(long_ago.timestamp() * 1000)) not in str(caught.value)
+
+
+_OPERATIONS = st.lists(
+    st.tuples(
+        st.sampled_from(["upsert", "delete"]),
+        st.lists(st.integers(min_value=0, max_value=6), min_size=1, max_size=4, unique=True),
+        st.integers(min_value=-500, max_value=500),
+    ),
+    min_size=1,
+    max_size=6,
+)
+
+
+@settings(max_examples=examples(15))
+@given(operations=_OPERATIONS, threshold=st.integers(min_value=-300, max_value=300))
+def test_to_arrow_matches_a_plain_dict_model(
+    tmp_path_factory: Any, operations: list[tuple[str, list[int], int]], threshold: int
+) -> None:
+    warehouse = ledger.connect(str(tmp_path_factory.mktemp("wh")))
+    table = warehouse.create_table("t", {"id": "BIGINT", "amount": "DECIMAL(9,2)"}, "id")
+    model: dict[int, Decimal] = {}
+    at_version: dict[int, dict[int, Decimal]] = {}
+    for operation, keys, cents in operations:
+        if operation == "upsert":
+            rows = [{"id": k, "amount": Decimal(cents + k).scaleb(-2)} for k in keys]
+            info = table.upsert(rows)
+            model.update({r["id"]: r["amount"] for r in rows})
+        else:
+            info = table.delete(keys)
+            for k in keys:
+                model.pop(k, None)
+        if info.version is not None:
+            at_version[info.version] = dict(model)
+    limit = Decimal(threshold).scaleb(-2)
+    read = table.to_arrow(where=f"amount >= {limit}", columns=["amount", "id"])
+    assert read.column_names == ["amount", "id"]
+    assert sorted((r["id"], r["amount"]) for r in read.to_pylist()) == sorted(
+        (k, v) for k, v in model.items() if v >= limit
+    )
+    # Time travel: every committed version reads as the model did right after that write.
+    for version, expected in at_version.items():
+        frame = table.to_pandas(version=version)
+        assert dict(zip(frame["id"], frame["amount"], strict=True)) == expected
