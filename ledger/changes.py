@@ -61,9 +61,18 @@ def change_set(table: Table, since: int, until: int | None = None) -> ChangeSet:
     latest = table._latest_state()
     end = latest.version if until is None else until
     if not isinstance(since, int) or isinstance(since, bool) or since < 0:
-        raise InvalidArgumentError(f"since must be a version (an integer >= 0), got {since!r}")
+        raise InvalidArgumentError(
+            f"since_version must be a version (an integer >= 0), got {since!r}"
+        )
+    if since > latest.version:
+        raise InvalidArgumentError(
+            f"since_version {since} is past the latest version of {table.name!r} "
+            f"({latest.version}): there are no changes after it yet"
+        )
     if not isinstance(end, int) or isinstance(end, bool) or end < since:
-        raise InvalidArgumentError(f"until must be a version >= since ({since}), got {until!r}")
+        raise InvalidArgumentError(
+            f"until_version must be a version >= since_version ({since}), got {until!r}"
+        )
     if end > latest.version:
         raise SnapshotNotFoundError(
             f"table {table.name!r} has no version {end} yet (latest: {latest.version})"

@@ -8,7 +8,7 @@ import sqlglot
 from sqlglot import exp
 
 from ledger.errors import InvalidPredicateError, UnsafePredicateError
-from ledger.sql_guard import check_expression
+from ledger.sql_guard import check_expression, without_terminal_codes
 
 _FORBIDDEN_IN_PREDICATE = (exp.Query, exp.Command, exp.Create, exp.Drop, exp.Insert, exp.Delete)
 
@@ -40,7 +40,9 @@ def predicate_tree(predicate: str) -> exp.Expr:
     try:
         statements = sqlglot.parse(predicate, dialect="duckdb")
     except sqlglot.errors.ParseError as e:
-        raise InvalidPredicateError(f"cannot parse predicate {predicate!r}: {e}") from e
+        raise InvalidPredicateError(
+            f"cannot parse predicate {predicate!r}: {without_terminal_codes(str(e))}"
+        ) from e
     if len(statements) != 1 or statements[0] is None:
         raise UnsafePredicateError(
             f"predicate {predicate!r} must be one SQL expression, not several statements"

@@ -36,7 +36,7 @@ from ledger.log.state import TableState
 from ledger.schema import DML_TYPE, arrow_to_sql, folded_name
 from ledger.snapshot import Snapshot
 from ledger.sql import ident, idents
-from ledger.sql_guard import check_expression
+from ledger.sql_guard import check_expression, without_terminal_codes
 from ledger.transaction import Transaction
 from ledger.writer import file_schema
 
@@ -320,7 +320,9 @@ def _parse_measure(name: str, text: Any) -> tuple[str, str | None]:
     try:
         tree = sqlglot.parse_one(text, dialect="duckdb")
     except sqlglot.errors.ParseError as e:
-        raise InvalidArgumentError(f"measure {name!r}: cannot parse {text!r}: {e}") from e
+        raise InvalidArgumentError(
+            f"measure {name!r}: cannot parse {text!r}: {without_terminal_codes(str(e))}"
+        ) from e
     check_expression(tree, text, f"measure {name!r}")
     kinds = {exp.Sum: "sum", exp.Count: "count"}
     function = next((f for k, f in kinds.items() if type(tree) is k), None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -28,6 +29,15 @@ class Snapshot:
     store: Store
     prefix: str
     state: TableState
+
+    def __repr__(self) -> str:
+        # One line: the state behind it (every file marker) is far too long to print.
+        moment = dt.datetime.fromtimestamp(self.timestamp_ms / 1000, tz=dt.UTC)
+        return (
+            f"Snapshot({self.name!r}, version={self.version}, "
+            f"at={moment.isoformat(timespec='milliseconds')}, "
+            f"files={len(self.state.alive_files)}, rows={self.count()}, store={self.store.uri!r})"
+        )
 
     @property
     def version(self) -> int:

@@ -62,19 +62,23 @@ def _engine() -> Any:
 
 
 def _snapshot(
-    table: Table | Snapshot, version: int | None, timestamp: dt.datetime | int | None
+    table: Table | Rollup | Snapshot, version: int | None, timestamp: dt.datetime | int | None
 ) -> Snapshot:
     if isinstance(table, Snapshot):
         if version is not None or timestamp is not None:
             raise InvalidArgumentError("a snapshot has its version already: pass no version")
         return table
+    if isinstance(table, Rollup):  # read as its own (aggregating) table, as views do
+        table = table.table
     if not isinstance(table, Table):
-        raise InvalidArgumentError(f"expected a Table or a Snapshot, not {type(table).__name__}")
+        raise InvalidArgumentError(
+            f"expected a Table, a Rollup or a Snapshot, not {type(table).__name__}"
+        )
     return table.snapshot(version, timestamp)
 
 
 def read(
-    table: Table | Snapshot,
+    table: Table | Rollup | Snapshot,
     *,
     version: int | None = None,
     timestamp: dt.datetime | int | None = None,
@@ -120,7 +124,7 @@ def _view(
 
 
 def visible(
-    table: Table | Snapshot,
+    table: Table | Rollup | Snapshot,
     *,
     version: int | None = None,
     timestamp: dt.datetime | int | None = None,
@@ -138,7 +142,7 @@ def visible(
 
 
 def totals(
-    table: Table | Snapshot,
+    table: Table | Rollup | Snapshot,
     by: Sequence[str] | str | None = None,
     sum: Sequence[str] | str | None = None,
     count: bool = True,
@@ -160,7 +164,7 @@ def totals(
 
 
 def history(
-    table: Table | Snapshot,
+    table: Table | Rollup | Snapshot,
     key: Any,
     *,
     version: int | None = None,
@@ -194,7 +198,7 @@ def history(
 
 
 def changes(
-    table: Table,
+    table: Table | Rollup,
     since_version: int,
     until_version: int | None = None,
     *,
@@ -211,6 +215,8 @@ def changes(
     import views
     from ledger.changes import change_set
 
+    if isinstance(table, Rollup):
+        table = table.table
     if not isinstance(table, Table):
         raise InvalidArgumentError("changes read a Table (its log), not a snapshot")
     if reader not in ("auto", "spark", "pyarrow"):

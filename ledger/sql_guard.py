@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import re
 from collections.abc import Collection
 from typing import Any
 
@@ -180,7 +181,8 @@ def _one_statement(sql: str, relations: Collection[str], what: str) -> exp.Expr:
         statements = sqlglot.parse(sql, dialect=DIALECT)
     except sqlglot.errors.SqlglotError as e:
         raise UnsafeSqlError(
-            f"{what} must be one SELECT over {_names(relations)}; {sql!r} does not parse: {e}"
+            f"{what} must be one SELECT over {_names(relations)}; {sql!r} does not parse: "
+            f"{without_terminal_codes(str(e))}"
         ) from e
     finally:
         parser_log.setLevel(level)
@@ -285,3 +287,12 @@ def _catalog_functions(kinds: tuple[str, ...], *, keep: bool) -> frozenset[str]:
 
 def _names(relations: Collection[str]) -> str:
     return " or ".join(repr(r) for r in relations)
+
+
+_TERMINAL_CODE = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def without_terminal_codes(message: str) -> str:
+    """The parser's message without the escape codes it underlines the bad token with: error
+    messages land in logs and files, where those codes are noise."""
+    return _TERMINAL_CODE.sub("", message)

@@ -15,6 +15,7 @@ matching the predicates it deleted by); if one did, nothing is committed and
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -77,8 +78,9 @@ _MAX_ENTRIES_PER_TRX = (1 << 31) - 1  # trx_seq is an INTEGER
 
 @dataclass(frozen=True)
 class CommitInfo:
-    """What a commit did. ``version`` is None when nothing was committed (an empty
-    transaction, or an (app_id, batch) that was already committed)."""
+    """What a commit did. ``version`` and ``trx_id`` are None when nothing was committed (an
+    empty transaction, or an (app_id, batch) that was already committed): no row carries the
+    id the transaction held, and it may be given to a later transaction."""
 
     version: int | None
     trx_id: int | None
@@ -324,8 +326,9 @@ class Transaction:
         e.g. ``"amount < 0 AND region = 'EU'"``; return how many rows were deleted."""
         if self._begin("delete_where"):
             return 0
+        given = predicate
         predicate = check_predicate(predicate)
-        _, marks = self._read_live(keys=None, predicate=predicate)
+        _, marks = self._read_live(keys=None, predicate=predicate, shown=given)
         self._predicates.append(predicate)
         return self._mark(marks, marks)
 
@@ -358,7 +361,7 @@ class Transaction:
         schema_changed = self._schema != self._base.schema
         if self._replay or (not self._added and not schema_changed and not self._commit_empty):
             self._discard_files()
-            return CommitInfo(None, self._trx_id, 0, 0)
+            return CommitInfo(None, None, 0, 0)
         operation = self._operations[0] if len(set(self._operations)) == 1 else "transaction"
 
         def build(latest: TableState) -> LogFile | None:
@@ -400,7 +403,7 @@ class Transaction:
         self._table._adopt_state(state)
         if entry is None:
             self._discard_files()
-            return CommitInfo(None, self._trx_id, 0, 0)
+            return CommitInfo(None, None, 0, 0)
         return CommitInfo(entry.version, entry.trx_id, self._inserted, self._deleted)
 
     def abort(self) -> None:
@@ -490,6 +493,7 @@ class Transaction:
 
     def _key_table(self, keys: Any) -> pa.Table:
         key_columns = list(self.key_columns)
+        _check_key_form(keys, key_columns)
         if isinstance(keys, list) and keys and not isinstance(keys[0], dict):
             if len(key_columns) == 1 and not isinstance(keys[0], tuple | list):
                 keys = [{key_columns[0]: k} for k in keys]
@@ -719,7 +723,7 @@ class Transaction:
         return markers
 
     def _read_live(
-        self, keys: pa.Table | None, predicate: str | None = None
+        self, keys: pa.Table | None, predicate: str | None = None, shown: str | None = None
     ) -> tuple[pa.Table, pa.Table]:
         """The visible row per key and every live entry (the delete marks to write), for the
         given keys or predicate, at the snapshot plus this transaction's writes."""
@@ -739,8 +743,8 @@ class Transaction:
             if predicate is None:
                 raise
             raise InvalidPredicateError(
-                f"predicate {predicate!r} does not apply to table {self._table.name!r} "
-                f"(columns {self._schema.names}): {e}"
+                f"predicate {shown or predicate!r} does not apply to table "
+                f"{self._table.name!r} (columns {self._schema.names}): {engine.engine_reason(e)}"
             ) from e
 
     def _latest_first(self) -> str | None:
@@ -876,6 +880,26 @@ def check_timeout(latest: TableState, started_ms: int, table_name: str) -> None:
             f"the table's transaction_timeout ({latest.config.transaction_timeout_ms / 1000} s); "
             "nothing was committed. Retry it in smaller pieces"
         )
+
+
+# Plain values (a number, a tuple, a set, ...) that are no form of rows: given as keys, the
+# caller most likely meant one key and forgot the list around it.
+_PLAIN_VALUE_MODULES = frozenset({"builtins", "decimal", "datetime", "uuid"})
+
+
+def _check_key_form(keys: Any, key_columns: list[str]) -> None:
+    """Refuse keys given in no form a keyed operation accepts, saying which forms it does."""
+    if isinstance(keys, list | dict | str | os.PathLike) or keys is None:
+        return
+    if type(keys).__module__ not in _PLAIN_VALUE_MODULES:
+        return  # a data frame, Arrow table or relation holding the key columns
+    example = "[(1, 'a'), (2, 'b')]" if len(key_columns) > 1 else "['K-1', 'K-2']"
+    raise InvalidArgumentError(
+        f"keys must be a list of keys, not {type(keys).__name__} {keys!r}: a list of key "
+        f"values ({example}; the key is {key_columns}), a list of dicts naming the key "
+        "columns, or rows holding the key columns in any form writes take (a DataFrame, an "
+        "Arrow table, a file path)"
+    )
 
 
 def _key_tuple(key: Any, key_columns: list[str]) -> tuple[Any, ...]:

@@ -848,7 +848,7 @@ def test_change_feed_refuses_bad_versions(scratch: ledger.Warehouse) -> None:
     for since, until in [(-1, None), (True, None), ("1", None), (1.0, None), (2, 1), (0, "2")]:
         with pytest.raises(ledger.InvalidArgumentError):
             views.changes(table, since, until)
-    with pytest.raises(ledger.InvalidArgumentError, match="must be a version >= since"):
+    with pytest.raises(ledger.InvalidArgumentError, match=r"since_version .* is past the latest"):
         views.changes(table, latest + 1)
     with pytest.raises(ledger.SnapshotNotFoundError):
         views.changes(table, 0, latest + 1)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from views.catalog import connect, register
 from views.publish import PublishResult, publish_delta
-from views.reading import changes, history, sql, totals, visible
+from views.reading import changes, history, rows, sql, totals, visible
 
 __all__ = [
     "PublishResult",
@@ -23,6 +23,7 @@ __all__ = [
     "history",
     "publish_delta",
     "register",
+    "rows",
     "sql",
     "totals",
     "visible",

@@ -12,10 +12,13 @@ case-insensitive: a table whose names clash with ones already registered (``Sale
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from ledger.engines import duckdb as engine
 from ledger.errors import TableNotFoundError
+from ledger.sql import ident
 from ledger.warehouse import Warehouse
 from views.reading import visible
 
@@ -25,6 +28,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 LEDGER_SUFFIX = "_ledger"
+INTERNAL_CATALOG = "ledger_internal"
 
 
 def register(con: duckdb.DuckDBPyConnection, warehouse: Warehouse) -> list[str]:
@@ -48,11 +52,32 @@ def register(con: duckdb.DuckDBPyConnection, warehouse: Warehouse) -> list[str]:
             )
             continue
         snap = table.snapshot()
-        snap.scan(con=con).create_view(name + LEDGER_SUFFIX, replace=True)
-        visible(snap, con=con).create_view(name, replace=True)
+        with _internal_catalog(con):
+            snap.scan(con=con).create_view(name + LEDGER_SUFFIX, replace=True)
+            visible(snap, con=con).create_view(name, replace=True)
+        for view in wanted:
+            con.execute(
+                f"CREATE OR REPLACE VIEW {ident(view)} AS "
+                f"SELECT * FROM {ident(INTERNAL_CATALOG)}.main.{ident(view)}"
+            )
         taken.update({name.lower(): f"table {name!r}", wanted[1].lower(): f"{name!r}'s ledger"})
         made += wanted
     return made
+
+
+@contextmanager
+def _internal_catalog(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """Make the views' building blocks (the relations each view query reads by name) in a
+    catalog of their own, so that the user's catalog lists only tables and their ledgers.
+    Views bind names in the catalog they were made in, so the blocks need no qualifying."""
+    con.execute(f"ATTACH IF NOT EXISTS ':memory:' AS {ident(INTERNAL_CATALOG)}")
+    row = con.execute("SELECT current_database(), current_schema()").fetchone()
+    assert row is not None  # a connection always has a current database
+    con.execute(f"USE {ident(INTERNAL_CATALOG)}")
+    try:
+        yield
+    finally:
+        con.execute(f"USE {ident(str(row[0]))}.{ident(str(row[1]))}")
 
 
 def connect(warehouse: Warehouse) -> duckdb.DuckDBPyConnection:

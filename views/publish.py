@@ -29,6 +29,7 @@ PublishResult(version=12, previous=9, rows_deleted=3, rows_inserted=4, ...)
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from collections.abc import Mapping
@@ -132,6 +133,10 @@ class PublishPlan:
     rows: pa.Table  # full: every row of the view; otherwise the current rows of changed keys
     changed_keys: pa.Table  # the keys whose target rows are replaced (empty when full)
     base_version: int | None = None  # rollups: the base version the totals match
+    # Published columns the target lacks (the source's schema evolved since): every writer adds
+    # them to the Delta table (nullable, so its rows read NULL there) before writing, as
+    # deltalake's schema_mode="merge" would.
+    new_columns: tuple[str, ...] = ()
 
     @property
     def up_to_date(self) -> bool:
@@ -185,6 +190,14 @@ class PublishPlan:
             )
             for f in self.schema
         }
+
+    def new_columns_ddl(self) -> str:
+        """The column list of Spark SQL's ``ALTER TABLE ... ADD COLUMNS (...)`` for
+        :attr:`new_columns`: quoted names and Delta types, e.g. ```note` string``."""
+        types = dict(delta_schema(self.schema))
+        return ", ".join(
+            f"{_column(name).sql(dialect='spark')} {types[name]}" for name in self.new_columns
+        )
 
     def commit_metadata(self) -> dict[str, Any]:
         """Custom metadata for the Delta commit (the version is also the ``txn`` action's)."""
@@ -526,7 +539,7 @@ def _checked_plan(source: Table | Rollup, uri: str, existing: DeltaTable | None)
             raise InvalidArgumentError(_other_source(existing, uri, _source_table(source).name))
     plan = publish_plan(source, recorded)
     if existing is not None:
-        _check_target_schema(existing, plan, uri)
+        plan = dataclasses.replace(plan, new_columns=_check_target_schema(existing, plan, uri))
     return plan
 
 
@@ -549,6 +562,8 @@ def _publish_once(
             base_version=plan.base_version,
             reason=plan.reason,
         )
+    if existing is not None and plan.new_columns:
+        _add_new_columns(existing, plan)
     properties = CommitProperties(
         custom_metadata=plan.commit_metadata(),
         app_transactions=[Transaction(plan.app_id, plan.version)],
@@ -585,7 +600,9 @@ def _publish_once(
     elif plan.full:
         assert existing is not None
         deleted, inserted = existing.count(), plan.rows.num_rows
-        write_deltalake(existing, plan.rows, mode="overwrite", commit_properties=once)
+        # In the target's column order: columns added since the first publish come last there.
+        rows = plan.rows.select([f.name for f in existing.schema().fields])
+        write_deltalake(existing, rows, mode="overwrite", commit_properties=once)
         delta_version = existing.version()
     else:
         assert existing is not None
@@ -681,11 +698,27 @@ def _other_source(existing: DeltaTable, uri: str, name: str) -> str:
     )
 
 
-def _check_target_schema(existing: DeltaTable, plan: PublishPlan, uri: str) -> None:
+def _check_target_schema(existing: DeltaTable, plan: PublishPlan, uri: str) -> tuple[str, ...]:
+    """The published columns the target lacks (new columns of the source, which writers add);
+    :class:`SchemaError` when a target column is not published any more or has another type
+    (a widened column), which no append of columns can follow."""
     wanted = delta_schema(plan.schema)
     found = [(f.name, str(getattr(f.type, "type", f.type))) for f in existing.schema().fields]
-    if found != wanted:
+    if not set(found) <= set(wanted):
         raise SchemaError(
             f"the Delta table at {uri} has columns {found}, but {plan.source_name!r} publishes "
-            f"{wanted}; after a schema change, publish to a new target (or delete it first)"
+            f"{wanted}; new columns are added to the target, but after a change of a column's "
+            "type, publish to a new target (or delete it first)"
         )
+    present = {name for name, _ in found}
+    return tuple(name for name, _ in wanted if name not in present)
+
+
+def _add_new_columns(existing: DeltaTable, plan: PublishPlan) -> None:
+    """Add the published columns the target lacks, in one Delta commit that changes no row
+    (a crash after it leaves columns the next publish finds present)."""
+    from deltalake import Field
+
+    fields = [Field.from_arrow(plan.schema.field(name)) for name in plan.new_columns]
+    existing.alter.add_columns(fields)
+    existing.update_incremental()

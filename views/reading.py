@@ -20,6 +20,7 @@ from ledger.errors import InvalidArgumentError, MissingKeyError, UnknownColumnEr
 from ledger.log.entries import FileMarker
 from ledger.log.table_log import TableLog
 from ledger.pruning import prune_by_keys
+from ledger.rollup import Rollup
 from ledger.snapshot import PartitionFilter, Snapshot
 from ledger.sql import ident
 from ledger.table import Table
@@ -40,15 +41,24 @@ KINDS = ("visible", "totals", "changes")
 
 
 def _snapshot(
-    table: Table | Snapshot, version: int | None, timestamp: dt.datetime | int | None
+    table: Table | Rollup | Snapshot, version: int | None, timestamp: dt.datetime | int | None
 ) -> Snapshot:
     if isinstance(table, Snapshot):
         if version is not None or timestamp is not None:
             raise InvalidArgumentError("a snapshot has its version already: pass no version")
         return table
+    return _table(table).snapshot(version, timestamp)
+
+
+def _table(table: Table | Rollup) -> Table:
+    """The table a view reads: a rollup is read as its own (aggregating) table."""
+    if isinstance(table, Rollup):
+        return table.table
     if not isinstance(table, Table):
-        raise InvalidArgumentError(f"views read a Table or a Snapshot, not {type(table).__name__}")
-    return table.snapshot(version, timestamp)
+        raise InvalidArgumentError(
+            f"views read a Table, a Rollup or a Snapshot, not {type(table).__name__}"
+        )
+    return table
 
 
 def _connection(con: duckdb.DuckDBPyConnection | None) -> duckdb.DuckDBPyConnection:
@@ -56,7 +66,7 @@ def _connection(con: duckdb.DuckDBPyConnection | None) -> duckdb.DuckDBPyConnect
 
 
 def visible(
-    table: Table | Snapshot,
+    table: Table | Rollup | Snapshot,
     *,
     version: int | None = None,
     timestamp: dt.datetime | int | None = None,
@@ -98,6 +108,60 @@ def visible(
     return connection.sql(queries.render(query, DUCKDB))
 
 
+def rows(
+    table: Table | Rollup | Snapshot,
+    *,
+    version: int | None = None,
+    timestamp: dt.datetime | int | None = None,
+    where: str | None = None,
+    columns: Sequence[str] | str | None = None,
+    partitions: PartitionFilter = None,
+) -> pa.Table:
+    """The visible rows at a snapshot as an Arrow table, in one call: :func:`visible`,
+    filtered by ``where`` (a SQL predicate over the table's columns, as in ``delete_where``)
+    and cut to ``columns`` (default: every column, in schema order). Types stay exact:
+    DECIMAL stays decimal, TIMESTAMPTZ stays in UTC.
+
+    >>> views.rows(accounts, where="amount > 0", columns=["account"])       # doctest: +SKIP
+    """
+    snap = _snapshot(table, version, timestamp)
+    spec = TableSpec.of(snap.state)
+    chosen = _chosen_columns(spec, columns)
+    condition = queries.parse_predicate(spec, DUCKDB, where)
+    if condition is not None:
+        engine.check_condition(
+            snap.state.schema.arrow(), queries.render(condition, DUCKDB), shown=where
+        )
+    connection = engine.connect()
+    try:
+        relation = visible(snap, partitions=partitions, con=connection)
+        if condition is not None:
+            relation = relation.filter(queries.render(condition, DUCKDB))
+        relation = relation.project(", ".join(ident(c) for c in chosen))
+        with engine.storage_errors(f"reading {snap.name!r}"):
+            return relation.to_arrow_table()
+    finally:
+        connection.close()
+
+
+def _chosen_columns(spec: TableSpec, columns: Sequence[str] | str | None) -> list[str]:
+    if columns is None:
+        return list(spec.columns)
+    chosen = [columns] if isinstance(columns, str) else columns
+    if not isinstance(chosen, Sequence) or not all(isinstance(c, str) for c in chosen):
+        raise InvalidArgumentError(f"columns must be a list of column names, not {columns!r}")
+    if not chosen:
+        raise InvalidArgumentError("columns names no column; pass None for every column")
+    unknown = [c for c in chosen if c not in spec.columns]
+    if unknown:
+        raise UnknownColumnError(
+            f"columns {unknown} are not columns of the table (columns: {list(spec.columns)})"
+        )
+    if len(set(chosen)) != len(chosen):
+        raise InvalidArgumentError(f"columns repeats a column: {list(chosen)}")
+    return list(chosen)
+
+
 def _isolation_allowed(spec: TableSpec) -> bool:
     # A dedup key other than the table key can repeat across files with disjoint key ranges.
     return spec.policy.name in _ISOLATION_POLICIES and spec.option("dedup_key") is None
@@ -108,7 +172,7 @@ def _key_type(snap: Snapshot, column: str) -> pa.DataType:
 
 
 def totals(
-    table: Table | Snapshot,
+    table: Table | Rollup | Snapshot,
     by: Sequence[str] | str | None = None,
     sum: Sequence[str] | str | None = None,
     count: bool = True,
@@ -132,7 +196,9 @@ def totals(
     spec = TableSpec.of(snap.state)
     request = queries.check_totals_request(spec, DUCKDB, by, sum, count, avg, where)
     if request.where is not None:
-        engine.check_condition(snap.state.schema.arrow(), queries.render(request.where, DUCKDB))
+        engine.check_condition(
+            snap.state.schema.arrow(), queries.render(request.where, DUCKDB), shown=where
+        )
     connection = _connection(con)
     markers = snap.markers(partitions)
     schema = file_schema(snap.state.schema, snap.state.config)
@@ -181,7 +247,7 @@ def _non_finite_marks(
 
 
 def history(
-    table: Table | Snapshot,
+    table: Table | Rollup | Snapshot,
     key: Any,
     *,
     version: int | None = None,
@@ -241,7 +307,7 @@ class HistoryRequest:
 
 
 def history_request(
-    table: Table | Snapshot,
+    table: Table | Rollup | Snapshot,
     key: Any,
     *,
     version: int | None = None,
@@ -326,7 +392,7 @@ def _commit_times(snap: Snapshot) -> pa.Table:
 
 
 def changes(
-    table: Table,
+    table: Table | Rollup,
     since_version: int,
     until_version: int | None = None,
     *,
@@ -340,8 +406,9 @@ def changes(
 
     >>> views.changes(accounts, since_version=10).fetchall()                # doctest: +SKIP
     """
-    if not isinstance(table, Table):
+    if isinstance(table, Snapshot):
         raise InvalidArgumentError("changes read a Table (its log), not a snapshot")
+    table = _table(table)
     found = change_set(table, since_version, until_version)
     snap = table.snapshot(found.until)
     spec = TableSpec.of(snap.state)
@@ -354,7 +421,7 @@ def changes(
 
 
 def sql(
-    table: Table | Snapshot,
+    table: Table | Rollup | Snapshot,
     kind: str,
     dialect: str = "duckdb",
     *,

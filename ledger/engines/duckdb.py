@@ -488,19 +488,28 @@ def change_entries(
     return out
 
 
-def check_condition(schema: pa.Schema, predicate: str) -> None:
+def check_condition(schema: pa.Schema, predicate: str, *, shown: str | None = None) -> None:
     """Raise :class:`InvalidPredicateError` unless ``predicate`` binds over rows of ``schema``
     as a condition (unknown functions, type errors and non-boolean expressions fail here,
-    before any file is read)."""
+    before any file is read). Messages quote ``shown`` (the predicate as the user wrote it,
+    when ``predicate`` is a rendering of it), never the query built around it."""
+    quoted = predicate if shown is None else shown
     with closing(connect()) as con:
         con.register("checked_rows", schema.empty_table())
         try:
             kind = con.sql(f"SELECT ({predicate}) FROM checked_rows").types[0]
         except QUERY_ERRORS as e:
             raise InvalidPredicateError(
-                f"predicate {predicate!r} does not fit the table: {e}"
+                f"predicate {quoted!r} does not fit the table: {engine_reason(e)}"
             ) from e
         if str(kind) != "BOOLEAN":
             raise InvalidPredicateError(
-                f"predicate {predicate!r} is {kind}, not a condition (true or false)"
+                f"predicate {quoted!r} is {kind}, not a condition (true or false)"
             )
+
+
+def engine_reason(error: BaseException) -> str:
+    """DuckDB's reason for refusing a query, without the query text it quotes after ``LINE``
+    (SQL the user never wrote)."""
+    reason = str(error).split("\nLINE ", 1)[0]
+    return reason.strip()

@@ -1000,6 +1000,10 @@ def delta_publish(spark: SparkSession, target: str, plan: Any) -> int:
         _TXN_VERSION: str(plan.version),
         _USER_METADATA: json.dumps(plan.commit_metadata(), sort_keys=True),
     }
+    if plan.new_columns:
+        # The source's new columns, added (nullable) in a commit of their own that changes no
+        # row, before the commit recording the version (which must not pick up these options).
+        spark.sql(f"ALTER TABLE delta.{_spark_path(target)} ADD COLUMNS ({plan.new_columns_ddl()})")
     for name, value in commit_options.items():
         spark.conf.set(name, value)
     try:
@@ -1053,6 +1057,11 @@ def _delta_write(spark: SparkSession, rows: pa.Table, target: str, mode: str) ->
 def _frame(spark: SparkSession, rows: pa.Table) -> DataFrame:
     """``rows`` as a DataFrame with the Spark types of their Arrow schema (also when empty)."""
     return spark.createDataFrame(rows, schema=spark_schema(rows.schema))
+
+
+def _spark_path(target: str) -> str:
+    """A Delta table's path as Spark SQL's quoted identifier (backticks, inner ones doubled)."""
+    return "`" + target.replace("`", "``") + "`"
 
 
 def _delta_version(spark: SparkSession, target: str) -> int:

@@ -96,7 +96,9 @@ def drop_partitions(
     )
 
 
-def rewrite_partitions(table: Table, partitions: PartitionChoice, sql: str) -> PartitionChange:
+def rewrite_partitions(
+    table: Table, partitions: PartitionChoice, sql: str | None, *, where: str | None = None
+) -> PartitionChange:
     started_ms = int(time.time() * 1000)
     if not isinstance(sql, str) or not sql.strip():
         raise InvalidArgumentError(
@@ -107,7 +109,9 @@ def rewrite_partitions(table: Table, partitions: PartitionChoice, sql: str) -> P
     sql = checked_select(sql, (engine.ENTRIES,), "rewrite query")
     base = table._latest_state()
     spec = _spec(table, base)
-    chosen = _chooser(spec, partitions, None)(base.alive_files)
+    # A rewrite keeps every row its query returns, so no choice means every file (a purge of
+    # one user across all partitions), unlike a drop, where it would empty the table.
+    chosen = _chooser(spec, partitions, where, every_file_by_default=True)(base.alive_files)
     check_query(sql, file_schema(base.schema, base.config), "rewrite query")
     if not chosen:
         return PartitionChange(None, 0, 0, 0)
@@ -186,12 +190,18 @@ def _spec(table: Table, state: TableState) -> PartitionSpec:
     return PartitionSpec.parse(list(state.config.partition_by), state.schema)
 
 
-def _chooser(spec: PartitionSpec, partitions: PartitionChoice, where: str | None) -> Any:
+def _chooser(
+    spec: PartitionSpec,
+    partitions: PartitionChoice,
+    where: str | None,
+    *,
+    every_file_by_default: bool = False,
+) -> Any:
     """A function from alive files to those in the chosen partitions."""
     if partitions is not None and where is not None:
         raise InvalidArgumentError("choose partitions by values or by where=, not both")
     if partitions is None and where is None:
-        if spec.fields:
+        if spec.fields and not every_file_by_default:
             raise InvalidArgumentError(
                 "name the partitions ({field: value or [values]}) or pass where='predicate'; "
                 "to remove every row use delete_where or drop the table"
@@ -219,9 +229,44 @@ def _chooser(spec: PartitionSpec, partitions: PartitionChoice, where: str | None
         except engine.QUERY_ERRORS as e:
             raise InvalidPredicateError(
                 f"where={where!r} does not apply to the partition fields {names} (their values "
-                f"are text, e.g. '2026-11-21' for day(ts)): {e}"
+                f"are text, e.g. '2026-11-21' for day(ts)): {engine.engine_reason(e)}"
             ) from e
         chosen = {tuple(row[n] for n in names) for row in matching.to_pylist()}
         return [m for m in files if tuple(m.partition.get(n) for n in names) in chosen]
 
     return by_predicate
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    """One partition of a snapshot, from the log alone: its values (field -> path text; empty
+    for an unpartitioned table), alive data files, entries in them (delete marks included),
+    logical rows (the sum of ``dml_type``) and bytes."""
+
+    values: Mapping[str, str | None]
+    files: int
+    entries: int
+    rows: int
+    bytes: int
+
+
+def partition_infos(markers: Iterable[FileMarker]) -> list[PartitionInfo]:
+    """The partitions of ``markers`` (alive files), in partition-value order."""
+    grouped: dict[tuple[tuple[str, str | None], ...], list[FileMarker]] = {}
+    for marker in markers:
+        grouped.setdefault(tuple(sorted(marker.partition.items())), []).append(marker)
+    return [
+        PartitionInfo(
+            values=dict(values),
+            files=len(files),
+            entries=sum(m.rows for m in files),
+            rows=sum(m.dml_sum for m in files),
+            bytes=sum(m.size for m in files),
+        )
+        for values, files in sorted(grouped.items(), key=lambda item: _sort_key(item[0]))
+    ]
+
+
+def _sort_key(values: tuple[tuple[str, str | None], ...]) -> tuple[tuple[str, bool, str], ...]:
+    # NULL partition values (no path text) sort first, and never compare with text.
+    return tuple((name, value is not None, value or "") for name, value in values)

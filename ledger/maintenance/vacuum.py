@@ -42,6 +42,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 VACUUM = "vacuum"
+# As Delta Lake's VACUUM: a week covers the snapshots readers and running jobs commonly hold.
+DEFAULT_GRACE = dt.timedelta(days=7)
 
 
 @dataclass(frozen=True)
@@ -54,9 +56,10 @@ class VacuumResult:
     log_files_deleted: int
     reservations_deleted: int
     temporaries_deleted: int = 0
+    grace: dt.timedelta = DEFAULT_GRACE  # the grace period this vacuum kept
 
 
-def vacuum_table(table: Table, grace: dt.timedelta | float) -> VacuumResult:
+def vacuum_table(table: Table, grace: dt.timedelta | float = DEFAULT_GRACE) -> VacuumResult:
     grace_ms = _grace_ms(grace)
     now = int(time.time() * 1000)
     # A life's data folder never changes, and this handle only ever sees its own life.
@@ -113,7 +116,13 @@ def vacuum_table(table: Table, grace: dt.timedelta | float) -> VacuumResult:
         temporaries_deleted,
     )
     return VacuumResult(
-        version, deleted, orphans_deleted, log_deleted, reservations_deleted, temporaries_deleted
+        version,
+        deleted,
+        orphans_deleted,
+        log_deleted,
+        reservations_deleted,
+        temporaries_deleted,
+        dt.timedelta(milliseconds=grace_ms),
     )
 
 

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 import pyarrow.fs as pafs
 
+from ledger.errors import StorageError
 from ledger.storage.base import ObjectInfo, Store
 
 log = logging.getLogger(__name__)
@@ -30,7 +31,14 @@ class LocalStore(Store):
     def __init__(self, root: str) -> None:
         self.root = os.path.abspath(root)
         self.uri = "file://" + self.root
-        os.makedirs(self.root, exist_ok=True)
+        # The folder is made by the first write, so that reading a mistyped path leaves no
+        # empty warehouse behind.
+        blocking = _file_on_the_way(self.root)
+        if blocking is not None:
+            raise StorageError(
+                f"{blocking} is a file, not a folder, so no warehouse can live at {self.root}: "
+                "a warehouse is a folder (which need not exist yet); pass a folder's path"
+            )
         self._fs = pafs.LocalFileSystem()
 
     def _path(self, key: str) -> str:
@@ -143,6 +151,17 @@ class LocalStore(Store):
 
     def local_path(self, key: str) -> str | None:
         return self._path(key)
+
+
+def _file_on_the_way(path: str) -> str | None:
+    """The file standing where ``path`` or one of its parent folders should be, if any."""
+    current = path
+    while not os.path.exists(current):
+        parent = os.path.dirname(current)
+        if parent == current:
+            return None
+        current = parent
+    return None if os.path.isdir(current) else current
 
 
 def _move_foreign_directory(path: str) -> bool:

@@ -20,6 +20,7 @@ from ledger.errors import InvalidArgumentError, StorageError
 from ledger.storage.base import ObjectInfo, Store
 
 _MISSING = frozenset({"NoSuchKey", "404", "NotFound"})
+_NO_BUCKET = "NoSuchBucket"
 _LOST_RACE = frozenset({"PreconditionFailed", "ConditionalRequestConflict", "412", "409"})
 S3_OPTIONS = frozenset(
     {
@@ -177,6 +178,11 @@ class S3Store(Store):
             yield
         except ClientError as e:
             code = str(e.response.get("Error", {}).get("Code", ""))
+            if code == _NO_BUCKET:
+                raise StorageError(
+                    f"S3 bucket {self.bucket!r} does not exist (while trying to {action} "
+                    f"{self.uri}/{key}); create the bucket first or check the URI"
+                ) from e
             if code in _MISSING:
                 raise FileNotFoundError(f"{self.uri}/{key}") from e
             # 412: the key exists. 409: a concurrent conditional write to the key is in flight;
@@ -197,9 +203,12 @@ class S3Store(Store):
         """
         if self._conditional_writes_checked:
             return
-        probe = self._key(f"_probe/conditional-write-{uuid.uuid4().hex}")
-        try:
+        probe_key = f"_probe/conditional-write-{uuid.uuid4().hex}"
+        probe = self._key(probe_key)
+        # A first write that fails (a missing bucket, say) says why; there is nothing to clean.
+        with self._errors("put-if-absent", probe_key):
             self.client.put_object(Bucket=self.bucket, Key=probe, Body=b"1", IfNoneMatch="*")
+        try:
             from botocore.exceptions import ClientError
 
             try:
