@@ -1,4 +1,6 @@
-"""Benchmark plumbing: every test records its figures here; the session prints one JSON document.
+"""Benchmark plumbing: every test records its figures here; the session prints one JSON document
+and, when ``LEDGER_BENCH_REPORT`` names a folder (``make bench``: docs/), writes the report there
+(benchmarks.md, benchmarks.json and a chart; see tests/benchmarks/report.py for what a figure is).
 
 Benchmarks never assert on speed (the machine is shared); they assert that what they measured is
 correct (row counts, versions), so a fast wrong answer cannot pass for a fast right one.
@@ -7,9 +9,13 @@ correct (row counts, versions), so a fast wrong answer cannot pass for a fast ri
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.benchmarks.report import write_report
 
 _RESULTS: dict[str, Any] = {}
 
@@ -27,3 +33,7 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     # One benchmark per line: short enough to read, still one valid JSON document.
     lines = [f"  {json.dumps(name)}: {json.dumps(figures)}" for name, figures in _RESULTS.items()]
     terminalreporter.write_line("{\n" + ",\n".join(lines) + "\n}")
+    folder = os.environ.get("LEDGER_BENCH_REPORT", "").strip()
+    if folder:
+        written = write_report(_RESULTS, Path(folder))
+        terminalreporter.write_line("benchmark report: " + ", ".join(map(str, written)))
