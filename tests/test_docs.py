@@ -133,13 +133,14 @@ _RUNS: dict[Path, _FileRun] = {}
 
 
 def _expected_python_output(block: Block) -> list[str] | None:
-    if block.output is not None:
-        return block.output.rstrip("\n").splitlines()
     printed = [
         line.strip()[len(_PRINTS) :].strip()
         for line in block.code.splitlines()
         if line.strip().startswith(_PRINTS)
     ]
+    if block.output is not None:
+        assert not printed, f"{block.name}: use `# prints:` lines or an output block, not both"
+        return block.output.rstrip("\n").splitlines()
     return printed or None
 
 
