@@ -5,18 +5,21 @@ How the blocks are run (the conventions the docs follow; docs/index.md repeats t
 - ```python blocks of one file run in order in one namespace, in a fresh empty folder (the
   working directory). Expected output is checked where the doc shows it, in one of two ways:
   comment lines ``# prints: <line>`` inside the block (each one printed line, in order), or an
-  ```output block directly after the block (its lines are the whole printed output).
+  ```output (or ```text) block directly after the block (its lines are the whole printed output).
 - ```bash / ```sh / ```shell / ```console blocks run with bash in the same folder as the file's
   python blocks, with this interpreter's bin folder first on PATH (so ``ledger`` and ``python``
   are this installation's). A block whose lines start with ``$ `` is a session: each ``$ `` line
   is a command run in its own bash, and the lines under it, up to the next ``$ ``, are its exact
   standard output (a line ``...`` stands for any number of lines). Any other block is a script
-  run with ``bash -euo pipefail``. Every command must exit with status 0.
+  run with ``bash -euo pipefail``, whose standard output is checked against an ```output (or
+  ```text) block right after it, if there is one. Every command must exit with status 0.
+  ``ledger`` is ``python -m ledger`` on this interpreter and checkout.
 - A block that cannot run here (a cluster, real AWS, an install step) is marked with an HTML
   comment ``<!-- no-run: why -->`` on the line before its fence; there must stay only a few.
 - A python block marked ``<!-- spark -->`` runs with the test session's Spark bound to ``spark``
   (a spark-marked test); later blocks of the file must not depend on it.
-- Blocks in other languages (```text, ```json, ```sql, or no language) are prose, never run.
+- Blocks in other languages (```text not right after a runnable block, ```json, ```sql, or no
+  language) are prose, never run.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +41,8 @@ ROOT = Path(__file__).resolve().parent.parent
 DOC_FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 PYTHON_FENCES = {"python", "py"}
 SHELL_FENCES = {"bash", "sh", "shell", "console"}
+# A block of these directly after a runnable one (nothing but blank lines between) is its output.
+OUTPUT_FENCES = {"output", "text"}
 # Blocks that cannot run on a test machine (a cluster, real AWS, installing); keep this small.
 MAX_NO_RUN_BLOCKS = 8
 SHELL_TIMEOUT_S = 300
@@ -95,7 +101,7 @@ def doc_blocks(path: Path) -> list[Block]:
             continue
         following = fences[position + 1] if position + 1 < len(fences) else None
         output = None
-        if following is not None and following[1] == "output" and following[3] == "```":
+        if following is not None and following[1] in OUTPUT_FENCES and following[3] == "```":
             output = following[2]
         no_run = _NO_RUN.match(before)
         blocks.append(
@@ -154,9 +160,26 @@ def _run_python(block: Block, run: _FileRun) -> None:
         assert printed == [line.rstrip() for line in expected], f"{block.name} printed otherwise"
 
 
+def _ledger_command(folder: Path) -> Path:
+    """A ``ledger`` command running ``python -m ledger`` on this interpreter: the same command as
+    the installed console script, and present even where the package was installed before the
+    script existed."""
+    script = folder / "ledger"
+    if not script.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        script.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m ledger "$@"\n')
+        script.chmod(0o755)
+    return script
+
+
+_COMMANDS = Path(tempfile.mkdtemp(prefix="ledger-doc-commands-"))
+
+
 def _shell_env() -> dict[str, str]:
     env = dict(os.environ)
-    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    commands = _ledger_command(_COMMANDS).parent
+    path = [str(commands), str(Path(sys.executable).parent), env.get("PATH", "")]
+    env["PATH"] = os.pathsep.join(path)
     # `python -m ledger` and the `ledger` script import this checkout, not another install.
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     return env
@@ -203,7 +226,10 @@ def output_matches(expected: list[str], printed: list[str]) -> bool:
 def _run_shell(block: Block, run: _FileRun) -> None:
     steps = session_steps(block.code)
     if not steps:
-        _bash(block.code, run.folder, block.name)
+        printed = [line.rstrip() for line in _bash(block.code, run.folder, block.name).splitlines()]
+        if block.output is not None:
+            expected = [line.rstrip() for line in block.output.rstrip("\n").splitlines()]
+            assert output_matches(expected, printed), f"{block.name} printed\n" + "\n".join(printed)
         return
     for command, expected in steps:
         printed = [line.rstrip() for line in _bash(command, run.folder, block.name).splitlines()]
@@ -288,6 +314,15 @@ def test_no_run_and_spark_markers_sit_right_before_a_runnable_block() -> None:
             assert fence and fence.group(1).lower() in PYTHON_FENCES | SHELL_FENCES, (
                 f"{path.name}:{number}: the marker is not followed by a python or shell block"
             )
+
+
+def test_shell_blocks_run_the_ledger_command_of_this_checkout(tmp_path: Path) -> None:
+    printed = _bash(
+        "command -v ledger; python -c 'import ledger; print(ledger.__file__)'", tmp_path, "probe"
+    )
+    command, module = printed.splitlines()
+    assert Path(command).read_text().endswith(f'"{sys.executable}" -m ledger "$@"\n')
+    assert Path(module).resolve() == ROOT / "ledger" / "__init__.py"
 
 
 def test_the_harness_reads_sessions_and_wildcards() -> None:
