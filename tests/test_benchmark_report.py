@@ -94,7 +94,9 @@ def test_the_report_lists_every_figure_the_machine_and_a_chart(tmp_path: Path) -
     assert "| correct_1pct / time |  | Delta MERGE |  | 12.000 | >= 10 | yes |" in rows
     assert "| append_1m_rows_x6 | 1.25 s | pyarrow.parquet.write_table | 1.14 s | 0.912 |" in text
     assert "| cores | 2 |" in text and "| duckdb | 1.4.0 |" in text
-    assert "information_only" not in text
+    assert "information_only /" not in text and "| information_only |" not in text
+    assert "information only (no ratio with a target; see the JSON): `information_only`, " in text
+    assert "`build_input`." in text
 
     data = json.loads((tmp_path / "docs" / "benchmarks.json").read_text())
     assert data["machine"] == HOST

@@ -142,7 +142,12 @@ def _machine_value(value: Any) -> str:
     return "-" if value in ("", None) else str(value)
 
 
-def markdown(figures: list[Figure], host: Mapping[str, Any], chart_name: str | None) -> str:
+def markdown(
+    figures: list[Figure],
+    host: Mapping[str, Any],
+    chart_name: str | None,
+    informational: list[str] | None = None,
+) -> str:
     met = sum(figure.met for figure in figures)
     lines = [
         "# Benchmarks",
@@ -166,6 +171,13 @@ def markdown(figures: list[Figure], host: Mapping[str, Any], chart_name: str | N
             f"| {_seconds(figure.baseline_s)} | {figure.ratio:.3f} | {_cell(figure.target)} "
             f"| {'yes' if figure.met else '**no**'} |"
         )
+    if informational:
+        lines += [
+            "",
+            "Recorded for information only (no ratio with a target; see the JSON): "
+            + ", ".join(f"`{name}`" for name in informational)
+            + ".",
+        ]
     lines += ["", "## Machine", "", "| | |", "|---|---|"]
     for key, value in host.items():
         lines.append(f"| {key} | {_cell(_machine_value(value))} |")
@@ -230,5 +242,7 @@ def write_report(
         "results": results,
     }
     (folder / REPORT_NAMES[1]).write_text(json.dumps(data, indent=1, default=str) + "\n")
-    (folder / REPORT_NAMES[0]).write_text(markdown(figures, host, chart_name))
+    with_figures = {figure.benchmark for figure in figures}
+    informational = [name for name in results if name not in with_figures]
+    (folder / REPORT_NAMES[0]).write_text(markdown(figures, host, chart_name, informational))
     return [folder / REPORT_NAMES[0], folder / REPORT_NAMES[1], *written]
