@@ -346,3 +346,54 @@ def test_the_demo_runs_end_to_end(tmp_path: Path) -> None:
     assert "history()" in result.stdout and "time travel" in result.stdout
     assert "merge (version" in result.stdout
     assert (tmp_path / "wh" / "payments" / "_log" / "00000000000000000000.jsonl").exists()
+
+
+# --- links ---------------------------------------------------------------------------------------
+
+_LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+# Pages written together with the code they document, on another branch: a link to one is
+# checked once the page exists.
+PAGES_LANDING_WITH_THEIR_CODE = {"cli.md"}
+
+
+def heading_anchor(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces to hyphens."""
+    text = heading.lstrip("#").strip().lower()
+    kept = "".join(c for c in text if c.isalnum() or c in " -_")
+    return kept.replace(" ", "-")
+
+
+def _anchors(path: Path) -> set[str]:
+    lines, inside = [], False
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.startswith("```"):
+            inside = not inside
+        elif not inside and line.startswith("#"):
+            lines.append(heading_anchor(line))
+    return set(lines)
+
+
+@pytest.mark.parametrize("path", DOC_FILES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_relative_links_name_files_and_headings_that_exist(path: Path) -> None:
+    broken = []
+    for target in _LINK.findall(path.read_text(encoding="utf-8")):
+        if "://" in target or target.startswith("mailto:"):
+            continue
+        file_part, _, anchor = target.partition("#")
+        linked = (path.parent / file_part).resolve() if file_part else path
+        if not linked.exists() and linked.name in PAGES_LANDING_WITH_THEIR_CODE:
+            continue
+        missing_anchor = anchor and linked.suffix == ".md" and anchor not in _anchors(linked)
+        if not linked.exists() or missing_anchor:
+            broken.append(target)
+    assert not broken, f"{path.name}: links to nothing: {broken}"
+
+
+def test_heading_anchors_follow_github() -> None:
+    assert heading_anchor("### 4.4 Transaction timeout") == "44-transaction-timeout"
+    assert heading_anchor("## 7. Data files [ledger/writer.py, ledger/schema.py]") == (
+        "7-data-files-ledgerwriterpy-ledgerschemapy"
+    )
+    assert heading_anchor("## 6. `views.connect(warehouse)` / `views.register(con, wh)`") == (
+        "6-viewsconnectwarehouse--viewsregistercon-wh"
+    )
