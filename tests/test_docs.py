@@ -44,7 +44,7 @@ SHELL_FENCES = {"bash", "sh", "shell", "console"}
 # A block of these directly after a runnable one (nothing but blank lines between) is its output.
 OUTPUT_FENCES = {"output", "text"}
 # Blocks that cannot run on a test machine (a cluster, real AWS, installing); keep this small.
-MAX_NO_RUN_BLOCKS = 8
+MAX_NO_RUN_BLOCKS = 5
 SHELL_TIMEOUT_S = 300
 
 _FENCE = re.compile(r"^```\s*([\w+-]*)\s*$")
