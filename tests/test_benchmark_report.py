@@ -8,7 +8,13 @@ from typing import Any
 
 import pytest
 
-from tests.benchmarks.report import figures_of, machine, target_met, write_report
+from tests.benchmarks.report import (
+    figures_of,
+    machine,
+    target_met,
+    write_report,
+    write_requested_report,
+)
 
 RESULTS: dict[str, Any] = {
     "append_1m_rows_x6": {
@@ -125,3 +131,14 @@ def test_the_machine_names_its_cores_memory_versions_and_size_knobs(
     assert host["memory_gib"] and host["memory_gib"] > 0
     assert host["duckdb"] and host["pyarrow"] and host["python"].startswith("3.")
     assert host["size_knobs"]["LEDGER_BENCH_ROWS"] == "1000"
+
+
+def test_the_report_is_written_only_where_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("LEDGER_BENCH_REPORT", raising=False)
+    assert write_requested_report(RESULTS) == []
+    monkeypatch.setenv("LEDGER_BENCH_REPORT", str(tmp_path / "report"))
+    written = write_requested_report(RESULTS)
+    assert {p.name for p in written} == {"benchmarks.md", "benchmarks.json", "benchmarks.png"}
+    assert all(p.parent == tmp_path / "report" and p.stat().st_size > 0 for p in written)

@@ -9,13 +9,11 @@ correct (row counts, versions), so a fast wrong answer cannot pass for a fast ri
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.benchmarks.report import write_report
+from tests.benchmarks.report import write_requested_report
 
 _RESULTS: dict[str, Any] = {}
 
@@ -29,11 +27,10 @@ def bench_results() -> dict[str, Any]:
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     if not _RESULTS:
         return
+    written = write_requested_report(_RESULTS)
+    if written:
+        terminalreporter.write_line("benchmark report: " + ", ".join(map(str, written)))
     terminalreporter.write_sep("=", "ledger-tables benchmark figures (JSON)")
     # One benchmark per line: short enough to read, still one valid JSON document.
     lines = [f"  {json.dumps(name)}: {json.dumps(figures)}" for name, figures in _RESULTS.items()]
     terminalreporter.write_line("{\n" + ",\n".join(lines) + "\n}")
-    folder = os.environ.get("LEDGER_BENCH_REPORT", "").strip()
-    if folder:
-        written = write_report(_RESULTS, Path(folder))
-        terminalreporter.write_line("benchmark report: " + ", ".join(map(str, written)))

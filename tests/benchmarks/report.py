@@ -246,3 +246,10 @@ def write_report(
     informational = [name for name in results if name not in with_figures]
     (folder / REPORT_NAMES[0]).write_text(markdown(figures, host, chart_name, informational))
     return [folder / REPORT_NAMES[0], folder / REPORT_NAMES[1], *written]
+
+
+def write_requested_report(results: Mapping[str, Any]) -> list[Path]:
+    """Write the report into the folder ``LEDGER_BENCH_REPORT`` names (``make bench``: docs/),
+    if it names one; a quick run without it leaves the committed report alone."""
+    folder = os.environ.get("LEDGER_BENCH_REPORT", "").strip()
+    return write_report(results, Path(folder)) if folder else []
