@@ -56,8 +56,9 @@ test-deep: $(STAMP) jars
 		tests/test_rollups.py tests/test_publish.py
 	HYPOTHESIS_PROFILE=deep $(PY) -m pytest -q tests/test_cross_engine.py
 
+# Every benchmark; writes docs/benchmarks.md, docs/benchmarks.json and docs/benchmarks.png.
 bench: $(STAMP) jars jars-s3a jars-iceberg
-	$(PY) -m pytest -q -s tests/benchmarks -p no:cacheprovider -o addopts=""
+	LEDGER_BENCH_REPORT=docs $(PY) -m pytest -q -s tests/benchmarks -p no:cacheprovider -o addopts=""
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check ledger merge_policies views tests examples

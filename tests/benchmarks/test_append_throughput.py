@@ -132,6 +132,11 @@ def test_append_1m_rows(tmp_path: Path, bench_results: dict[str, Any]) -> None:
             "raw_pyarrow_s": raw["median_s"],
             "ratio_throughput": _ratio(raw, figures),
             "target": TARGET,
+            # The report's figure (tests/benchmarks/report.py): the same ratio, named.
+            "ratio": _ratio(raw, figures),
+            "comparison": "pyarrow.parquet.write_table of the same Arrow table",
+            "value_s": figures["median_s"],
+            "baseline_s": raw["median_s"],
             "ledger_rows_per_s": round(ROWS / figures["median_s"]),
             "raw_rows_per_s": round(ROWS / raw["median_s"]),
             "ledger_samples_s": figures["samples_s"],

@@ -36,6 +36,7 @@ TAIL_COMMITS = 49
 NAME = "events"
 SCHEMA = {"id": "BIGINT", "kind": "VARCHAR", "amount": "DOUBLE"}
 TARGET = "< 0.5 s"
+BUDGET_S = 0.5
 
 pytestmark = pytest.mark.timeout(1800)
 
@@ -126,6 +127,14 @@ def measure_open(
     assert len(table.files()) == expected_version
     figures.update(summary(samples))
     figures["repeats"] = REPEATS
+    # The report's figure: no same-run baseline exists for opening, so the budget stands in.
+    figures["budget"] = {
+        "ratio": round(figures["median_s"] / BUDGET_S, 3),
+        "target": "<= 1.0",
+        "comparison": f"a fixed budget of {BUDGET_S} s per open (not a measurement)",
+        "value_s": figures["median_s"],
+        "baseline_s": BUDGET_S,
+    }
     return figures
 
 
@@ -162,6 +171,7 @@ def test_open_10k_commits_no_checkpoints(
         note="information: commit files only (as with a huge checkpoint_interval); full replay",
     )
     figures["target"] = "none (information)"
+    figures.pop("budget", None)
     _report(bench_results, "open_10k_commits_no_checkpoints", figures)
 
 
