@@ -40,6 +40,10 @@ class Session:
     def create_warehouse(self, uri: str | None = None) -> Warehouse:
         """Open the warehouse at ``uri`` (default: ``--warehouse``), making its folder."""
         target = uri or self.warehouse_uri
+        if not is_s3(target):
+            # The library makes folders only when a table is written; `init` is the one
+            # command whose purpose is the empty warehouse itself.
+            os.makedirs(local_path(target), exist_ok=True)
         warehouse = connect(target, **self.connect_options(target))
         if is_s3(target):
             check_bucket(warehouse, target)
