@@ -13,14 +13,17 @@ import math
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
+import duckdb
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sqlglot import exp
 
 import ledger
 import views
 from tests.conftest import Location
 from tests.support.scratch import scratch_dir
+from views.queries import _decimal_average, average_scale
 
 SCHEMA = {"k": "BIGINT", "d": "DECIMAL(12,2)", "x": "DOUBLE"}
 KEYS = st.integers(0, 4)
@@ -171,3 +174,29 @@ def test_spark_never_shows_a_visible_zero_as_negative(spark: Any, tmp_path: Any)
     assert signs(views.visible(table).fetchall()) == [(1, 1.0, 1), (2, -1.0, 1)]
     # A visible 0.0 stays 0.0 on Spark too; Spark reads a visible -0.0 as 0.0 (docs/views.md).
     assert on_spark == [(1, 1.0, 1), (2, 1.0, 1)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    units=st.integers(-(10**12), 10**12),
+    count=st.integers(-50, 50).filter(lambda n: n != 0),
+    scale=st.integers(0, 4),
+)
+def test_the_decimal_average_is_the_quotient_rounded_half_away_from_zero_for_any_signs(
+    units: int, count: int, scale: int
+) -> None:
+    # Sign-weighted counts are negative where marks outnumber insertions (dedup's views drop
+    # insertions the ledger still sums): the quotient must keep its sign and its rounding.
+    total = Decimal(units).scaleb(-scale)
+    total_sql = exp.cast(
+        exp.Literal.string(str(total)), exp.DataType.build(f"DECIMAL(38, {scale})")
+    )
+    average = _decimal_average(
+        total_sql, exp.Literal.number(count), scale, exp.DataType.build("HUGEINT")
+    )
+    con = duckdb.connect()
+    [(got,)] = con.sql(f"SELECT {exp.select(average).sql('duckdb')[len('SELECT ') :]}").fetchall()
+    quantum = Decimal(1).scaleb(-average_scale(scale))
+    want = (abs(total) / abs(count)).quantize(quantum, ROUND_HALF_UP)
+    want = want if (total < 0) == (count < 0) or want == 0 else -want
+    assert got == want, (total, count)

@@ -531,7 +531,9 @@ def _decimal_average(
     def p(expression: exp.Expr) -> exp.Expr:  # sqlglot prints nested operators unbracketed
         return exp.paren(expression, copy=False)
 
-    count = p(exp.Nullif(this=present, expression=_int(0)))
+    # A sign-weighted count is negative where a group's marks outnumber its insertions (a
+    # policy whose views drop insertions, such as dedup): divide magnitudes, then sign.
+    count = p(exp.Abs(this=p(exp.Nullif(this=present, expression=_int(0)))))
     units = p(exp.cast(p(exp.Mul(this=total, expression=_int(10**scale))), wide.copy()))
     magnitude = p(exp.Abs(this=units))
 
@@ -556,7 +558,10 @@ def _decimal_average(
         )
     )
     signed = exp.If(
-        this=exp.LT(this=units, expression=_int(0)),
+        this=exp.NEQ(
+            this=p(exp.LT(this=units, expression=_int(0))),
+            expression=p(exp.LT(this=present.copy(), expression=_int(0))),
+        ),
         true=exp.Neg(this=scaled),
         false=scaled,
     )
