@@ -14,6 +14,7 @@ Both engines follow the same rule (the Spark cases are at the end).
 
 from __future__ import annotations
 
+import decimal
 import math
 import struct
 import time
@@ -38,7 +39,11 @@ def decimal_fits(value: Decimal, precision: int, scale: int) -> bool:
     """Whether ``value`` is a DECIMAL(precision, scale) without rounding."""
     if not value.is_finite():
         return False
-    exponent = value.normalize().as_tuple().exponent
+    # normalize() rounds to the context's precision (28 digits): widen it to the value's own
+    # digits, or a 37-digit value that needs rounding would look as if it fitted.
+    with decimal.localcontext() as context:
+        context.prec = max(len(value.as_tuple().digits), 1)
+        exponent = value.normalize().as_tuple().exponent
     assert isinstance(exponent, int)
     if exponent < -scale:
         return False
