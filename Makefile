@@ -47,7 +47,8 @@ demo: $(STAMP)
 test: $(STAMP) jars
 	$(VENV)/bin/ruff check ledger merge_policies views tests examples
 	$(VENV)/bin/mypy
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2 --dist loadfile -m "not alone"
+	$(PY) -m pytest -q -m alone
 
 # The property suites at hundreds of examples each (slow: run before a release, not on every change).
 test-deep: $(STAMP) jars

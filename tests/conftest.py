@@ -36,6 +36,24 @@ def examples(n: int) -> int:
     return max(n, DEEP_EXAMPLES) if deep else n
 
 
+# Races on tables whose transaction timeout is a second or two: their merges and transactions
+# must finish inside it, so they run with the machine to themselves (`make test` runs them after
+# its two-worker pytest-xdist run), never beside another worker.
+RUN_ALONE = {
+    "test_concurrency.py",
+    "test_icedb_hazards.py",
+    "test_maintenance_concurrency.py",
+    "test_vacuum_running_work.py",
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m selects on the mark added here
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.name in RUN_ALONE:
+            item.add_marker(pytest.mark.alone)
+
+
 @pytest.fixture(scope="session")
 def s3_endpoint() -> Iterator[S3Endpoint]:
     server = MotoServer()
