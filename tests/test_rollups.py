@@ -1511,7 +1511,7 @@ def test_a_refresh_past_a_vacuumed_log_is_refused_and_rebuild_restores(
     set_clock_skew(monkeypatch, 0)
     warehouse = local_location.connect()
     oracle = Oracle()
-    base = create_base(warehouse, checkpoint_interval=2, transaction_timeout=0.1)
+    base = create_base(warehouse, checkpoint_interval=2, transaction_timeout=1.0)
     base.insert([row(0, "a", 0, 1, None)])
     oracle.insert([row(0, "a", 0, 1, None)])
     rollup = base.create_rollup("r", by=BY, measures=MEASURES)
@@ -1520,7 +1520,7 @@ def test_a_refresh_past_a_vacuumed_log_is_refused_and_rebuild_restores(
     for k in range(1, 6):  # no merge: every data file stays alive, only log files can go
         base.insert([row(k, "ab"[k % 2], k % 2, k, dec(k))])
         oracle.insert([row(k, "ab"[k % 2], k % 2, k, dec(k))])
-    time.sleep(0.2)  # past the transaction timeout: the log before the checkpoint can go
+    time.sleep(1.1)  # past the transaction timeout: the log before the checkpoint can go
     assert vacuum_now(base).log_files_deleted > 0
     with pytest.raises(SnapshotNotFoundError):
         rollup.refresh()

@@ -109,13 +109,14 @@ def test_a_timed_out_transaction_no_longer_holds_files(
 ) -> None:
     set_clock_skew(monkeypatch)
     warehouse = local_location.connect()
-    table = warehouse.create_table("counter", SCHEMA, primary_key="k", transaction_timeout=0.3)
+    # Long enough for the upsert and merge below on a loaded machine.
+    table = warehouse.create_table("counter", SCHEMA, primary_key="k", transaction_timeout=2.0)
     table.insert([{"k": COUNTER, "v": 0}])
     running = table.transaction()
     table.upsert([{"k": COUNTER, "v": 1}])
     table.merge(min_files=1)
     assert vacuum_now(table).data_files_deleted == 0
-    time.sleep(0.4)  # past the timeout: the transaction can no longer commit
+    time.sleep(2.1)  # past the timeout: the transaction can no longer commit
     assert vacuum_now(table).data_files_deleted == 2
     running.insert([{"k": 5, "v": 5}])
     with pytest.raises(ledger.TransactionTimeoutError):
