@@ -33,6 +33,31 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 
 
+def iceberg_runtime_problem() -> str | None:
+    """Why the fetched Iceberg runtime cannot join the session, or None. A runtime is built for
+    one Spark minor version; on another its catalog fails to load, so its extension and catalog
+    are left out of the session rather than loaded half-working."""
+    import re
+
+    import pyspark
+
+    from ledger import jvm
+
+    jars = jvm.group_jars("iceberg")
+    if not jars:
+        return jvm.missing_message("iceberg")
+    spark_minor = ".".join(pyspark.__version__.split(".")[:2])
+    built_for = {m.group(1) for j in jars if (m := re.search(r"runtime-(\d+\.\d+)_", j.name))}
+    if spark_minor not in built_for:
+        return (
+            f"{', '.join(j.name for j in jars)} is built for Spark {', '.join(sorted(built_for))}, "
+            f"not {spark_minor}, and no Iceberg runtime for Spark {spark_minor} is published; on "
+            f"Spark {spark_minor} its catalog fails to load (IncompatibleClassChangeError: "
+            "SparkView can not implement org.apache.spark.sql.connector.catalog.View)"
+        )
+    return None
+
+
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """The benchmarks' one Spark session: the tests' session (tests/conftest.py) plus, where
@@ -42,7 +67,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     from tests import conftest
 
     extra: dict[str, str] = {}
-    if jvm.group_jars("iceberg"):
+    if iceberg_runtime_problem() is None:
         options = jvm.spark_options(["delta", "s3a", "iceberg"])
         extensions = [options.get("spark.sql.extensions", ""), ICEBERG_EXTENSIONS]
         extra = {
