@@ -4,6 +4,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 # Spark's jars (jvm/pom.xml), copied from Maven Central into one folder per group; a group is
 # fetched again only when jvm/pom.xml changed. Without Maven the Delta/S3A tests skip.
+# `make test` fetches delta and s3a (26 MB together); iceberg is for the benchmarks only.
 MVN ?= mvn
 JARS := .jvm/jars
 FETCH_JARS = $(MVN) -q -B -Dstyle.color=never -f jvm/pom.xml dependency:copy-dependencies -P
@@ -34,7 +35,7 @@ jars-s3a: $(S3A_JARS)
 
 jars-iceberg: $(ICEBERG_JARS)
 
-install: $(STAMP) jars
+install: $(STAMP) jars jars-s3a
 
 demo: $(STAMP)
 	$(PY) examples/quickstart.py
@@ -44,7 +45,7 @@ demo: $(STAMP)
 	$(PY) examples/ingest_service.py
 	$(PY) examples/spark_pipeline.py
 
-test: $(STAMP) jars
+test: $(STAMP) jars jars-s3a
 	$(VENV)/bin/ruff check ledger merge_policies views tests examples
 	$(VENV)/bin/mypy
 	$(PY) -m pytest -q -n 2 --dist loadfile -m "not alone"

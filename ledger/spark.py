@@ -61,6 +61,16 @@ def _engine() -> Any:
 # --- reads ---------------------------------------------------------------------------------------
 
 
+READERS = ("auto", "spark", "s3a", "pyarrow")
+
+
+def _check_reader(reader: str) -> None:
+    if reader not in READERS:
+        raise InvalidArgumentError(
+            f"reader must be one of {', '.join(map(repr, READERS))}, not {reader!r}"
+        )
+
+
 def _snapshot(
     table: Table | Rollup | Snapshot, version: int | None, timestamp: dt.datetime | int | None
 ) -> Snapshot:
@@ -88,13 +98,14 @@ def read(
 ) -> DataFrame:
     """The raw ledger of a snapshot (every entry, system columns included) as a DataFrame,
     built from the log's file list with the log's schema. ``reader``: ``auto`` (Spark's own
-    Parquet reader where its filesystem reads the store, else pyarrow on the executors),
-    ``spark`` or ``pyarrow``.
+    Parquet reader where its filesystem reads the store: local disk, or S3 through Hadoop's S3A
+    connector when ``hadoop-aws`` is on the session's classpath; else pyarrow on the
+    executors), ``spark`` (Spark's reader or an error), ``s3a`` (the same, for an S3 store)
+    or ``pyarrow``.
 
     >>> ledger.spark.read(accounts, version=3).groupBy("dml_type").count()  # doctest: +SKIP
     """
-    if reader not in ("auto", "spark", "pyarrow"):
-        raise InvalidArgumentError(f"reader must be 'auto', 'spark' or 'pyarrow', not {reader!r}")
+    _check_reader(reader)
     engine = _engine()
     snap = _snapshot(table, version, timestamp)
     schema = file_schema(snap.state.schema, snap.state.config)
@@ -180,8 +191,7 @@ def history(
     """
     from views.reading import history_request
 
-    if reader not in ("auto", "spark", "pyarrow"):
-        raise InvalidArgumentError(f"reader must be 'auto', 'spark' or 'pyarrow', not {reader!r}")
+    _check_reader(reader)
     engine = _engine()
     session = engine.session(spark)
     request = history_request(table, key, version=version, timestamp=timestamp)
@@ -219,8 +229,7 @@ def changes(
         table = table.table
     if not isinstance(table, Table):
         raise InvalidArgumentError("changes read a Table (its log), not a snapshot")
-    if reader not in ("auto", "spark", "pyarrow"):
-        raise InvalidArgumentError(f"reader must be 'auto', 'spark' or 'pyarrow', not {reader!r}")
+    _check_reader(reader)
     engine = _engine()
     session = engine.session(spark)
     found = change_set(table, since_version, until_version)

@@ -105,8 +105,13 @@ def _no_aws_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     """The one local Spark session of the whole run: UI off, two shuffle partitions, driver and
-    workers on this interpreter, bound to 127.0.0.1, computing in UTC, with the Delta Lake jars
-    `make jars` fetched on its classpath."""
+    workers on this interpreter, bound to 127.0.0.1, computing in UTC, with the Delta Lake and
+    S3A jars `make jars` and `make jars-s3a` fetched on its classpath."""
+    yield from spark_session()
+
+
+def spark_session(extra: dict[str, str] | None = None) -> Iterator[Any]:
+    """Start the run's Spark session (with ``extra`` options on top), yield it, stop it."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
@@ -115,7 +120,9 @@ def spark() -> Iterator[Any]:
     from ledger import jvm
 
     builder = SparkSession.builder
-    for name, value in jvm.spark_options(["delta"]).items():  # `make jars`; else Delta tests skip
+    # `make jars` and `make jars-s3a`: Delta and S3A tests skip without them.
+    options = {**jvm.spark_options(["delta", "s3a"]), **(extra or {})}
+    for name, value in options.items():
         builder = builder.config(name, value)
     session = (
         builder.master("local[2]")

@@ -35,6 +35,7 @@ import views
 from ledger.engines import duckdb as engine
 from ledger.schema import ROW_ID
 from tests.conftest import Location, examples
+from tests.support.spark_s3a import require_s3a
 from tests.support.view_oracle import assert_same_rows
 
 pytestmark = pytest.mark.spark
@@ -373,8 +374,18 @@ def _spark_rows(frame: Any) -> list[tuple[Any, ...]]:
     return _rows_of(tuple(r) for r in frame.collect())
 
 
-def test_spark_writes_then_embedded_reads_and_updates(spark: Any, location: Location) -> None:
-    """Every column type, month partitions (a NULL partition too), local disk and S3."""
+@pytest.mark.parametrize(
+    ("location", "reader"),
+    [("local", "auto"), ("s3", "s3a"), ("s3", "pyarrow")],
+    indirect=["location"],
+)
+def test_spark_writes_then_embedded_reads_and_updates(
+    spark: Any, location: Location, reader: str
+) -> None:
+    """Every column type, month partitions (a NULL partition too), local disk and S3 (through
+    Hadoop's S3A connector and through pyarrow on the executors)."""
+    if reader == "s3a":
+        require_s3a(spark)
     wh = location.connect()
     table = wh.create_table("typed", TYPES, primary_key="k", partition_by="month(ts)")
     want = {f"r{n}": _typed_row(f"r{n}", n) for n in range(4)}
@@ -389,7 +400,7 @@ def test_spark_writes_then_embedded_reads_and_updates(spark: Any, location: Loca
     del want["r2"]
     table.insert([_typed_row("r9", 9)])
     want["r9"] = _typed_row("r9", 9)
-    assert _spark_rows(ls.visible(table, spark=spark)) == _expected(want)
+    assert _spark_rows(ls.visible(table, spark=spark, reader=reader)) == _expected(want)
 
     # And Spark updates rows the embedded engine wrote.
     info = ls.update(
@@ -399,7 +410,7 @@ def test_spark_writes_then_embedded_reads_and_updates(spark: Any, location: Loca
     want["r9"].update(b=True, i1=None)
     assert _rows_of(views.visible(table).fetchall()) == _expected(want)
     raw = _rows_of(table.scan().fetchall())
-    assert _rows_of(tuple(r) for r in ls.read(table, spark=spark).collect()) == raw
+    assert _rows_of(tuple(r) for r in ls.read(table, spark=spark, reader=reader).collect()) == raw
     assert table.count() == len(want)
     got = _totals(views.totals(table, sum=["i8", "dec"]))
     decimals = sum(r["dec"] for r in want.values() if r["dec"] is not None)

@@ -32,7 +32,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ledger import errors, jvm
-from ledger.errors import MissingDependencyError, StorageError
+from ledger.engines import s3a
+from ledger.errors import InvalidArgumentError, MissingDependencyError, StorageError
 from ledger.log.entries import FileMarker, TableConfig
 from ledger.partitioning import PartitionSpec
 from ledger.schema import (
@@ -46,6 +47,7 @@ from ledger.schema import (
     parse_text,
 )
 from ledger.storage import Store
+from ledger.storage.s3 import S3Store
 from ledger.writer import (
     DataWriter,
     SortedFileSink,
@@ -103,7 +105,8 @@ def session(spark: SparkSession | None = None) -> SparkSession:
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     builder: Any = SparkSession.builder
-    for name, value in jvm.spark_options(["delta"]).items():  # the jars `make jars` fetched
+    # The jars `make jars` (and `make jars-s3a`) fetched; a group not fetched is left out.
+    for name, value in jvm.spark_options(["delta", "s3a"]).items():
         builder = builder.config(name, value)
     started: SparkSession = (
         builder.master(f"local[{os.cpu_count() or 2}]")
@@ -244,19 +247,21 @@ def scan_files(
     reader: str = "auto",
 ) -> DataFrame:
     """The raw entries of ``files`` as a DataFrame with exactly ``schema`` (columns missing from
-    older files read as NULL). ``reader``: ``auto``, ``spark`` (Spark's Parquet reader) or
-    ``pyarrow`` (executors read the files through the store's pyarrow filesystem)."""
+    older files read as NULL). ``reader``: ``auto``, ``spark`` (Spark's Parquet reader), ``s3a``
+    (Spark's Parquet reader through Hadoop's S3A connector: an S3 store only) or ``pyarrow``
+    (executors read the files through the store's pyarrow filesystem)."""
+    if reader == "s3a" and not isinstance(store, S3Store):
+        raise InvalidArgumentError(
+            f"reader='s3a' reads S3 stores only, and {store.uri!r} is not one; use 'auto'"
+        )
     struct = spark_schema(schema)
     if not files:
         return spark.createDataFrame([], struct)
     keys = [table_prefix + f.path for f in files]
     paths = None if reader == "pyarrow" else native_paths(spark, store, keys)
     if paths is None:
-        if reader == "spark":
-            raise StorageError(
-                f"Spark's filesystem cannot read {store.uri!r} (no Hadoop connector for its "
-                "scheme); use reader='pyarrow' or 'auto'"
-            )
+        if reader in ("spark", "s3a"):
+            raise StorageError(_no_native_reader(spark, store))
         return _pyarrow_scan(spark, store, keys, schema)
     # Partition values live in the log, never in paths Spark would parse (basePath = the file).
     frame = spark.read.schema(struct).option("mergeSchema", "false").parquet(*paths)
@@ -269,9 +274,7 @@ def native_paths(spark: SparkSession, store: Store, keys: Sequence[str]) -> list
     local = [store.local_path(k) for k in keys]
     if all(p is not None for p in local):
         paths = [f"file://{p}" for p in local if p is not None]
-    elif store.uri.startswith("s3://") and _has_hadoop_class(
-        spark, "org.apache.hadoop.fs.s3a.S3AFileSystem"
-    ):
+    elif s3a.configure(spark, store):
         paths = [f"s3a://{store.fs_path(k)}" for k in keys]
     else:
         return None
@@ -290,6 +293,19 @@ def _has_hadoop_class(spark: SparkSession, name: str) -> bool:
     except Exception:
         return False
     return True
+
+
+def _no_native_reader(spark: SparkSession, store: Store) -> str:
+    if isinstance(store, S3Store) and not s3a.connector_present(spark):
+        return (
+            f"Spark cannot read {store.uri!r} through S3A: hadoop-aws is not on the session's "
+            f"classpath ({jvm.missing_message('s3a')}, then start the session with those jars); "
+            "use reader='pyarrow' or 'auto'"
+        )
+    return (
+        f"Spark's filesystem cannot read {store.uri!r} (no Hadoop connector for its scheme, "
+        "or file names Hadoop would misread); use reader='pyarrow' or 'auto'"
+    )
 
 
 def _pyarrow_scan(

@@ -62,6 +62,11 @@ class S3Store(Store):
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["uri"], **state["options"])  # type: ignore[misc]
 
+    @property
+    def options(self) -> dict[str, Any]:
+        """The options the store was opened with (endpoint, region, credentials)."""
+        return dict(self._options)
+
     # --- clients -------------------------------------------------------------------------------
 
     @property

@@ -9,6 +9,7 @@ correct (row counts, versions), so a fast wrong answer cannot pass for a fast ri
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -34,3 +35,53 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     # One benchmark per line: short enough to read, still one valid JSON document.
     lines = [f"  {json.dumps(name)}: {json.dumps(figures)}" for name, figures in _RESULTS.items()]
     terminalreporter.write_line("{\n" + ",\n".join(lines) + "\n}")
+
+
+ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
+
+
+def iceberg_runtime_problem() -> str | None:
+    """Why the fetched Iceberg runtime cannot join the session, or None. A runtime is built for
+    one Spark minor version; on another its catalog fails to load, so its extension and catalog
+    are left out of the session rather than loaded half-working."""
+    import re
+
+    import pyspark
+
+    from ledger import jvm
+
+    jars = jvm.group_jars("iceberg")
+    if not jars:
+        return jvm.missing_message("iceberg")
+    spark_minor = ".".join(pyspark.__version__.split(".")[:2])
+    built_for = {m.group(1) for j in jars if (m := re.search(r"runtime-(\d+\.\d+)_", j.name))}
+    if spark_minor not in built_for:
+        return (
+            f"{', '.join(j.name for j in jars)} is built for Spark {', '.join(sorted(built_for))}, "
+            f"not {spark_minor}, and no Iceberg runtime for Spark {spark_minor} is published; on "
+            f"Spark {spark_minor} its catalog fails to load (IncompatibleClassChangeError: "
+            "SparkView can not implement org.apache.spark.sql.connector.catalog.View)"
+        )
+    return None
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The benchmarks' one Spark session: the tests' session (tests/conftest.py) plus, where
+    `make jars-iceberg` fetched them, Iceberg's SQL extensions and a Hadoop catalog ``peers``
+    in a scratch folder, so the Spark peers run side by side with Delta and the ledger."""
+    from ledger import jvm
+    from tests import conftest
+
+    extra: dict[str, str] = {}
+    if iceberg_runtime_problem() is None:
+        options = jvm.spark_options(["delta", "s3a", "iceberg"])
+        extensions = [options.get("spark.sql.extensions", ""), ICEBERG_EXTENSIONS]
+        extra = {
+            **options,
+            "spark.sql.extensions": ",".join(e for e in extensions if e),
+            "spark.sql.catalog.peers": "org.apache.iceberg.spark.SparkCatalog",
+            "spark.sql.catalog.peers.type": "hadoop",
+            "spark.sql.catalog.peers.warehouse": str(tmp_path_factory.mktemp("iceberg")),
+        }
+    yield from conftest.spark_session(extra)
