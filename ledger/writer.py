@@ -231,6 +231,16 @@ class DataWriter:
         return order[: len(keys)] == keys
 
 
+def statistics_columns(schema: pa.Schema) -> list[str]:
+    """Columns whose min/max statistics are written: every column but FLOAT and DOUBLE.
+
+    Parquet leaves NaN out of a float column's min/max, and DuckDB prunes row groups by those
+    bounds as if no NaN were there, so `isnan(x)` or `x > 1e300` (NaN sorts above every number)
+    would skip row groups holding NaN. Without the bounds the filter reads every value.
+    """
+    return [f.name for f in schema if not pa.types.is_floating(f.type)]
+
+
 def _write_parquet(part: pa.Table, out: pa.NativeFile) -> None:
     pq.write_table(
         part,
@@ -238,6 +248,7 @@ def _write_parquet(part: pa.Table, out: pa.NativeFile) -> None:
         row_group_size=ROW_GROUP_ROWS,
         compression="snappy",
         use_dictionary=dictionary_columns(part),
+        write_statistics=statistics_columns(part.schema),
         column_encoding={
             c: "DELTA_BINARY_PACKED" for c in _DELTA_ENCODED if c in part.column_names
         },
@@ -394,6 +405,7 @@ class _OpenFile:
                 self.schema,
                 compression="snappy",
                 use_dictionary=self.dictionary,
+                write_statistics=statistics_columns(self.schema),
                 column_encoding={
                     c: "DELTA_BINARY_PACKED" for c in _DELTA_ENCODED if c in self.schema.names
                 },
