@@ -54,7 +54,6 @@ from ledger.trx_ids import (
     reservation_body,
     reservation_key,
     reserve_trx_id,
-    try_reserve_next,
 )
 from ledger.writer import DataWriter, build_entries, file_schema, row_ids, sequence
 from merge_policies import load_policy
@@ -828,28 +827,22 @@ class Transaction:
 def _reserve_and_read(table: Table) -> tuple[int, TableState]:
     """Reserve the transaction's ``trx_id``, then read its snapshot.
 
-    The handle's cached state is usually current (it adopts each of its own commits), so the id
-    one above its largest ``trx_id`` is reserved straight away and the snapshot read after it
-    confirms it: if every committed id is below the reservation, commits the cache missed
-    cannot outrank it. Otherwise (the id was taken, or the cache was stale) the id is given
-    back and reserved above every listed reservation, as :func:`reserve_trx_id` does.
+    The id is reserved above every reservation listed from the handle's cached largest
+    ``trx_id`` (so above every transaction still running: merges take ids below a running
+    one's to be settled), then the snapshot read after it confirms it: if every committed id is
+    below the reservation, commits the cache missed cannot outrank it. Otherwise (the cache was
+    stale and vacuum had deleted the reservations of settled ids) the id is given back and
+    reserved again above the committed maximum just read.
     """
     cached = table._state
-    trx_id = try_reserve_next(
+    trx_id = reserve_trx_id(
         table.store, table.prefix, cached.max_trx_id, reservation_body(cached.version)
     )
-    if trx_id is None:
-        known = table._latest_state()
-    else:
-        known = _read_or_release(table, trx_id)
-        if known.max_trx_id < trx_id:
-            return trx_id, known
-        _release(table, trx_id)
-        log.debug(
-            "table %s: trx_id %d is not above committed ids; reserving anew", table.name, trx_id
-        )
-    # The committed maximum must be fresh: vacuum deletes the reservations of settled ids, so
-    # a listing above a stale maximum could miss ids that were committed.
+    known = _read_or_release(table, trx_id)
+    if known.max_trx_id < trx_id:
+        return trx_id, known
+    _release(table, trx_id)
+    log.debug("table %s: trx_id %d is not above committed ids; reserving anew", table.name, trx_id)
     trx_id = reserve_trx_id(
         table.store, table.prefix, known.max_trx_id, reservation_body(known.version)
     )

@@ -76,23 +76,6 @@ def reserve_trx_id(store: Store, table_prefix: str, committed_max: int, body: by
     raise ConflictError("could not reserve a trx_id: too many concurrent transactions; retry")
 
 
-def try_reserve_next(
-    store: Store, table_prefix: str, known_max: int, body: bytes = b""
-) -> int | None:
-    """Reserve ``known_max + 1`` with one put-if-absent, without listing; None if it is taken.
-
-    The caller must then read the latest state and keep the id only if every committed
-    ``trx_id`` is below it: the reservation exists before that read, so any commit the read
-    misses came after the reservation (see :func:`reserve_trx_id` for the listing way).
-    """
-    candidate = known_max + 1
-    if candidate > MAX_TRX_ID:
-        return None  # reserve_trx_id reports the exhausted table
-    if store.put_if_absent(reservation_key(table_prefix, candidate), body):
-        return candidate
-    return None
-
-
 def reservation_id(name: str) -> int | None:
     """The trx_id a name under ``_trx/`` reserves, or None for a name no writer makes (other
     digits, other lengths, ids no transaction can have): such names are ignored, never let

@@ -197,8 +197,9 @@ def _s3_warehouse(server: CountingS3Server) -> ledger.Warehouse:
     return ledger.connect(f"s3://{BUCKET}/{uuid.uuid4().hex}", **server.endpoint.options())
 
 
-def test_a_small_insert_on_s3_makes_four_requests(counting_server: CountingS3Server) -> None:
-    """A reservation, one listing of the log, one PutObject of the data file, the log file."""
+def test_a_small_insert_on_s3_makes_five_requests(counting_server: CountingS3Server) -> None:
+    """A listing of the reservations and one more, one listing of the log, one PutObject of the
+    data file, the log file."""
     table = _s3_warehouse(counting_server).create_table("events", SCHEMA, primary_key="id")
     table.insert(_rows_of_users(10))  # the store's one-time probe of conditional writes
     for batch in range(1, 4):
@@ -207,9 +208,9 @@ def test_a_small_insert_on_s3_makes_four_requests(counting_server: CountingS3Ser
         made = counting_server.taken()
         assert info.version == batch + 1
         methods = [method for method, _ in made]
-        assert methods == ["PUT", "GET", "PUT", "PUT"], made
-        assert "/_trx/" in made[0][1] and made[2][1].endswith(".parquet")
-        assert made[3][1].endswith(f"{info.version:020d}.jsonl")
+        assert methods == ["GET", "PUT", "GET", "PUT", "PUT"], made
+        assert "/_trx/" in made[1][1] and made[3][1].endswith(".parquet")
+        assert made[4][1].endswith(f"{info.version:020d}.jsonl")
     assert table.count() == 40
     assert sorted(r[0] for r in table.scan().select("id").fetchall()) == list(range(40))
 
@@ -291,3 +292,18 @@ def test_handles_with_any_staleness_commit_unique_rising_trx_ids(
         assert len(set(committed)) == len(committed)
         stored = handles[0].scan().select("trx_id, id").fetchall()
         assert sorted(t for t, _ in stored) == sorted(committed)
+
+
+def test_a_stale_handle_gets_an_id_above_every_running_transaction(location: Location) -> None:
+    """An id given back by an aborted transaction is never taken below a running one: merges
+    count every id below a running transaction's file as settled and drop marks by it."""
+    warehouse = location.connect()
+    table = warehouse.create_table("events", SCHEMA, primary_key="id")
+    stale = warehouse.table("events")  # holds version 0: largest trx_id 0
+    aborted = table.transaction()
+    running = table.transaction()
+    aborted.abort()  # its id (below the running one's) is free again
+    late = stale.transaction()
+    assert late.trx_id > running.trx_id > aborted.trx_id
+    late.abort()
+    running.abort()
