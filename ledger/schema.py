@@ -7,6 +7,7 @@ the user columns followed by the system columns ``trx_id``, ``trx_seq`` and ``dm
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -473,12 +474,38 @@ def _from_pylist(rows: list[Any], schema: TableSchema) -> pa.Table:
     try:
         structs = pa.array(rows)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError, ValueError):
-        return _from_pylist_by_column(rows, schema)
-    if not pa.types.is_struct(structs.type):  # Mappings that are not dicts convert otherwise
-        return _from_pylist_by_column(rows, schema)
-    if not structs.type.num_fields:
-        return pa.table({})
-    return pa.Table.from_struct_array(structs)
+        table = _from_pylist_by_column(rows, schema)
+    else:
+        if not pa.types.is_struct(structs.type):  # Mappings that are not dicts convert otherwise
+            table = _from_pylist_by_column(rows, schema)
+        elif not structs.type.num_fields:
+            return pa.table({})
+        else:
+            table = pa.Table.from_struct_array(structs)
+    _refuse_mixed_times(rows, table)
+    return table
+
+
+def _refuse_mixed_times(rows: list[Any], table: pa.Table) -> None:
+    """Arrow types a column of Python dates and datetimes by its first value and converts the
+    rest silently: a datetime after a date loses its time of day, a naive datetime after an
+    aware one is taken as UTC. Each of those values alone is refused, so a mix is too."""
+    for field in table.schema:
+        is_date = pa.types.is_date(field.type)
+        if not (is_date or pa.types.is_timestamp(field.type)):
+            continue
+        values = [v for v in (row.get(field.name) for row in rows) if v is not None]
+        if is_date and any(isinstance(v, dt.datetime) for v in values):
+            raise TypeMismatchError(
+                f"column {field.name!r} mixes dates and datetimes; a datetime would lose its "
+                "time of day: give one kind (convert with .date() or datetime.combine)"
+            )
+        zoned = {v.tzinfo is not None for v in values if isinstance(v, dt.datetime)}
+        if len(zoned) > 1:
+            raise TypeMismatchError(
+                f"column {field.name!r} mixes datetimes with and without a time zone; give "
+                "every value a zone (or none)"
+            )
 
 
 def _from_pylist_by_column(rows: list[Any], schema: TableSchema) -> pa.Table:

@@ -175,7 +175,8 @@ def test_partial_dicts_keep_absent_values_on_upsert(local_location: Location) ->
     table = local_location.connect().create_table("events", SCHEMA, primary_key="id")
     table.insert(_rows_of_users(3))
     table.upsert([{"id": 0, "note": "new"}, {"id": 1, "qty": 9, "note": None}])
-    rows = {r["id"]: r for r in table.scan().select("id, qty, note").to_arrow_table().to_pylist()}
+    visible = table.to_arrow(columns=["id", "qty", "note"]).to_pylist()
+    rows = {r["id"]: r for r in visible}
     assert rows[0] == {"id": 0, "qty": 0, "note": "new"}
     assert rows[1] == {"id": 1, "qty": 9, "note": None}
     assert rows[2] == {"id": 2, "qty": 2, "note": "n-2-é"}
