@@ -33,7 +33,7 @@ from ledger.inputs import Rows, concat_rows
 from ledger.log.commit import commit_entry, next_timestamp
 from ledger.log.entries import LogFile
 from ledger.log.state import TableState
-from ledger.schema import ROW_ID, TableSchema, conform, folded_name
+from ledger.schema import DML_TYPE, ROW_ID, TRX_ID, TRX_SEQ, TableSchema, conform, folded_name
 from ledger.sql_guard import DIALECT, checked_select
 
 if TYPE_CHECKING:
@@ -70,7 +70,10 @@ def _checked_shape(rendered: str) -> str:
             raise _not_row_by_row(rendered, clause.upper())
     if tree.args.get("with_") or tree.args.get("joins") or tree.args.get("laterals"):
         raise _not_row_by_row(rendered, "a CTE, JOIN or LATERAL")
+    _refuse_system_outputs(tree, rendered)
     for node in tree.walk():
+        if isinstance(node, exp.TableSample):
+            raise _not_row_by_row(rendered, "a sample (USING SAMPLE, TABLESAMPLE)")
         if node is not tree and isinstance(node, exp.Select | exp.Subquery | exp.SetOperation):
             raise _not_row_by_row(rendered, "a subquery")
         if isinstance(node, exp.Window):
@@ -78,6 +81,28 @@ def _checked_shape(rendered: str) -> str:
         if _is_aggregate(node):
             raise _not_row_by_row(rendered, f"an aggregate ({node.sql(dialect=DIALECT)})")
     return rendered
+
+
+def _refuse_system_outputs(tree: exp.Select, rendered: str) -> None:
+    """A transform may pass a system column through (an update by ``_row_id`` carries it) but
+    never make one: a changed ``_row_id`` would make an update cancel another row."""
+    system = {folded_name(name) for name in (TRX_ID, TRX_SEQ, DML_TYPE, ROW_ID)}
+    made: list[exp.Expr] = []
+    for expression in tree.expressions:
+        if isinstance(expression, exp.Star) or isinstance(expression.unnest(), exp.Star):
+            made.extend(expression.args.get("replace") or [])
+        else:
+            made.append(expression)
+    for expression in made:
+        name = folded_name(expression.alias_or_name)
+        if name not in system:
+            continue
+        inner = expression.this if isinstance(expression, exp.Alias) else expression
+        if not (isinstance(inner, exp.Column) and folded_name(inner.name) == name):
+            raise InsertTransformError(
+                f"{WHAT} {rendered!r} makes the system column {expression.alias_or_name!r}; "
+                "a transform may pass system columns through unchanged, never compute them"
+            )
 
 
 def _is_aggregate(node: exp.Expr) -> bool:

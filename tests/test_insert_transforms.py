@@ -170,6 +170,11 @@ BAD_TRANSFORMS = [
     ("select * from rows order by k limit 10", InsertTransformError),
     ("select * from rows where k in (select k from rows)", InsertTransformError),
     ("select *, 1::BIGINT as cnt from rows union all select *, 2 from rows", InsertTransformError),
+    ("select * from rows using sample 50%", InsertTransformError),
+    ("select * from rows tablesample 1 rows", InsertTransformError),
+    ("select * replace (_row_id + 1 as _row_id) from rows", InsertTransformError),
+    ("select k, n, 1::BIGINT as cnt, n + 1 as _ROW_ID from rows", InsertTransformError),
+    ("select *, 5 as trx_id from rows", InsertTransformError),
     ("select *, 1 as count from rows", UnknownColumnError),
     ("select *, 'one'::BLOB as cnt from rows", TypeMismatchError),
     ("select n, 1::BIGINT as cnt from rows", MissingKeyError),
@@ -341,3 +346,22 @@ def test_a_transform_failing_on_spark_data_writes_nothing(spark, local_location)
     with pytest.raises(InsertTransformError, match="two"):
         ls.insert(table, frame)
     assert table.version == 0 and table.scan().fetchall() == []
+
+
+def test_a_transform_passes_row_ids_through_so_an_update_changes_its_own_row(warehouse):
+    table = warehouse.create_table(
+        "notes",
+        {"note": "VARCHAR", "n": "BIGINT"},
+        insert_transform="select * replace (n * 10 as n) from rows",
+    )
+    table.insert([{"note": "x", "n": 1}, {"note": "y", "n": 2}])
+    visible = table.to_arrow(columns=["note", "n"]).to_pylist()
+    assert sorted((r["note"], r["n"]) for r in visible) == [("x", 10), ("y", 20)]
+    row_x = next(
+        r
+        for r in views.visible(table, system_columns=True).to_arrow_table().to_pylist()
+        if r["note"] == "x"
+    )
+    table.update([{"_row_id": row_x["_row_id"], "note": "x", "n": 3}])
+    visible = table.to_arrow(columns=["note", "n"]).to_pylist()
+    assert sorted((r["note"], r["n"]) for r in visible) == [("x", 30), ("y", 20)]
