@@ -8,7 +8,7 @@ import sqlglot
 from sqlglot import exp
 
 from ledger.errors import InvalidPredicateError, UnsafePredicateError
-from ledger.sql_guard import check_expression, without_terminal_codes
+from ledger.sql_guard import check_expression, too_deep, without_terminal_codes
 
 _FORBIDDEN_IN_PREDICATE = (exp.Query, exp.Command, exp.Create, exp.Drop, exp.Insert, exp.Delete)
 
@@ -39,15 +39,19 @@ def predicate_tree(predicate: str) -> exp.Expr:
     """
     try:
         statements = sqlglot.parse(predicate, dialect="duckdb")
-    except sqlglot.errors.ParseError as e:
+    except sqlglot.errors.SqlglotError as e:  # a parse or a tokenizer error (an open quote)
         raise InvalidPredicateError(
             f"cannot parse predicate {predicate!r}: {without_terminal_codes(str(e))}"
         ) from e
+    except RecursionError as e:
+        raise InvalidPredicateError(f"predicate {predicate[:80]!r}... nests too deeply") from e
     if len(statements) != 1 or statements[0] is None:
         raise UnsafePredicateError(
             f"predicate {predicate!r} must be one SQL expression, not several statements"
         )
     tree = statements[0]
+    if too_deep(tree):
+        raise InvalidPredicateError(f"predicate {predicate[:80]!r}... nests too deeply")
     check_expression(tree, predicate, "predicate", UnsafePredicateError)
     for node in tree.walk():
         node.comments = None  # rendered into other queries, the predicate carries no comment

@@ -172,6 +172,22 @@ def _checked_render(sql: str, relations: Collection[str], what: str) -> str:
     return str(tree.sql(dialect=DIALECT, comments=False))
 
 
+# Deeper trees are refused: rendering and checking them recurses once per level, and Python's
+# stack ends near a thousand frames.
+MAX_DEPTH = 200
+
+
+def too_deep(tree: exp.Expr) -> bool:
+    """Whether ``tree`` nests deeper than :data:`MAX_DEPTH` (walked without recursion)."""
+    stack = [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            return True
+        stack.extend((child, depth + 1) for child in node.iter_expressions())
+    return False
+
+
 def _one_statement(sql: str, relations: Collection[str], what: str) -> exp.Expr:
     # sqlglot logs a warning for each statement it cannot parse; it is refused just below.
     parser_log = logging.getLogger("sqlglot")
@@ -184,9 +200,13 @@ def _one_statement(sql: str, relations: Collection[str], what: str) -> exp.Expr:
             f"{what} must be one SELECT over {_names(relations)}; {sql!r} does not parse: "
             f"{without_terminal_codes(str(e))}"
         ) from e
+    except RecursionError as e:
+        raise UnsafeSqlError(f"{what} {sql[:80]!r}... nests too deeply") from e
     finally:
         parser_log.setLevel(level)
     present = [s for s in statements if s is not None]
+    if any(too_deep(s) for s in present):
+        raise UnsafeSqlError(f"{what} {sql[:80]!r}... nests too deeply")
     if len(present) != 1 or len(statements) != 1:
         raise UnsafeSqlError(
             f"{what} must be exactly one SELECT over {_names(relations)}; {sql!r} holds "
