@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable
-from contextlib import closing
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -248,21 +247,16 @@ def set_insert_transform(table: Table, sql: str | None) -> int:
 
 
 def _run(rendered: str, rows: pa.Table) -> pa.Table:
-    import duckdb
-
     from ledger.engines import duckdb as engine
 
-    with closing(engine.connect()) as con:
-        con.register(RELATION, rows)
-        try:
-            result: pa.Table = con.sql(rendered).to_arrow_table()
-        except duckdb.Error as e:
-            given = ", ".join(f"{f.name} {f.type}" for f in rows.schema)
-            raise InsertTransformError(
-                f"{WHAT} {rendered!r} failed on the rows written (columns: {given}): {e}. "
-                "Nothing was written; pass the columns the transform reads, in types it takes"
-            ) from e
-    return result
+    def failed(reason: str) -> InsertTransformError:
+        given = ", ".join(f"{f.name} {f.type}" for f in rows.schema)
+        return InsertTransformError(
+            f"{WHAT} {rendered!r} failed on the rows written (columns: {given}): {reason}. "
+            "Nothing was written; pass the columns the transform reads, in types it takes"
+        )
+
+    return engine.query_over(rendered, RELATION, rows, failed)
 
 
 __all__ = [

@@ -577,7 +577,7 @@ def test_a_schema_from_a_file(tmp_path: Path) -> None:
     pq.write_table(
         pa.table({"k": pa.array([1], pa.int32()), "name": ["x"]}), tmp_path / "s.parquet"
     )
-    ledger.connect(str(tmp_path / "wh"))
+    run_ledger("init", "wh", cwd=tmp_path)
     run_ledger(
         "-w", "wh", "create", "a", "--schema-file", "schema.json", "--key", "id", cwd=tmp_path
     )

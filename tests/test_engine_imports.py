@@ -167,7 +167,11 @@ def test_only_the_duckdb_engine_imports_duckdb_at_run_time() -> None:
     offending = [
         f"{i.path}:{i.line} imports duckdb"
         for i in IMPORTS
-        if i.module == "duckdb" and not i.type_checking and i.path != "ledger/engines/duckdb.py"
+        if i.module == "duckdb"
+        and not i.type_checking
+        and i.path != "ledger/engines/duckdb.py"
+        # The command line's `sql` is a DuckDB prompt over the tables: DuckDB is what it offers.
+        and not i.path.startswith("ledger/cli/")
     ]
     assert not offending, offending
     assert any(i.module == "duckdb" and i.path == "ledger/engines/duckdb.py" for i in IMPORTS)

@@ -7,7 +7,7 @@ are scanned by DuckDB's own Parquet reader; files on S3 are scanned through a py
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager
 from typing import Any
 
@@ -51,6 +51,18 @@ def connect() -> duckdb.DuckDBPyConnection:
     # Compute in UTC whatever the machine's zone: TIMESTAMPTZ values then come back as stored.
     con.execute("SET TimeZone = 'UTC'")
     return con
+
+
+def query_over(sql: str, name: str, rows: pa.Table, failed: Callable[[str], Exception]) -> pa.Table:
+    """``sql`` run over ``rows`` registered as ``name``; ``failed(reason)`` is raised when the
+    engine refuses it or it fails on the rows."""
+    with closing(connect()) as con:
+        con.register(name, rows)
+        try:
+            result: pa.Table = con.sql(sql).to_arrow_table()
+        except duckdb.Error as e:
+            raise failed(str(e)) from e
+    return result
 
 
 def function_kinds() -> list[tuple[str, str]]:
