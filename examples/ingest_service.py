@@ -37,8 +37,9 @@ import logging
 import tempfile
 import threading
 import urllib.request
+import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from flask import Flask, Response, request
@@ -65,8 +66,8 @@ class Settings:
     max_rows: int = 50_000
     max_seconds: float = 1.0
     # Flushes commit as app batches, so a retried flush never commits its events twice. One
-    # running service per app_id: give each process its own.
-    app_id: str = "ingest-service"
+    # running service per app_id: each process gets its own unless one is given.
+    app_id: str = field(default_factory=lambda: f"ingest-service-{uuid.uuid4().hex[:12]}")
     ack_timeout: float = 30.0
     merge_every: float = 60.0
     vacuum_every: float = 600.0
@@ -154,7 +155,7 @@ def create_app(service: IngestService) -> Flask:
 
     @app.post("/events")
     def post_events() -> tuple[dict[str, Any], int]:
-        body = request.get_json(silent=True)
+        body = request.get_json(silent=True, force=True)  # with or without a Content-Type
         events = [body] if isinstance(body, dict) else body
         if not isinstance(events, list) or not all(isinstance(e, dict) for e in events):
             return {"error": "send a JSON object (one event) or an array of objects"}, 400
@@ -246,6 +247,7 @@ def main() -> None:
     parser.add_argument("--warehouse", default=None, help="local path or s3:// URI")
     parser.add_argument("--table", default="events")
     parser.add_argument("--port", type=int, default=8080)
+    parser.add_argument("--app-id", default=None, help="one per running service (default: new)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO)
     if not args.serve:
@@ -255,7 +257,8 @@ def main() -> None:
         print(result["totals"])
         return
     table = open_events(ledger.connect(args.warehouse or "./warehouse"), args.table)
-    with RunningService(table, port=args.port) as running:
+    settings = Settings() if args.app_id is None else Settings(app_id=args.app_id)
+    with RunningService(table, settings, port=args.port) as running:
         print(f"listening on {running.url}; Ctrl-C to stop")
         with contextlib.suppress(KeyboardInterrupt):
             threading.Event().wait()
