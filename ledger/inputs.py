@@ -413,8 +413,9 @@ def _folder_files(filesystem: pafs.FileSystem, folder: str) -> list[pafs.FileInf
 
 
 def _glob(filesystem: pafs.FileSystem, pattern: str) -> list[pafs.FileInfo]:
-    """The files matching a glob (``*`` may cross folder levels), listed from the deepest folder
-    without glob characters."""
+    """The files a glob names, as a shell reads it: ``*``, ``?`` and ``[...]`` match within one
+    folder level and ``**`` any number of levels; a folder the glob names is read whole, like a
+    folder given by name. Listed from the deepest folder without glob characters."""
     first = min(pattern.index(c) for c in _GLOB_CHARACTERS if c in pattern)
     base = pattern[:first].rsplit("/", 1)[0] if "/" in pattern[:first] else "."
     try:
@@ -423,13 +424,24 @@ def _glob(filesystem: pafs.FileSystem, pattern: str) -> list[pafs.FileInfo]:
         return []
     except OSError as e:
         raise StorageError(f"cannot list {base!r}: {e}") from e
+    wanted = [part for part in pattern.split("/") if part not in ("", ".")]
     return [
         info
         for info in listed
         if info.type == pafs.FileType.File
-        and fnmatch.fnmatchcase(info.path, pattern)
+        and _glob_names(wanted, [part for part in info.path.split("/") if part not in ("", ".")])
         and not _is_hidden(info.path[len(base) :])
     ]
+
+
+def _glob_names(pattern: list[str], path: list[str]) -> bool:
+    """Whether the glob's levels name ``path`` or one of the folders above it."""
+    if not pattern:
+        return True  # the glob named a folder above this file (or the file itself)
+    head, rest = pattern[0], pattern[1:]
+    if head == "**":
+        return any(_glob_names(rest, path[i:]) for i in range(len(path) + 1))
+    return bool(path) and fnmatch.fnmatchcase(path[0], head) and _glob_names(rest, path[1:])
 
 
 def _is_hidden(relative: str) -> bool:

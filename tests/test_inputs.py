@@ -431,3 +431,26 @@ def test_quoted_line_breaks_across_read_blocks(local_location, tmp_path):
     assert views.visible(table).filter("id = 39999").fetchall() == [
         (39999, "line one\nline two 39999")
     ]
+
+
+@pytest.mark.parametrize(
+    ("pattern", "read"),
+    [
+        ("exports/*.csv", ["top"]),  # a star stays within its folder level, as in a shell
+        ("exports/*/*.csv", ["old", "new"]),
+        ("exports/**/*.csv", ["top", "old", "new"]),
+        ("exports/202?", ["old", "new"]),  # a glob naming folders reads them whole
+        ("*/2026/*.csv", ["new"]),
+    ],
+)
+def test_a_glob_matches_as_a_shell_does(local_location, tmp_path, monkeypatch, pattern, read):
+    files = {"top": "exports/top.csv", "old": "exports/2025/old.csv", "new": "exports/2026/new.csv"}
+    for number, (name, path) in enumerate(files.items()):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(f"id,name\n{number},{name}\n")
+    monkeypatch.chdir(tmp_path)
+    table = local_location.connect().create_table(
+        "files", {"id": "BIGINT", "name": "VARCHAR"}, primary_key="id"
+    )
+    table.insert(pattern)
+    assert sorted(table.to_arrow()["name"].to_pylist()) == sorted(read)
