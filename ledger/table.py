@@ -350,7 +350,17 @@ class Table:
 
         >>> with events.writer(max_seconds=1.0) as w:                    # doctest: +SKIP
         ...     w.write({"event_id": "e-1", "kind": "click"})
+
+        A table with an insert transform takes no buffered writer (its rows are checked against
+        the table's columns at ``write()``, before the transform would shape them):
+        :class:`~ledger.errors.InvalidArgumentError`.
         """
+        if self._latest_state().config.insert_transform is not None:
+            raise InvalidArgumentError(
+                f"table {self.name!r} has an insert transform: write its rows with insert() "
+                "(a buffered writer checks rows against the table's columns before any "
+                "transform could shape them)"
+            )
         return BufferedWriter(
             self, max_rows=max_rows, max_bytes=max_bytes, max_seconds=max_seconds, app_id=app_id
         )

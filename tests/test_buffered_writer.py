@@ -620,3 +620,15 @@ def test_wait_gives_up_after_its_timeout_and_the_rows_still_commit(
     writer.wait(position, timeout=30)
     writer.close()
     assert _rows_of(warehouse.table("events")) == _expected([_event(1), _event(2)])
+
+
+def test_a_table_with_an_insert_transform_takes_no_buffered_writer(local_location) -> None:
+    table = local_location.connect().create_table(
+        "t",
+        {"id": "BIGINT", "n": "BIGINT"},
+        primary_key="id",
+        insert_transform="select id, raw::BIGINT as n from rows",
+    )
+    with pytest.raises(ledger.InvalidArgumentError, match="insert transform"):
+        table.writer()
+    assert table.refresh().version == 0
