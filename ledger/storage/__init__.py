@@ -24,8 +24,20 @@ def _open_local(uri: str, **options: Any) -> Store:
             f"local stores take no options, got {sorted(options)}; options such as "
             "endpoint_url are for s3:// URIs"
         )
-    path = urlparse(uri).path if uri.startswith("file://") else uri
-    return LocalStore(path)
+    if not uri.strip():
+        raise InvalidArgumentError(
+            "the warehouse location is empty: give a folder (such as ./warehouse), file:// or "
+            "s3:// URI"
+        )
+    if uri.startswith("file://"):
+        parsed = urlparse(uri)
+        if parsed.netloc not in ("", "localhost"):  # file://host/path names another machine
+            raise InvalidArgumentError(
+                f"{uri!r} names the host {parsed.netloc!r}; a file:// URI takes an absolute "
+                "path (file:///data/warehouse) or none (a plain relative path)"
+            )
+        return LocalStore(parsed.path)
+    return LocalStore(uri)
 
 
 def _open_s3(uri: str, **options: Any) -> Store:
