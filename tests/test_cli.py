@@ -349,6 +349,7 @@ def test_sql_sees_every_table_and_its_ledger_by_name(tmp_path: Path) -> None:
         "COPY (SELECT 1) TO '{out}'",
         "SELECT * FROM read_csv('{secret}')",
         "ATTACH '{out}' AS other",
+        "SELECT 42 AS answer; COPY (SELECT 1) TO '{out}'",  # nothing runs before the refusal
     ],
 )
 def test_sql_cannot_read_or_write_files(tmp_path: Path, query: str) -> None:
@@ -359,7 +360,7 @@ def test_sql_cannot_read_or_write_files(tmp_path: Path, query: str) -> None:
     text = query.format(out=out, secret=tmp_path / "secret.csv")
     refused = run_ledger("-w", "wh", "sql", text, cwd=tmp_path, expect=1)
     assert refused.stderr.count("\n") == 1 and "Error" in refused.stderr
-    assert "hunter2" not in refused.stdout
+    assert "hunter2" not in refused.stdout and "42" not in refused.stdout
     assert not out.exists()
     assert warehouse.tables() == ["t"]
 

@@ -52,8 +52,11 @@ def sql(session: Session, query: str | None, output_format: str | None) -> None:
     statements = _statements(con, text)
     if not statements:
         raise CommandError("no query given: pass one as an argument or on stdin")
-    for statement in statements:
-        output.print_rows(run(con, names, statement), output_format)
+    # Every statement is checked before any runs: a refused one later in the text must not
+    # leave the earlier ones' output behind as if the text had been taken.
+    checked = [checked_select(statement, names, "query") for statement in statements]
+    for statement in checked:
+        output.print_rows(con.sql(statement).fetch_arrow_table(), output_format)
 
 
 def read_only_connection(warehouse: Warehouse) -> tuple[duckdb.DuckDBPyConnection, list[str]]:
