@@ -25,7 +25,7 @@ from ledger.errors import InvalidArgumentError
 from ledger.log.entries import TableConfig
 from ledger.schema import DML_TYPE, TRX_ID, TRX_SEQ, TableSchema, arrow_to_sql
 from ledger.sql import ident, idents
-from merge_policies.base import ENTRY_ORDER, MergeContext, check_options
+from merge_policies.base import AGGREGATED, ENTRY_ORDER, MergeContext, check_options
 
 NAME = "aggregating"
 FUNCTIONS = ("sum", "count", "min", "max")
@@ -38,6 +38,28 @@ class AggregatingPolicy:
     measures: tuple[tuple[str, str, str], ...]  # (column, function, SQL type)
     insert_only: bool
     name: str = NAME
+
+    @property
+    def visible_rows(self) -> str:
+        return AGGREGATED
+
+    @property
+    def signs_consistent(self) -> bool:
+        return False
+
+    @property
+    def files_isolatable(self) -> bool:
+        return False
+
+    @property
+    def keys_independent(self) -> bool:
+        return True
+
+    def repeat_columns(self, key_columns: tuple[str, ...]) -> list[str] | None:
+        return None
+
+    def latest_order(self) -> list[str] | None:
+        return None
 
     def merge_sql(self, context: MergeContext) -> str:
         keys = idents(list(context.key_columns))

@@ -35,10 +35,55 @@ class MergeContext:
     settled_trx_id: int | None
 
 
-class MergePolicy(Protocol):
-    """A validated policy of one table."""
+# How a policy's visible rows are derived from its entries (docs/views.md says each exactly).
+SIGNED = "signed"  # the newest insertion of each key whose dml_type sum is positive
+LATEST_VERSION = "latest_version"  # each key's first entry in the policy's latest_order
+AGGREGATED = "aggregated"  # one row per key, aggregated from all of its entries
 
-    name: str
+
+class MergePolicy(Protocol):
+    """A validated policy of one table.
+
+    Code outside ``merge_policies`` never compares policy names: it asks the policy these
+    questions instead, so a new policy is one new module.
+    """
+
+    name: str  # for messages and the log only
+
+    @property
+    def visible_rows(self) -> str:
+        """How the visible rows are derived: :data:`SIGNED`, :data:`LATEST_VERSION` or
+        :data:`AGGREGATED`."""
+        ...
+
+    @property
+    def signs_consistent(self) -> bool:
+        """Whether ``sum(dml_type * x)`` over the raw entries is the total of the visible rows
+        (every mark cancels an insertion carrying the same values), so totals and rollup
+        deltas may weight entries by sign, and files holding insertions only may be read as
+        they are."""
+        ...
+
+    @property
+    def files_isolatable(self) -> bool:
+        """Whether a file whose key range overlaps no other file's may be read as it is."""
+        ...
+
+    @property
+    def keys_independent(self) -> bool:
+        """Whether a key's visible rows depend on its own entries only (false when entries of
+        different keys can repeat each other)."""
+        ...
+
+    def repeat_columns(self, key_columns: tuple[str, ...]) -> list[str] | None:
+        """The columns making two entries repeats of each other (the reader keeps one of
+        them), or None when the policy keeps every entry."""
+        ...
+
+    def latest_order(self) -> list[str] | None:
+        """The columns putting each key's latest entry first, each descending with NULLs last,
+        or None when the latest entry is the newest by ``trx_id``, ``trx_seq``."""
+        ...
 
     def merge_sql(self, context: MergeContext) -> str:
         """A SELECT over ``context.source`` returning the entries that replace it (any column

@@ -23,7 +23,7 @@ from ledger.live import negative_zero_flags
 from ledger.log.entries import TableConfig
 from ledger.schema import DML_TYPE, TRX_ID, TRX_SEQ, TableSchema
 from ledger.sql import ident, idents
-from merge_policies.base import ENTRY_ORDER, MergeContext, check_options
+from merge_policies.base import ENTRY_ORDER, SIGNED, MergeContext, check_options
 
 NAME = "collapsing"
 
@@ -32,6 +32,28 @@ NAME = "collapsing"
 class CollapsingPolicy:
     name: str = NAME
     float_columns: tuple[str, ...] = ()  # grouped with their sign of zero (ledger.live)
+
+    @property
+    def visible_rows(self) -> str:
+        return SIGNED
+
+    @property
+    def signs_consistent(self) -> bool:
+        return True
+
+    @property
+    def files_isolatable(self) -> bool:
+        return True
+
+    @property
+    def keys_independent(self) -> bool:
+        return True
+
+    def repeat_columns(self, key_columns: tuple[str, ...]) -> list[str] | None:
+        return None
+
+    def latest_order(self) -> list[str] | None:
+        return None
 
     def merge_sql(self, context: MergeContext) -> str:
         keys = idents(list(context.key_columns))

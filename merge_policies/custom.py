@@ -19,7 +19,7 @@ from ledger.errors import InvalidArgumentError
 from ledger.log.entries import TableConfig
 from ledger.schema import TableSchema
 from ledger.sql_guard import checked_select
-from merge_policies.base import MergeContext, check_options
+from merge_policies.base import SIGNED, MergeContext, check_options
 
 NAME = "custom"
 SOURCE = "entries"
@@ -33,6 +33,28 @@ _EXAMPLE = (
 class CustomPolicy:
     sql: str
     name: str = NAME
+
+    @property
+    def visible_rows(self) -> str:
+        return SIGNED
+
+    @property
+    def signs_consistent(self) -> bool:
+        return True
+
+    @property
+    def files_isolatable(self) -> bool:
+        return True
+
+    @property
+    def keys_independent(self) -> bool:
+        return True
+
+    def repeat_columns(self, key_columns: tuple[str, ...]) -> list[str] | None:
+        return None
+
+    def latest_order(self) -> list[str] | None:
+        return None
 
     def merge_sql(self, context: MergeContext) -> str:
         if context.source != SOURCE:

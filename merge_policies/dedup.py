@@ -16,7 +16,7 @@ from typing import Any
 from ledger.log.entries import TableConfig
 from ledger.schema import DML_TYPE, TRX_ID, TRX_SEQ, TableSchema
 from ledger.sql import ident, idents
-from merge_policies.base import MergeContext, check_columns, check_options
+from merge_policies.base import SIGNED, MergeContext, check_columns, check_options
 
 NAME = "dedup"
 
@@ -25,6 +25,28 @@ NAME = "dedup"
 class DedupPolicy:
     dedup_key: tuple[str, ...] | None = None
     name: str = NAME
+
+    @property
+    def visible_rows(self) -> str:
+        return SIGNED
+
+    @property
+    def signs_consistent(self) -> bool:
+        return False
+
+    @property
+    def files_isolatable(self) -> bool:
+        return self.dedup_key is None
+
+    @property
+    def keys_independent(self) -> bool:
+        return self.dedup_key is None
+
+    def repeat_columns(self, key_columns: tuple[str, ...]) -> list[str] | None:
+        return self.repeat_partition(key_columns)
+
+    def latest_order(self) -> list[str] | None:
+        return None
 
     def repeat_partition(self, key_columns: tuple[str, ...]) -> list[str]:
         """The columns that make two entries repeats of each other."""

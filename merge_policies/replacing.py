@@ -35,7 +35,7 @@ from ledger.errors import InvalidArgumentError
 from ledger.log.entries import TableConfig
 from ledger.schema import DML_TYPE, TRX_ID, TRX_SEQ, TableSchema
 from ledger.sql import ident, idents
-from merge_policies.base import MergeContext, check_columns, check_options
+from merge_policies.base import LATEST_VERSION, MergeContext, check_columns, check_options
 
 NAME = "replacing"
 
@@ -44,6 +44,25 @@ NAME = "replacing"
 class ReplacingPolicy:
     version_column: str | None = None
     name: str = NAME
+
+    @property
+    def visible_rows(self) -> str:
+        return LATEST_VERSION
+
+    @property
+    def signs_consistent(self) -> bool:
+        return False
+
+    @property
+    def files_isolatable(self) -> bool:
+        return True
+
+    @property
+    def keys_independent(self) -> bool:
+        return True
+
+    def repeat_columns(self, key_columns: tuple[str, ...]) -> list[str] | None:
+        return None
 
     def latest_order(self) -> list[str]:
         """The columns putting each key's latest entry first, each descending, NULLs last."""
