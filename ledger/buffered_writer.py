@@ -147,7 +147,7 @@ class BufferedWriter:
         self._next_batch = 0
         if app_id is not None:
             # Go on after the app's last committed batch: a batch at or below it is a no-op.
-            self._next_batch = table.refresh()._state.apps.get(app_id, -1) + 1
+            self._next_batch = table.handle.latest_state().apps.get(app_id, -1) + 1
         self._state = threading.Condition(threading.Lock())
         self._open = _Buffer()
         self._sealed: deque[_Batch] = deque()
@@ -409,10 +409,10 @@ class BufferedWriter:
         latest schema: a column another writer added since this handle last looked is known
         after a refresh)."""
         try:
-            return self._convert_with(self._table._state, data)
+            return self._convert_with(self._table.handle.state, data)
         except UnknownColumnError:
             if isinstance(data, list | Mapping | pa.Table | pa.RecordBatch):  # read it again
-                return self._convert_with(self._table._latest_state(), data)
+                return self._convert_with(self._table.handle.latest_state(), data)
             raise
 
     def _convert_with(self, state: TableState, data: Any) -> list[pa.Table]:
@@ -475,7 +475,7 @@ class BufferedWriter:
         return copies, size
 
     def _plain_checks(self) -> tuple[dict[str, type], dict[str, tuple[int, int]], frozenset[str]]:
-        state = self._table._state
+        state = self._table.handle.state
         if self._checks_for is not state.schema:
             config = state.config
             self._plain_types, self._int_bounds = _plain_types(state.schema)

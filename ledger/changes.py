@@ -58,7 +58,7 @@ def change_set(table: Table, since: int, until: int | None = None) -> ChangeSet:
 
     Raises :class:`SnapshotNotFoundError` when the log no longer holds those commits or vacuum
     has deleted files they added (older than vacuum's grace period)."""
-    latest = table._latest_state()
+    latest = table.handle.latest_state()
     end = latest.version if until is None else until
     if not isinstance(since, int) or isinstance(since, bool) or since < 0:
         raise InvalidArgumentError(
@@ -79,7 +79,7 @@ def change_set(table: Table, since: int, until: int | None = None) -> ChangeSet:
         )
     if end == since:
         return ChangeSet(since, end)
-    listing = table._log.listing()
+    listing = table.handle.log.listing()
     wanted = range(since + 1, end + 1)
     missing = [v for v in wanted if v not in listing.commits]
     if missing:
@@ -88,7 +88,7 @@ def change_set(table: Table, since: int, until: int | None = None) -> ChangeSet:
             f"(vacuum trimmed it up to version {missing[-1]}); read a later version, or rebuild "
             "what follows the table from a snapshot"
         )
-    entries = table._log.read_many([listing.commits[v] for v in wanted])
+    entries = table.handle.log.read_many([listing.commits[v] for v in wanted])
     written: list[FileMarker] = []
     commits: dict[int, tuple[int, int]] = {}
     replaced: list[CommitFiles] = []

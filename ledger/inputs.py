@@ -35,6 +35,7 @@ import pyarrow.fs as pafs
 import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
+from ledger.engines import duckdb as engine
 from ledger.errors import (
     InvalidArgumentError,
     MalformedSourceError,
@@ -207,8 +208,6 @@ def _is_duckdb_relation(data: Any) -> bool:
 
 
 def _relation_batches(relation: Any) -> Iterator[pa.RecordBatch]:
-    from ledger.engines import duckdb as engine
-
     return engine.relation_batches(relation, READ_BATCH_ROWS)
 
 

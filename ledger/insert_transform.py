@@ -27,9 +27,10 @@ import pyarrow.compute as pc
 import sqlglot
 from sqlglot import exp
 
+from ledger.engines import duckdb as engine
 from ledger.errors import InsertTransformError, InvalidArgumentError, SchemaError
 from ledger.inputs import Rows, concat_rows
-from ledger.log.commit import commit_entry, next_timestamp
+from ledger.log.commit import next_timestamp
 from ledger.log.entries import LogFile
 from ledger.log.state import TableState
 from ledger.schema import DML_TYPE, ROW_ID, TRX_ID, TRX_SEQ, TableSchema, conform, folded_name
@@ -114,8 +115,6 @@ def _is_aggregate(node: exp.Expr) -> bool:
 def _duckdb_aggregates() -> frozenset[str]:
     """Names DuckDB resolves only as aggregate functions (a few share a name with a scalar
     function, which is what they are outside GROUP BY)."""
-    from ledger.engines import duckdb as engine
-
     kinds = engine.function_kinds()
     aggregates = {name for name, kind in kinds if kind == "aggregate"}
     return frozenset(aggregates - {name for name, kind in kinds if kind in ("scalar", "macro")})
@@ -241,14 +240,11 @@ def set_insert_transform(table: Table, sql: str | None) -> int:
             config=replace(config, insert_transform=checked),
         )
 
-    state, _ = commit_entry(table._log, table._latest_state(), build)
-    table._adopt_state(state)
+    state, _ = table.handle.commit(build)
     return state.version
 
 
 def _run(rendered: str, rows: pa.Table) -> pa.Table:
-    from ledger.engines import duckdb as engine
-
     def failed(reason: str) -> InsertTransformError:
         given = ", ".join(f"{f.name} {f.type}" for f in rows.schema)
         return InsertTransformError(

@@ -19,18 +19,19 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import closing
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import sqlglot
 from sqlglot import exp
 
+from ledger import hooks, lifecycle
 from ledger.arguments import column_names
 from ledger.changes import ChangeSet, change_set
 from ledger.engines import duckdb as engine
 from ledger.errors import ConflictError, InvalidArgumentError, LedgerError, UnknownColumnError
-from ledger.log.commit import commit_entry, next_timestamp
+from ledger.log.commit import next_timestamp
 from ledger.log.entries import LogFile
 from ledger.log.state import TableState
 from ledger.schema import DML_TYPE, arrow_to_sql, folded_name
@@ -39,6 +40,8 @@ from ledger.sql import ident, idents
 from ledger.sql_guard import check_expression, without_terminal_codes
 from ledger.transaction import Transaction
 from ledger.writer import file_schema
+from merge_policies import load_policy
+from merge_policies.aggregating import policy_spec
 
 if TYPE_CHECKING:
     from ledger.table import Table
@@ -48,8 +51,6 @@ log = logging.getLogger(__name__)
 FUNCTIONS = ("count", "sum")
 ROW_COUNT = "row_count"  # added when no measure counts rows: a group is gone when it is 0
 REFRESH_RETRIES = 20
-# Base policies whose entries are sign-consistent, so that weighting by dml_type is exact.
-_FOLLOWABLE = ("collapsing", "custom")
 _EXAMPLE = '{"views": "count", "seconds": "sum(duration)", "rated": "count(rating)"}'
 
 
@@ -121,7 +122,7 @@ class Rollup:
     @property
     def watermark(self) -> int | None:
         """The base version the rollup holds, or None before its first refresh."""
-        batch = self.table._latest_state().apps.get(self.definition.app_id)
+        batch = self.table.handle.latest_state().apps.get(self.definition.app_id)
         return None if batch is None else int(batch)
 
     def snapshot(self) -> tuple[Snapshot, int | None]:
@@ -138,19 +139,25 @@ class Rollup:
         Raises :class:`~ledger.errors.SnapshotNotFoundError` when the base commits since the
         watermark were vacuumed (then :meth:`rebuild`).
         """
-        return self._retrying(rebuild=False)
+        return self.refresh_with(embedded_deltas)
 
     def rebuild(self) -> RefreshResult:
         """Recompute the rollup from the base's latest snapshot (after the base commits since
         the watermark were vacuumed): one commit appends, per group, the difference between the
         fresh totals and what the rollup holds, with the same exactly-once rule as a refresh.
         At an unchanged base version it does nothing (the watermark is already committed)."""
-        return self._retrying(rebuild=True)
+        return self.refresh_with(embedded_deltas, rebuild=True)
 
-    def _retrying(self, *, rebuild: bool, deltas: DeltaFunction | None = None) -> RefreshResult:
+    def refresh_with(self, deltas: DeltaFunction, *, rebuild: bool = False) -> RefreshResult:
+        """:meth:`refresh` (or with ``rebuild``, :meth:`rebuild`) with the group deltas computed
+        by ``deltas``: how an engine other than the embedded one refreshes a rollup, with the
+        same exactly-once rule and retries.
+
+        >>> rollup.refresh_with(spark_deltas)                            # doctest: +SKIP
+        """
         for _ in range(REFRESH_RETRIES):
             try:
-                return self._refresh_once(rebuild=rebuild, deltas=deltas or embedded_deltas)
+                return self._refresh_once(rebuild=rebuild, deltas=deltas)
             except ConflictError:
                 continue
         raise ConflictError(
@@ -159,9 +166,9 @@ class Rollup:
         )
 
     def _refresh_once(self, *, rebuild: bool, deltas: DeltaFunction) -> RefreshResult:
-        state = self.table._latest_state()
+        state = self.table.handle.latest_state()
         watermark = state.apps.get(self.definition.app_id)
-        base_state = self.base._latest_state()
+        base_state = self.base.handle.latest_state()
         target = base_state.version
         if watermark is not None and watermark >= target and not rebuild:
             return RefreshResult(None, int(watermark), 0)
@@ -188,7 +195,7 @@ class Rollup:
             raise
         if info.version is None:  # another refresh committed this base version first
             return RefreshResult(
-                None, int(self.table._latest_state().apps[self.definition.app_id]), 0
+                None, int(self.table.handle.latest_state().apps[self.definition.app_id]), 0
             )
         return RefreshResult(info.version, target, deltas.num_rows)
 
@@ -368,14 +375,12 @@ def create_rollup(
     auto_refresh: bool = False,
 ) -> Rollup:
     """Create the rollup table ``name`` of ``base`` and fill it (see Table.create_rollup)."""
-    from ledger.warehouse import Warehouse
-
-    state = base._latest_state()
-    policy = state.config.policy["name"]
-    if policy not in _FOLLOWABLE:
+    state = base.handle.latest_state()
+    if not load_policy(state.config.policy, state.schema, state.config).signs_consistent:
         raise InvalidArgumentError(
-            f"table {base.name!r} has the {policy!r} policy: rollups follow tables whose delete "
-            "marks cancel insertions exactly (collapsing or custom); roll up a view instead"
+            f"table {base.name!r} has the {state.config.policy['name']!r} policy: rollups follow "
+            "tables whose delete marks cancel insertions exactly (collapsing or custom); roll up "
+            "a view instead"
         )
     by_columns = column_names(by, "by")
     if not by_columns:
@@ -393,20 +398,20 @@ def create_rollup(
     definition = RollupDefinition(base.name, state.config.table_uuid, tuple(by_columns), parsed)
     schema = {c: arrow_to_sql(base_types[c]) for c in by_columns}
     schema.update({m.name: _measure_type(m, base_types) for m in parsed})
-    warehouse = Warehouse(base.store)
-    table = warehouse.create_table(
+    created = lifecycle.create_table(
+        base.store,
         name,
         schema,
         primary_key=by_columns,
-        policy={"name": "aggregating", "measures": {m.name: m.function for m in parsed}},
+        policy=policy_spec({m.name: m.function for m in parsed}),
         rollup_of=definition.to_json(),
     )
-    rollup = Rollup(table, base, definition)
+    rollup = Rollup(_table_like(base, name, created), base, definition)
     try:
         rollup.refresh()
     except BaseException:
         # A rollup that cannot be filled (e.g. NULL in a by column) is not left behind.
-        warehouse.drop_table(name, purge=True)
+        lifecycle.drop_table(base.store, name, purge=True)
         raise
     if auto_refresh:
         _set_auto_refresh(base, name)
@@ -415,20 +420,25 @@ def create_rollup(
 
 def open_rollup(table: Table, base: Table | None = None) -> Rollup:
     """The rollup a rollup table holds (its base opened from the same warehouse)."""
-    from ledger.warehouse import Warehouse
-
-    definition_json = table._latest_state().config.rollup
+    definition_json = table.handle.latest_state().config.rollup
     if definition_json is None:
         raise InvalidArgumentError(f"table {table.name!r} is not a rollup")
     definition = RollupDefinition.from_json(definition_json)
     if base is None:
-        base = Warehouse(table.store).table(definition.base)
-    if base._latest_state().config.table_uuid != definition.base_uuid:
+        base_state = lifecycle.load_table(table.store, definition.base)
+        base = _table_like(table, definition.base, base_state)
+    if base.handle.latest_state().config.table_uuid != definition.base_uuid:
         raise InvalidArgumentError(
             f"rollup {table.name!r} followed an earlier table named {definition.base!r}, which "
             "was dropped; create the rollup again"
         )
     return Rollup(table, base, definition)
+
+
+def _table_like(table: Table, name: str, state: TableState) -> Table:
+    """Table ``name`` in ``table``'s store, at ``state``. The class is taken from ``table``:
+    tables build on this module (``Table.create_rollup``), so it does not import theirs."""
+    return type(table)(table.store, name, state)
 
 
 def _set_auto_refresh(base: Table, name: str) -> None:
@@ -437,8 +447,6 @@ def _set_auto_refresh(base: Table, name: str) -> None:
     def build(latest: TableState) -> LogFile | None:
         if name in latest.config.auto_refresh:
             return None
-        from dataclasses import replace
-
         config = replace(latest.config, auto_refresh=(*latest.config.auto_refresh, name))
         return LogFile(
             version=latest.version + 1,
@@ -448,21 +456,18 @@ def _set_auto_refresh(base: Table, name: str) -> None:
             config=config,
         )
 
-    state, _ = commit_entry(base._log, base._latest_state(), build)
-    base._adopt_state(state)
+    base.handle.commit(build)
 
 
+@hooks.after_commit
 def refresh_after_write(base: Table) -> None:
-    """Refresh the rollups the base's config names; a failure is logged, never raised (the
-    base write has committed, and the next refresh catches up exactly once)."""
-    from ledger.warehouse import Warehouse
-
-    names = base._state.config.auto_refresh
-    if not names:
-        return
-    warehouse = Warehouse(base.store)
+    """Refresh the rollups the base's config names, after every committed write to the base;
+    a failure is logged, never raised (the base write has committed, and the next refresh
+    catches up exactly once)."""
+    names = base.handle.state.config.auto_refresh
     for name in names:
         try:
-            open_rollup(warehouse.table(name), base).refresh()
+            rollup_table = _table_like(base, name, lifecycle.load_table(base.store, name))
+            open_rollup(rollup_table, base).refresh()
         except (LedgerError, OSError) as e:
             log.warning("rollup %r of %r was not refreshed: %s", name, base.name, e)

@@ -447,7 +447,7 @@ def _insert(tx: Transaction, data: DataFrame, mode: str) -> int:
                 "delete marks on a table without a primary key must carry the _row_id of the "
                 "entry they cancel"
             )
-        tx._refuse_marks_if_insert_only(int(signs["marks"] or 0))
+        tx.refuse_marks_if_insert_only(int(signs["marks"] or 0))
     elif DML_TYPE in frame.columns:
         raise SchemaError(
             "column 'dml_type' is a system column the ledger assigns; use append_entries to "
@@ -627,7 +627,7 @@ def _read_modify_write(tx: Transaction, data: DataFrame, operation: str) -> int:
         written = marks.unionByName(insertions, allowMissingColumns=True)
     # Evaluate the join once: counting and writing then read the same entries.
     written = written.localCheckpoint(eager=True)
-    markers, counts, _ = _write(tx, written, check=tx._refuse_marks_if_insert_only)
+    markers, counts, _ = _write(tx, written, check=tx.refuse_marks_if_insert_only)
     deleted, total = counts
     touched = engine.to_arrow(rows.select(*map(engine.col, key_columns)))
     tx.add_written_files(
@@ -749,12 +749,12 @@ def refresh(rollup: Rollup, *, spark: SparkSession | None = None) -> RefreshResu
 
     >>> ledger.spark.refresh(wh.rollup("views_by_page"))                     # doctest: +SKIP
     """
-    return rollup._retrying(rebuild=False, deltas=_deltas_on(spark))
+    return rollup.refresh_with(_deltas_on(spark))
 
 
 def rebuild(rollup: Rollup, *, spark: SparkSession | None = None) -> RefreshResult:
     """:meth:`Rollup.rebuild` with the totals computed on Spark."""
-    return rollup._retrying(rebuild=True, deltas=_deltas_on(spark))
+    return rollup.refresh_with(_deltas_on(spark), rebuild=True)
 
 
 def _deltas_on(spark: SparkSession | None) -> Callable[[DeltaRequest], pa.Table]:
@@ -875,7 +875,7 @@ def stream_sink(
 
 def committed_batch(table: Table, query_id: str) -> int | None:
     """The last micro-batch of streaming query ``query_id`` committed into ``table``."""
-    batch = table._latest_state().apps.get(f"stream:{query_id}")
+    batch = table.handle.latest_state().apps.get(f"stream:{query_id}")
     return None if batch is None else int(batch)
 
 

@@ -29,6 +29,7 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 
+from ledger.engines import duckdb as engine
 from ledger.errors import UnsafeSqlError
 
 DIALECT = "duckdb"
@@ -300,8 +301,6 @@ def duckdb_scalar_functions() -> frozenset[str]:
 
 
 def _catalog_functions(kinds: tuple[str, ...], *, keep: bool) -> frozenset[str]:
-    from ledger.engines import duckdb as engine
-
     return frozenset(name for name, kind in engine.function_kinds() if (kind in kinds) == keep)
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as dt
 import random
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -17,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from ledger import arguments
+from ledger import arguments, hooks
 from ledger import insert_transform as transforms
 from ledger import rollup as rollups
 from ledger.buffered_writer import (
@@ -34,8 +33,8 @@ from ledger.errors import (
     TableDroppedError,
 )
 from ledger.log.entries import LogFile
+from ledger.log.handle import TableHandle
 from ledger.log.state import TableState
-from ledger.log.table_log import TableLog
 from ledger.maintenance import merge as merging
 from ledger.maintenance import partitions as partition_ops
 from ledger.maintenance import vacuum as vacuuming
@@ -71,71 +70,55 @@ class CommitRecord:
 
 
 class Table:
-    """A handle on one table. Cheap to keep; reads refresh it incrementally from the log."""
+    """A handle on one table. Cheap to keep; reads refresh it incrementally from the log.
+
+    ``table.handle`` (a :class:`~ledger.log.handle.TableHandle`) holds its store, log and cached
+    state: what transactions, maintenance, rollups and engines read and commit through.
+    """
 
     def __init__(self, store: Store, name: str, state: TableState) -> None:
+        self.handle = TableHandle(store, name, state)
         self.store = store
         self.name = name
-        self.prefix = f"{name}/"
-        self._log = TableLog(store, self.prefix, name)
-        self._state = state
-        self._table_uuid = state.config.table_uuid
-        self._lock = threading.Lock()
+        self.prefix = self.handle.prefix
 
     def __repr__(self) -> str:
-        return f"Table({self.name!r}, version={self._state.version})"
+        return f"Table({self.name!r}, version={self.handle.state.version})"
 
     # --- description ---------------------------------------------------------------------------
 
     @property
     def version(self) -> int:
         """The latest version this handle has seen (call :meth:`refresh` to look for newer)."""
-        return self._state.version
+        return self.handle.state.version
 
     @property
     def schema(self) -> dict[str, str]:
         """User columns and their SQL types."""
-        return self._state.schema.to_json()
+        return self.handle.state.schema.to_json()
 
     @property
     def arrow_schema(self) -> pa.Schema:
-        return self._state.schema.arrow()
+        return self.handle.state.schema.arrow()
 
     @property
     def primary_key(self) -> tuple[str, ...]:
-        return self._state.config.primary_key
+        return self.handle.state.config.primary_key
 
     @property
     def partition_by(self) -> tuple[str, ...]:
-        return self._state.config.partition_by
+        return self.handle.state.config.partition_by
 
     @property
     def config(self) -> dict[str, Any]:
-        return self._state.config.to_json()
+        return self.handle.state.config.to_json()
 
     # --- state ---------------------------------------------------------------------------------
 
     def refresh(self) -> Table:
         """Read commits made since this handle's version (a listing with start-after)."""
-        self._latest_state()
+        self.handle.latest_state()
         return self
-
-    def _latest_state(self) -> TableState:
-        with self._lock:
-            current = self._state
-        fresh = self._log.refresh(current)
-        if fresh.dropped or fresh.config.table_uuid != self._table_uuid:
-            raise TableDroppedError(
-                f"table {self.name!r} was dropped (version {fresh.version}) after this handle "
-                "opened it; open it again with warehouse.table(name)"
-            )
-        self._adopt_state(fresh)
-        return fresh
-
-    def _adopt_state(self, state: TableState) -> None:
-        with self._lock:
-            if state.version > self._state.version:
-                self._state = state
 
     # --- reads ---------------------------------------------------------------------------------
 
@@ -150,13 +133,14 @@ class Table:
             raise InvalidArgumentError("pass version or timestamp, not both")
         if timestamp_ms is not None:
             version = self._version_at(timestamp_ms)
+        cached = self.handle.state
         if version is None:
-            state = self._latest_state()
-        elif version == self._state.version:
-            state = self._state
+            state = self.handle.latest_state()
+        elif version == cached.version:
+            state = cached
         else:
-            state = self._log.load(version)
-            if state.config.table_uuid != self._table_uuid:
+            state = self.handle.log.load(version)
+            if state.config.table_uuid != self.handle.table_uuid:
                 raise SnapshotNotFoundError(
                     f"version {version} of {self.name!r} is from before this table was created: "
                     "it belongs to an earlier, dropped table of the same name"
@@ -167,7 +151,7 @@ class Table:
     def _check_not_vacuumed(self, state: TableState) -> None:
         """An old version whose files vacuum deleted (their markers are gone from the latest
         state) cannot be read any more."""
-        latest = self._latest_state()
+        latest = self.handle.latest_state()
         gone = [m.path for m in state.alive_files if m.path not in latest.files]
         if gone:
             raise SnapshotNotFoundError(
@@ -278,12 +262,12 @@ class Table:
 
     def history(self) -> list[CommitRecord]:
         """Every commit still in the log, oldest first."""
-        listing = self._log.listing()
-        entries = self._log.read_many([listing.commits[v] for v in sorted(listing.commits)])
+        listing = self.handle.log.listing()
+        entries = self.handle.log.read_many([listing.commits[v] for v in sorted(listing.commits)])
         return [_record(e) for e in entries]
 
     def _version_at(self, timestamp_ms: int) -> int:
-        listing = self._log.listing()
+        listing = self.handle.log.listing()
         versions = sorted(listing.commits)
         if not versions:
             raise SnapshotNotFoundError(f"table {self.name!r} has no commits to travel to")
@@ -291,7 +275,7 @@ class Table:
         low, high, found = 0, len(versions) - 1, None
         while low <= high:
             middle = (low + high) // 2
-            entry = self._log.read(listing.commits[versions[middle]])
+            entry = self.handle.log.read(listing.commits[versions[middle]])
             if entry.timestamp_ms <= timestamp_ms:
                 found, low = versions[middle], middle + 1
             else:
@@ -355,7 +339,7 @@ class Table:
         the table's columns at ``write()``, before the transform would shape them):
         :class:`~ledger.errors.InvalidArgumentError`.
         """
-        if self._latest_state().config.insert_transform is not None:
+        if self.handle.latest_state().config.insert_transform is not None:
             raise InvalidArgumentError(
                 f"table {self.name!r} has an insert transform: write its rows with insert() "
                 "(a buffered writer checks rows against the table's columns before any "
@@ -552,7 +536,7 @@ class Table:
         """
         change = partition_ops.drop_partitions(self, partitions, where=where)
         if change.version is not None:
-            rollups.refresh_after_write(self)
+            hooks.run_after_commit(self)
         return change
 
     def rewrite_partitions(
@@ -575,7 +559,7 @@ class Table:
         """
         change = partition_ops.rewrite_partitions(self, partitions, sql, where=where)
         if change.version is not None:
-            rollups.refresh_after_write(self)
+            hooks.run_after_commit(self)
         return change
 
 

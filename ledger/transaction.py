@@ -14,6 +14,7 @@ matching the predicates it deleted by); if one did, nothing is committed and
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ledger import arguments
+from ledger import arguments, hooks
 from ledger import insert_transform as transforms
 from ledger.engines import duckdb as engine
 from ledger.errors import (
@@ -43,13 +44,14 @@ from ledger.errors import (
 )
 from ledger.inputs import Rows, concat_rows, read_rows
 from ledger.live import EXCESS
-from ledger.log.commit import commit_entry, next_timestamp
+from ledger.log.commit import next_timestamp
 from ledger.log.entries import AppBatch, FileMarker, LogFile, TableConfig
 from ledger.log.state import TableState
 from ledger.partitioning import PartitionSpec
 from ledger.predicates import check_predicate
 from ledger.pruning import prune_by_keys
-from ledger.schema import DML_TYPE, ROW_ID, TableSchema, conform
+from ledger.schema import DML_TYPE, ROW_ID, TRX_ID, TRX_SEQ, TableSchema, conform
+from ledger.sql import ident
 from ledger.trx_ids import (
     reservation_body,
     reservation_key,
@@ -57,7 +59,7 @@ from ledger.trx_ids import (
 )
 from ledger.writer import DataWriter, build_entries, file_schema, row_ids, sequence
 from merge_policies import load_policy
-from merge_policies.replacing import ReplacingPolicy
+from merge_policies.base import LATEST_VERSION, MergePolicy
 
 if TYPE_CHECKING:
     from ledger.table import Table
@@ -230,7 +232,7 @@ class Transaction:
                     "delete marks on a table without a primary key must carry the _row_id "
                     "of the entry they cancel"
                 )
-            self._refuse_marks_if_insert_only(int(pc.sum(marks).as_py() or 0))
+            self.refuse_marks_if_insert_only(int(pc.sum(marks).as_py() or 0))
             if self._config.generated_row_id and not missing_row_ids:
                 chunk = self._fill_row_ids_of_insertions(chunk, marks)
             rows = self._conform(chunk.drop_columns([DML_TYPE]), require_keys=True)
@@ -348,10 +350,8 @@ class Transaction:
         """Commit every write atomically; raise :class:`ConflictError` if another commit since
         the snapshot invalidated a read, leaving nothing committed."""
         self.commit_info = self._commit()
-        if self.commit_info.version is not None and self._table._state.config.auto_refresh:
-            from ledger.rollup import refresh_after_write
-
-            refresh_after_write(self._table)
+        if self.commit_info.version is not None:
+            hooks.run_after_commit(self._table)
         return self.commit_info
 
     def _commit(self) -> CommitInfo:
@@ -395,11 +395,10 @@ class Transaction:
             )
 
         try:
-            state, entry = commit_entry(self._table._log, self._base, build, self._check_conflicts)
+            _, entry = self._table.handle.commit(build, self._base, self._check_conflicts)
         except ConflictError:
             self._discard_files()  # certainly not committed: no one will ever reference them
             raise
-        self._table._adopt_state(state)
         if entry is None:
             self._discard_files()
             return CommitInfo(None, None, 0, 0)
@@ -659,8 +658,10 @@ class Transaction:
     def table(self) -> Table:
         return self._table
 
-    def _refuse_marks_if_insert_only(self, marks: int) -> None:
-        """Checked before any entry is made (so before a trx_id is reserved)."""
+    def refuse_marks_if_insert_only(self, marks: int) -> None:
+        """Raise :class:`InvalidArgumentError` if ``marks`` delete marks are about to be written
+        to an insert-only table; checked before any entry is made (an engine writing its own
+        entries calls it too)."""
         if marks and self._config.policy.get("insert_only"):
             raise InvalidArgumentError(
                 f"table {self._table.name!r} is insert_only (its merge policy keeps min/max, "
@@ -679,7 +680,7 @@ class Transaction:
         return int(entries.num_rows)
 
     def _replace(self, keyed: Rows, latest: pa.Table, marks: pa.Table) -> int:
-        self._refuse_marks_if_insert_only(marks.num_rows)
+        self.refuse_marks_if_insert_only(marks.num_rows)
         # A column a row did not name keeps the key's current value (an explicit None sets
         # NULL); so does a partition column, and the row stays in its partition.
         rows = engine.fill_missing(
@@ -694,7 +695,7 @@ class Transaction:
         return int(rows.num_rows)
 
     def _mark(self, marks: pa.Table, keys: pa.Table) -> int:
-        self._refuse_marks_if_insert_only(marks.num_rows)
+        self.refuse_marks_if_insert_only(marks.num_rows)
         if marks.num_rows:
             self._write(self._entries(marks, -1))
         self._touched.append(self._keys_of(keys))
@@ -746,24 +747,35 @@ class Transaction:
                 f"{self._table.name!r} (columns {self._schema.names}): {engine.engine_reason(e)}"
             ) from e
 
-    def _latest_first(self) -> str | None:
-        """Replacing tables read a key's latest entry only (merges drop older ones)."""
-        policy = self._replacing_policy()
-        return None if policy is None else policy.latest_first()
+    @functools.cached_property
+    def _policy(self) -> MergePolicy:
+        """The table's merge policy at the snapshot (its options never change)."""
+        return load_policy(self._config.policy, self._schema, self._config)
 
-    def _replacing_policy(self) -> ReplacingPolicy | None:
-        if self._config.policy.get("name") != "replacing":
+    def _latest_order(self) -> list[str] | None:
+        """The columns putting a key's latest entry first (each descending, NULLs last) when
+        the policy shows each key's latest entry (merges drop older ones); None when the
+        visible rows are signed or aggregated."""
+        policy = self._policy
+        if policy.visible_rows != LATEST_VERSION:
             return None
-        policy = load_policy(self._config.policy, self._schema, self._config)
-        return policy if isinstance(policy, ReplacingPolicy) else None
+        return policy.latest_order() or [TRX_ID, TRX_SEQ]
+
+    def _latest_first(self) -> str | None:
+        """:meth:`_latest_order` as ORDER BY text."""
+        order = self._latest_order()
+        return None if order is None else ", ".join(f"{ident(c)} DESC NULLS LAST" for c in order)
 
     def _refuse_stale_versions(self, rows: pa.Table) -> None:
         """On a replacing table with a version column, a new row must rank at or above its
         key's latest entry: below it, the old row (or the delete mark of a deleted key) would
         stay the latest, and the mark this write adds would hide the key altogether."""
-        policy = self._replacing_policy()
-        if policy is None or policy.version_column is None or not rows.num_rows:
+        order = self._latest_order() or []
+        # User columns ranking a key's entries ahead of the ledger order: its version column.
+        versions = [c for c in order if c not in (TRX_ID, TRX_SEQ)]
+        if not versions or not rows.num_rows:
             return
+        version_column = versions[0]
         stale = engine.stale_versions(
             self._table.store,
             self._table.prefix,
@@ -771,12 +783,12 @@ class Transaction:
             file_schema(self._schema, self._config),
             self.key_columns,
             rows,
-            policy.version_column,
-            policy.latest_first(),
+            version_column,
+            ", ".join(f"{ident(c)} DESC NULLS LAST" for c in order),
         )
         if stale.num_rows:
             raise StaleVersionError(
-                f"{stale.num_rows} row(s) give {policy.version_column!r} a version below the "
+                f"{stale.num_rows} row(s) give {version_column!r} a version below the "
                 f"current version of their key (NULL ranks lowest), e.g. "
                 f"{stale.slice(0, 3).to_pylist()}; table {self._table.name!r} shows the row "
                 "with the highest version, so give a version at or above the current one "
@@ -834,7 +846,7 @@ def _reserve_and_read(table: Table) -> tuple[int, TableState]:
     stale and vacuum had deleted the reservations of settled ids) the id is given back and
     reserved again above the committed maximum just read.
     """
-    cached = table._state
+    cached = table.handle.state
     trx_id = reserve_trx_id(
         table.store, table.prefix, cached.max_trx_id, reservation_body(cached.version)
     )
@@ -851,7 +863,7 @@ def _reserve_and_read(table: Table) -> tuple[int, TableState]:
 
 def _read_or_release(table: Table, trx_id: int) -> TableState:
     try:
-        return table._latest_state()
+        return table.handle.latest_state()
     except BaseException:
         _release(table, trx_id)
         raise

@@ -61,6 +61,9 @@ class AggregatingPolicy:
     def latest_order(self) -> list[str] | None:
         return None
 
+    def check_against_files(self, files: pa.Schema) -> None:
+        return None  # its query returns the merged entries' own columns
+
     def merge_sql(self, context: MergeContext) -> str:
         keys = idents(list(context.key_columns))
         dml = ident(DML_TYPE)
@@ -89,6 +92,12 @@ class AggregatingPolicy:
                 + ")"
             )
         return f"SELECT {', '.join(selected)} FROM {context.source} GROUP BY {keys}{having}"
+
+
+def policy_spec(measures: Mapping[str, str]) -> dict[str, Any]:
+    """The stored spec of an aggregating policy summing or counting each of ``measures``
+    (column -> ``"sum"`` or ``"count"``), e.g. for a rollup table."""
+    return {"name": NAME, "measures": dict(measures)}
 
 
 def build(

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ledger.errors import InvalidArgumentError
 from ledger.log.entries import TableConfig
 from ledger.schema import TableSchema
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 # The order of entries in the ledger, as one number: trx_id in the high bits, trx_seq low.
 ENTRY_ORDER = 'CAST("trx_id" AS HUGEINT) * 4294967296 + "trx_seq"'
@@ -88,6 +91,13 @@ class MergePolicy(Protocol):
     def merge_sql(self, context: MergeContext) -> str:
         """A SELECT over ``context.source`` returning the entries that replace it (any column
         order, every column of ``context.columns``)."""
+        ...
+
+    def check_against_files(self, files: pa.Schema) -> None:
+        """Check, before a table is created, that merges can write what this policy returns
+        into data files of schema ``files`` (every column, system columns included); raise
+        :class:`~ledger.errors.SchemaError` (or a subclass) if not. Built-in policies fit by
+        construction; a user's query is bound to find out."""
         ...
 
 

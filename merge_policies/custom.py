@@ -10,16 +10,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlglot
 from sqlglot import exp
 
 from ledger.errors import InvalidArgumentError
 from ledger.log.entries import TableConfig
+from ledger.maintenance.merge import check_query
 from ledger.schema import TableSchema
 from ledger.sql_guard import checked_select
 from merge_policies.base import SIGNED, MergeContext, check_options
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 NAME = "custom"
 SOURCE = "entries"
@@ -55,6 +59,11 @@ class CustomPolicy:
 
     def latest_order(self) -> list[str] | None:
         return None
+
+    def check_against_files(self, files: pa.Schema) -> None:
+        """Bind the query over empty entries of schema ``files``: it must return exactly their
+        columns, in types that convert to theirs (no data is read)."""
+        check_query(self.sql, files, "custom merge query")
 
     def merge_sql(self, context: MergeContext) -> str:
         if context.source != SOURCE:

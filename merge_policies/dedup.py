@@ -11,12 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ledger.log.entries import TableConfig
 from ledger.schema import DML_TYPE, TRX_ID, TRX_SEQ, TableSchema
 from ledger.sql import ident, idents
 from merge_policies.base import SIGNED, MergeContext, check_columns, check_options
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 NAME = "dedup"
 
@@ -52,6 +55,9 @@ class DedupPolicy:
         """The columns that make two entries repeats of each other."""
         columns = list(self.dedup_key or (*key_columns, TRX_ID, TRX_SEQ))
         return [*columns, DML_TYPE] if DML_TYPE not in columns else columns
+
+    def check_against_files(self, files: pa.Schema) -> None:
+        return None  # its query returns the merged entries' own columns
 
     def merge_sql(self, context: MergeContext) -> str:
         partition = idents(self.repeat_partition(context.key_columns))

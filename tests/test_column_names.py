@@ -157,7 +157,7 @@ def test_create_rollup_refuses_clashing_names_before_writing(
 
 def _break_schema(location: Any, table: ledger.Table, schema: dict[str, str]) -> None:
     """Commit, as another tool might have, a schema whose names engines cannot tell apart."""
-    state = table.refresh()._state
+    state = table.handle.latest_state()
     entry = LogFile(
         state.version + 1,
         max(int(time.time() * 1000), state.timestamp_ms + 1),
@@ -166,7 +166,7 @@ def _break_schema(location: Any, table: ledger.Table, schema: dict[str, str]) ->
         trx_id=state.max_trx_id + 1,
     )
     assert location.connect().store.put_if_absent(
-        table._log.commit_key(entry.version), entry.to_jsonl()
+        table.handle.log.commit_key(entry.version), entry.to_jsonl()
     )
 
 

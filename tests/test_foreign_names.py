@@ -75,7 +75,7 @@ def test_foreign_names_never_stop_a_table(location, primary_key):
     _scatter(location, table, FOREIGN_RESERVATIONS, "_trx")
     _scatter(location, table, FOREIGN_LOG_NAMES, "_log")
     next_version = table.version + 1
-    _occupy_with_directory(location, table._log.commit_key(next_version))
+    _occupy_with_directory(location, table.handle.log.commit_key(next_version))
     _occupy_with_directory(location, f"{table.prefix}_trx/{3:020d}")
 
     model = {1: (10,), 2: (20,)}
@@ -112,7 +112,7 @@ def test_foreign_names_never_stop_a_table(location, primary_key):
 
 def test_a_directory_named_like_the_next_version_is_kept_aside(location):
     table = location.connect().create_table("t", {"id": "BIGINT"}, primary_key="id")
-    key = table._log.commit_key(1)
+    key = table.handle.log.commit_key(1)
     _occupy_with_directory(location, key)
     table.insert([{"id": 1}])
     assert table.version == 1

@@ -14,6 +14,7 @@ import click
 import duckdb
 import pyarrow as pa
 
+from ledger.cli import bench, catalog, maintenance, query, reading, writing
 from ledger.cli.session import DEFAULT_WAREHOUSE, CommandError, Session
 from ledger.errors import LedgerError
 
@@ -97,8 +98,6 @@ def cli(
 
 
 def _register() -> None:
-    from ledger.cli import bench, catalog, maintenance, query, reading, writing
-
     for module in (catalog, writing, reading, query, maintenance, bench):
         for command in module.COMMANDS:
             cli.add_command(command)

@@ -23,6 +23,7 @@ from typing import Any
 
 from ledger.errors import CorruptLogError
 from ledger.schema import TableSchema
+from merge_policies import DEFAULT_POLICY
 
 FORMAT_VERSION = 1
 JsonValue = Any
@@ -57,7 +58,7 @@ class TableConfig:
     partition_by: tuple[str, ...] = ()
     partition_by_key_only: bool = False
     sort_by: tuple[str, ...] = ()
-    policy: Mapping[str, Any] = field(default_factory=lambda: {"name": "collapsing"})
+    policy: Mapping[str, Any] = field(default_factory=lambda: {"name": DEFAULT_POLICY})
     checkpoint_interval: int = 50
     generated_row_id: bool = False
     # A transaction (or merge) open longer than this cannot commit, so vacuum may delete files no
@@ -110,7 +111,7 @@ class TableConfig:
             partition_by=tuple(data.get("partition_by", ())),
             partition_by_key_only=bool(data.get("partition_by_key_only", False)),
             sort_by=tuple(data.get("sort_by", ())),
-            policy=dict(data.get("policy", {"name": "collapsing"})),
+            policy=dict(data.get("policy", {"name": DEFAULT_POLICY})),
             checkpoint_interval=int(data.get("checkpoint_interval", 50)),
             generated_row_id=bool(data.get("generated_row_id", False)),
             transaction_timeout_ms=int(data.get("transaction_timeout_ms", 3_600_000)),

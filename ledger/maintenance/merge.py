@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 
 from ledger.engines import duckdb as engine
 from ledger.errors import ConflictError, SchemaError, TypeMismatchError, UnknownColumnError
-from ledger.log.commit import commit_entry, next_timestamp
+from ledger.log.commit import next_timestamp
 from ledger.log.entries import FileMarker, LogFile
 from ledger.log.state import TableState
 from ledger.maintenance.plan import PartitionPlan, plan_merge
@@ -110,7 +110,7 @@ def merge_table(
     policy's query over one partition's inputs and writes the result (default: on the embedded
     engine, :func:`write_query_result`)."""
     started_ms = int(time.time() * 1000)  # before the snapshot: see settled_trx_id
-    base = table._latest_state()
+    base = table.handle.latest_state()
     options: dict[str, Any] = {}
     if max_file_size is not None:
         options["max_file_size"] = max_file_size
@@ -375,11 +375,10 @@ def _commit(
         )
 
     try:
-        state, entry = commit_entry(table._log, base, build)
+        _, entry = table.handle.commit(build, base)
     except ConflictError:
         delete_uncommitted(table, [m for markers in outputs.values() for m in markers])
         raise
-    table._adopt_state(state)
     conflicts = outcome["conflicts"] if entry is not None else plans
     delete_uncommitted(table, [m for plan in conflicts for m in outputs[plan.folder]])
     for plan in conflicts:

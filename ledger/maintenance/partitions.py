@@ -25,7 +25,7 @@ from ledger.errors import (
     InvalidPredicateError,
     SchemaError,
 )
-from ledger.log.commit import commit_entry, next_timestamp
+from ledger.log.commit import next_timestamp
 from ledger.log.entries import FileMarker, LogFile
 from ledger.log.state import TableState
 from ledger.maintenance.merge import check_query, delete_uncommitted, write_query_result
@@ -64,7 +64,7 @@ def drop_partitions(
     table: Table, partitions: PartitionChoice = None, *, where: str | None = None
 ) -> PartitionChange:
     started_ms = int(time.time() * 1000)
-    base = table._latest_state()
+    base = table.handle.latest_state()
     spec = _spec(table, base)
     choose = _chooser(spec, partitions, where)
     outcome: dict[str, list[FileMarker]] = {"dropped": []}
@@ -85,8 +85,7 @@ def drop_partitions(
             info={"deleted": sum(m.dml_sum for m in doomed)},
         )
 
-    state, entry = commit_entry(table._log, base, build)
-    table._adopt_state(state)
+    _, entry = table.handle.commit(build, base)
     dropped = outcome["dropped"] if entry is not None else []
     return PartitionChange(
         None if entry is None else entry.version,
@@ -107,7 +106,7 @@ def rewrite_partitions(
         )
     # Checked before DuckDB sees it (binding alone would run a COPY); the checked text runs.
     sql = checked_select(sql, (engine.ENTRIES,), "rewrite query")
-    base = table._latest_state()
+    base = table.handle.latest_state()
     spec = _spec(table, base)
     # A rewrite keeps every row its query returns, so no choice means every file (a purge of
     # one user across all partitions), unlike a drop, where it would empty the table.
@@ -157,11 +156,10 @@ def rewrite_partitions(
         )
 
     try:
-        state, entry = commit_entry(table._log, base, build)
+        _, entry = table.handle.commit(build, base)
     except ConflictError:  # certainly not committed; any other error leaves the files be
         delete_uncommitted(table, added)
         raise
-    table._adopt_state(state)
     return PartitionChange(
         None if entry is None else entry.version,
         len(replaced),

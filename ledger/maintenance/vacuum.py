@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ledger.errors import InvalidArgumentError
-from ledger.log.commit import commit_entry, next_timestamp, write_checkpoint
+from ledger.log.commit import next_timestamp, write_checkpoint
 from ledger.log.entries import DATA_FOLDER, LogFile
 from ledger.log.state import TableState
 from ledger.log.table_log import VacuumedLogError
@@ -63,9 +63,9 @@ def vacuum_table(table: Table, grace: dt.timedelta | float = DEFAULT_GRACE) -> V
     grace_ms = _grace_ms(grace)
     now = int(time.time() * 1000)
     # A life's data folder never changes, and this handle only ever sees its own life.
-    data_prefix = f"{table.prefix}{table._state.config.data_folder}/"
+    data_prefix = f"{table.prefix}{table.handle.state.config.data_folder}/"
     listed = list(table.store.list(data_prefix))  # before the state: see the module docstring
-    state = table._latest_state()
+    state = table.handle.latest_state()
     cutoff = now - grace_ms
     # Read after the state: see _needed_by_running_transactions.
     needed = _needed_by_running_transactions(table, state, now, grace_ms)
@@ -177,7 +177,7 @@ def _needed_by_running_transactions(
         return frozenset()
     bounds = [v for v in snapshots.values() if v is not None]
     try:
-        commits = table._log.commits_after(min([*bounds, state.version]))
+        commits = table.handle.log.commits_after(min([*bounds, state.version]))
     except VacuumedLogError:
         return None
     committed = {c.trx_id for c in commits if c.trx_id is not None}
@@ -207,11 +207,10 @@ def _expunge(
             info={"expunged": len(still)},
         )
 
-    state, entry = commit_entry(table._log, base, build)
-    table._adopt_state(state)
+    state, entry = table.handle.commit(build, base)
     if entry is not None:
         # Readers start from this checkpoint, so they never replay the expunged markers.
-        write_checkpoint(table._log, state)
+        write_checkpoint(table.handle.log, state)
     return (None if entry is None else entry.version), state
 
 
@@ -223,7 +222,7 @@ def _vacuum_log(table: Table, cutoff_ms: int) -> tuple[int, int]:
     commit at a deleted version (its put-if-absent would succeed on the freed name and be lost).
     Returns the number deleted and the largest ``trx_id`` committed by that checkpoint.
     """
-    table_log = table._log
+    table_log = table.handle.log
     listing = table_log.listing()
     versions = sorted(listing.commits)
     if not versions or not listing.checkpoints:
@@ -277,11 +276,11 @@ def _vacuum_earlier_lives(table: Table, state: TableState, cutoff_ms: int) -> in
 
 
 def _log_names_an_earlier_life(table: Table, state: TableState) -> bool:
-    listing = table._log.listing()
+    listing = table.handle.log.listing()
     oldest = min([*listing.commits, *listing.checkpoints], default=None)
     if oldest is None:
         return True  # cannot tell: keep
-    first = table._log.read(listing.checkpoints.get(oldest) or listing.commits[oldest])
+    first = table.handle.log.read(listing.checkpoints.get(oldest) or listing.commits[oldest])
     return first.config is None or first.config.table_uuid != state.config.table_uuid
 
 

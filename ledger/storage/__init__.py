@@ -12,13 +12,13 @@ from urllib.parse import urlparse
 
 from ledger.errors import InvalidArgumentError
 from ledger.storage.base import ObjectInfo, Store
+from ledger.storage.local import LocalStore
+from ledger.storage.s3 import S3Store
 
 __all__ = ["ObjectInfo", "Store", "open_store"]
 
 
 def _open_local(uri: str, **options: Any) -> Store:
-    from ledger.storage.local import LocalStore
-
     if options:
         raise InvalidArgumentError(
             f"local stores take no options, got {sorted(options)}; options such as "
@@ -41,8 +41,6 @@ def _open_local(uri: str, **options: Any) -> Store:
 
 
 def _open_s3(uri: str, **options: Any) -> Store:
-    from ledger.storage.s3 import S3Store
-
     return S3Store(uri, **options)
 
 
