@@ -138,16 +138,21 @@ class Rollup:
         Raises :class:`~ledger.errors.SnapshotNotFoundError` when the base commits since the
         watermark were vacuumed (then :meth:`rebuild`).
         """
-        return self._retrying(rebuild=False)
+        return self.retrying(rebuild=False)
 
     def rebuild(self) -> RefreshResult:
         """Recompute the rollup from the base's latest snapshot (after the base commits since
         the watermark were vacuumed): one commit appends, per group, the difference between the
         fresh totals and what the rollup holds, with the same exactly-once rule as a refresh.
         At an unchanged base version it does nothing (the watermark is already committed)."""
-        return self._retrying(rebuild=True)
+        return self.retrying(rebuild=True)
 
-    def _retrying(self, *, rebuild: bool, deltas: DeltaFunction | None = None) -> RefreshResult:
+    def retrying(self, *, rebuild: bool, deltas: DeltaFunction | None = None) -> RefreshResult:
+        """A refresh (or with ``rebuild``, a rebuild) whose group deltas ``deltas`` computes
+        (another engine's; default the embedded one), started again after a lost race.
+
+        >>> rollup.retrying(rebuild=False, deltas=spark_deltas)             # doctest: +SKIP
+        """
         for _ in range(REFRESH_RETRIES):
             try:
                 return self._refresh_once(rebuild=rebuild, deltas=deltas or embedded_deltas)

@@ -230,7 +230,7 @@ class Transaction:
                     "delete marks on a table without a primary key must carry the _row_id "
                     "of the entry they cancel"
                 )
-            self._refuse_marks_if_insert_only(int(pc.sum(marks).as_py() or 0))
+            self.refuse_marks_if_insert_only(int(pc.sum(marks).as_py() or 0))
             if self._config.generated_row_id and not missing_row_ids:
                 chunk = self._fill_row_ids_of_insertions(chunk, marks)
             rows = self._conform(chunk.drop_columns([DML_TYPE]), require_keys=True)
@@ -659,7 +659,7 @@ class Transaction:
     def table(self) -> Table:
         return self._table
 
-    def _refuse_marks_if_insert_only(self, marks: int) -> None:
+    def refuse_marks_if_insert_only(self, marks: int) -> None:
         """Checked before any entry is made (so before a trx_id is reserved)."""
         if marks and self._config.policy.get("insert_only"):
             raise InvalidArgumentError(
@@ -679,7 +679,7 @@ class Transaction:
         return int(entries.num_rows)
 
     def _replace(self, keyed: Rows, latest: pa.Table, marks: pa.Table) -> int:
-        self._refuse_marks_if_insert_only(marks.num_rows)
+        self.refuse_marks_if_insert_only(marks.num_rows)
         # A column a row did not name keeps the key's current value (an explicit None sets
         # NULL); so does a partition column, and the row stays in its partition.
         rows = engine.fill_missing(
@@ -694,7 +694,7 @@ class Transaction:
         return int(rows.num_rows)
 
     def _mark(self, marks: pa.Table, keys: pa.Table) -> int:
-        self._refuse_marks_if_insert_only(marks.num_rows)
+        self.refuse_marks_if_insert_only(marks.num_rows)
         if marks.num_rows:
             self._write(self._entries(marks, -1))
         self._touched.append(self._keys_of(keys))
