@@ -29,7 +29,7 @@ DROPPED = [(3, 3)]
 
 
 def main(path: str | None = None) -> dict[str, Any]:
-    from ledger.engines.spark import session
+    from ledger.engines.spark.session import session
 
     spark = session()
     wh = ledger.connect(path or tempfile.mkdtemp())

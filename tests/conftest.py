@@ -117,11 +117,11 @@ def spark_session(extra: dict[str, str] | None = None) -> Iterator[Any]:
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     from pyspark.sql import SparkSession
 
-    from ledger import jvm
+    from ledger.engines.spark import jars
 
     builder = SparkSession.builder
     # `make jars` and `make jars-s3a`: Delta and S3A tests skip without them.
-    options = {**jvm.spark_options(["delta", "s3a"]), **(extra or {})}
+    options = {**jars.spark_options(["delta", "s3a"]), **(extra or {})}
     for name, value in options.items():
         builder = builder.config(name, value)
     session = (

@@ -368,7 +368,7 @@ def _embedded_outcome(value: float, column_type: str) -> Any:
 def test_spark_converts_doubles_like_the_embedded_engine(spark: Any, column_type: str) -> None:
     """Per value, in one Spark job: refused by ``lossy`` exactly when the embedded engine
     refuses it, and otherwise converted to the same value."""
-    from ledger.engines import spark as engine
+    from ledger.engines.spark import convert as engine
     from ledger.schema import sql_to_arrow
 
     frame = spark.createDataFrame([(i, v) for i, v in enumerate(SPARK_FLOATS)], "i int, v double")
@@ -414,11 +414,13 @@ def test_a_column_of_only_nulls_goes_into_a_decimal_column(tmp_path: Any) -> Non
 
 @pytest.mark.spark
 def test_spark_converts_float32_into_decimals_like_the_embedded_engine(spark: Any) -> None:
-    from ledger.engines import spark as engine
+    from pyspark.sql import types as T
+
+    from ledger.engines.spark import convert as engine
 
     values = [0.1, 24.08, 19.99, -3.3, 1.234, 16777216.0, 3.4e38, 1e-45, float("nan")]
     frame = spark.createDataFrame([(i, v) for i, v in enumerate(values)], "i int, v float")
-    source, target = frame.schema["v"].dataType, engine.T.DecimalType(10, 2)
+    source, target = frame.schema["v"].dataType, T.DecimalType(10, 2)
     rows = frame.select(
         "i",
         engine.lossy("v", source, target).alias("lossy"),

@@ -359,7 +359,7 @@ def _rows_of(rows: Any) -> list[tuple[Any, ...]]:
 
 
 def _typed_frame(spark: Any, table: ledger.Table, rows: list[dict[str, Any]]) -> Any:
-    from ledger.engines import spark as spark_engine
+    from ledger.engines.spark import convert as spark_engine
 
     schema = spark_engine.spark_schema(table.arrow_schema)
     columns = [f.name for f in schema.fields]
@@ -823,6 +823,8 @@ def test_a_dataframe_that_changes_between_its_evaluations_is_written_once_consis
 
     from pyspark.sql import functions as F
 
+    from ledger.engines.spark import write as spark_write
+
     schema = {"k": "BIGINT", "a": "BIGINT"}
     table = ledger.connect(str(tmp_path)).create_table("t", schema, primary_key=primary_key)
     coin = F.udf(lambda _: random.random() < 0.5, "boolean").asNondeterministic()
@@ -831,14 +833,14 @@ def test_a_dataframe_that_changes_between_its_evaluations_is_written_once_consis
         .select(F.col("id").alias("k"), (F.col("id") * 2).alias("a"))
         .filter(coin(F.col("k")))
     )
-    real_write_once = ls._write_once
+    real_write_once = spark_write._write_once
     attempts: list[int] = []
 
     def counted_write_once(*args: Any, **kwargs: Any) -> Any:
         attempts.append(1)
         return real_write_once(*args, **kwargs)
 
-    monkeypatch.setattr(ls, "_write_once", counted_write_once)
+    monkeypatch.setattr(spark_write, "_write_once", counted_write_once)
     info = ls.insert(table, frame)
     entries = table.scan().to_arrow_table().to_pylist()
     assert 0 < info.inserted == len(entries) == table.count() < 2000

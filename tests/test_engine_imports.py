@@ -135,8 +135,7 @@ IMPORTS = _all_imports()
 
 
 def _is_spark_engine(path: str) -> bool:
-    name = path.rsplit("/", 1)[-1]
-    return path.startswith("ledger/engines/") and name.startswith("spark") and path.count("/") == 2
+    return path.startswith("ledger/engines/spark/")
 
 
 def test_the_scanner_sees_every_kind_of_import() -> None:

@@ -1,5 +1,6 @@
 """The JVM artifacts: jvm/pom.xml declares versions that match the pinned PySpark and delta-spark,
-and ledger.jvm finds what `make jars` fetched (or says which make target fetches it)."""
+and ledger.engines.spark.jars finds what `make jars` fetched (or says which make target fetches
+it)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import ledger
-from ledger import jvm
+from ledger.engines.spark import jars
 
 POM = Path(__file__).resolve().parent.parent / "jvm" / "pom.xml"
 NS = {"m": "http://maven.apache.org/POM/4.0.0"}
@@ -53,11 +54,11 @@ def test_jars_are_found_under_the_folder_ledger_jars_names(tmp_path, monkeypatch
     (tmp_path / "delta").mkdir()
     for name in ("b-1.jar", "a-2.jar", "notes.txt"):
         (tmp_path / "delta" / name).write_text("x")
-    monkeypatch.setenv(jvm.JARS_ENV, str(tmp_path))
-    assert jvm.jars_directory() == tmp_path
-    assert [p.name for p in jvm.group_jars("delta")] == ["a-2.jar", "b-1.jar"]
-    assert jvm.group_jars("s3a") == []
-    options = jvm.spark_options(["delta", "s3a"])
+    monkeypatch.setenv(jars.JARS_ENV, str(tmp_path))
+    assert jars.jars_directory() == tmp_path
+    assert [p.name for p in jars.group_jars("delta")] == ["a-2.jar", "b-1.jar"]
+    assert jars.group_jars("s3a") == []
+    options = jars.spark_options(["delta", "s3a"])
     assert options["spark.jars"] == f"{tmp_path}/delta/a-2.jar,{tmp_path}/delta/b-1.jar"
     assert options["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"
     assert "spark.jars.packages" not in options  # nothing is resolved when a session starts
@@ -66,28 +67,28 @@ def test_jars_are_found_under_the_folder_ledger_jars_names(tmp_path, monkeypatch
 def test_without_fetched_jars_there_are_no_options_and_the_message_names_the_target(
     tmp_path, monkeypatch
 ):
-    monkeypatch.setenv(jvm.JARS_ENV, str(tmp_path / "nothing"))
-    assert jvm.spark_options(["delta", "s3a", "iceberg"]) == {}
-    assert "make jars-s3a" in jvm.missing_message("s3a")
-    assert "make jars`" in jvm.missing_message("delta")
-    assert str(tmp_path / "nothing" / "delta") in jvm.missing_message("delta")
+    monkeypatch.setenv(jars.JARS_ENV, str(tmp_path / "nothing"))
+    assert jars.spark_options(["delta", "s3a", "iceberg"]) == {}
+    assert "make jars-s3a" in jars.missing_message("s3a")
+    assert "make jars`" in jars.missing_message("delta")
+    assert str(tmp_path / "nothing" / "delta") in jars.missing_message("delta")
 
 
 def test_s3a_jars_alone_turn_on_no_delta_options(tmp_path, monkeypatch):
     (tmp_path / "s3a").mkdir()
     (tmp_path / "s3a" / "hadoop-aws.jar").write_text("x")
-    monkeypatch.setenv(jvm.JARS_ENV, str(tmp_path))
-    assert jvm.spark_options(["delta", "s3a"]) == {"spark.jars": f"{tmp_path}/s3a/hadoop-aws.jar"}
+    monkeypatch.setenv(jars.JARS_ENV, str(tmp_path))
+    assert jars.spark_options(["delta", "s3a"]) == {"spark.jars": f"{tmp_path}/s3a/hadoop-aws.jar"}
 
 
 def test_an_unknown_jar_group_is_a_typed_error(monkeypatch, tmp_path):
-    monkeypatch.setenv(jvm.JARS_ENV, str(tmp_path))
+    monkeypatch.setenv(jars.JARS_ENV, str(tmp_path))
     with pytest.raises(ledger.InvalidArgumentError, match="delta, iceberg, s3a"):
-        jvm.group_jars("hive")
+        jars.group_jars("hive")
 
 
 def test_the_default_folder_is_the_one_the_makefile_fills(monkeypatch):
-    monkeypatch.delenv(jvm.JARS_ENV, raising=False)
+    monkeypatch.delenv(jars.JARS_ENV, raising=False)
     makefile = (POM.parent.parent / "Makefile").read_text()
     assert "JARS := .jvm/jars" in makefile
-    assert jvm.jars_directory() == POM.parent.parent / ".jvm" / "jars"
+    assert jars.jars_directory() == POM.parent.parent / ".jvm" / "jars"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ledger import jvm
+from ledger.engines.spark import jars as jvm
 
 MAX_S3A_BYTES = 50 * 1024 * 1024
 

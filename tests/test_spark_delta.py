@@ -24,9 +24,9 @@ from deltalake import DeltaTable
 import ledger
 import ledger.spark as ls
 import views
-from ledger import jvm
-from ledger.engines import spark as engine
-from ledger.engines.spark import delta_available
+from ledger.engines.spark import jars, publish
+from ledger.engines.spark.convert import arrow_schema
+from ledger.engines.spark.publish import delta_available
 from views.publish import publish_plan
 
 pytestmark = pytest.mark.spark
@@ -37,7 +37,7 @@ SCHEMA = {"id": "BIGINT", "account": "VARCHAR", "amount": "DECIMAL(18,2)", "x": 
 @pytest.fixture
 def delta_spark(spark: Any) -> Any:
     if not delta_available(spark):
-        pytest.skip(jvm.missing_message("delta"))
+        pytest.skip(jars.missing_message("delta"))
     return spark
 
 
@@ -120,16 +120,16 @@ def test_a_retried_publish_is_a_no_op_in_delta_itself(delta_spark, tmp_path):
     target = str(tmp_path / "delta")
 
     full = publish_plan(table, None)
-    assert engine.delta_publish(delta_spark, target, full) == 0
-    assert engine.delta_publish(delta_spark, target, full) == 0
+    assert publish.delta_publish(delta_spark, target, full) == 0
+    assert publish.delta_publish(delta_spark, target, full) == 0
     assert_published(delta_spark, target, table, full.version)
 
     table.update([row(1, "b", "2.00")])
     table.insert([row(9, "c", "3.00")])
     merge = publish_plan(table, full.version)
     assert not merge.full
-    assert engine.delta_publish(delta_spark, target, merge) == 1
-    assert engine.delta_publish(delta_spark, target, merge) == 1
+    assert publish.delta_publish(delta_spark, target, merge) == 1
+    assert publish.delta_publish(delta_spark, target, merge) == 1
     assert_published(delta_spark, target, table, merge.version)
     assert read_by_delta_rs(target).count(canonical([row(9, "c", "3.00")])[0]) == 1
 
@@ -283,7 +283,7 @@ try:
 except ledger.MissingDependencyError as e:
     print("REFUSED:", e)
 """
-    environment = {**os.environ, jvm.JARS_ENV: str(tmp_path / "no-jars")}
+    environment = {**os.environ, jars.JARS_ENV: str(tmp_path / "no-jars")}
     root = Path(__file__).resolve().parent.parent
     environment["PYTHONPATH"] = os.pathsep.join([str(root), environment.get("PYTHONPATH", "")])
     done = subprocess.run(
@@ -304,6 +304,6 @@ def test_rows_of_every_shape_survive_the_arrow_to_spark_hand_over(delta_spark):
     rows = pa.table(
         {"a": pa.array([], pa.decimal128(38, 6)), "b": pa.array([], pa.timestamp("us"))}
     )
-    frame = engine._frame(delta_spark, rows)
-    assert engine.arrow_schema(frame) == rows.schema
+    frame = publish._frame(delta_spark, rows)
+    assert arrow_schema(frame) == rows.schema
     assert frame.count() == 0

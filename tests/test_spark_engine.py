@@ -1,4 +1,4 @@
-"""The Spark engine (ledger.spark, ledger/engines/spark.py) against the embedded engine.
+"""The Spark engine (ledger.spark, ledger/engines/spark/) against the embedded engine.
 
 Every check compares what a Spark write, read, merge or refresh did with what the embedded
 DuckDB engine does on a twin (or on the same table), through answers that never run Spark:
@@ -37,7 +37,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 import ledger
 import ledger.spark as ls
 import views
-from ledger.engines import s3a
+from ledger.engines.spark import s3a
 from ledger.errors import (
     ConflictError,
     DuplicateKeyError,
@@ -1081,7 +1081,7 @@ def test_arrow_batch_size_is_raised_for_writes_and_put_back_after_the_last_one(
 ) -> None:
     """Writes raise the session's Arrow batch size while they run; overlapping writes (as from
     two threads) put the session's own value back only when the last one ends."""
-    from ledger.engines import spark as engine
+    from ledger.engines.spark import session as engine
 
     key = "spark.sql.execution.arrow.maxRecordsPerBatch"
     own = spark.conf.get(key)

@@ -12,7 +12,7 @@ import pytest
 import ledger
 import ledger.spark as ls
 import views
-from ledger.engines import s3a
+from ledger.engines.spark import s3a
 from ledger.storage.s3 import S3Store
 from tests.conftest import Location
 from tests.support.spark_s3a import require_s3a
@@ -87,7 +87,7 @@ def test_auto_reads_s3_through_s3a_with_the_stores_endpoint(
     require_s3a(spark)
     table = _accounts(location)
     want = sorted(tuple(r) for r in views.visible(table).fetchall())
-    with caplog.at_level(logging.DEBUG, logger="ledger.engines.s3a"):
+    with caplog.at_level(logging.DEBUG, logger="ledger.engines.spark.s3a"):
         raw = ls.read(table, spark=spark)
         plan = raw._jdf.queryExecution().executedPlan().toString()
         assert "s3a://" in plan and "MapInArrow" not in plan

@@ -44,3 +44,11 @@ PART_NEGATIVE_INF = "__ledger_ninf_"
 CHANGE_TYPE = "_change_type"
 COMMIT_VERSION = "_commit_version"
 COMMIT_TIMESTAMP = "_commit_timestamp"
+
+# Helper columns of the Spark engine's DataFrame code.
+COPY = "__ledger_copy"  # one row per unit of a positive count (an exploded sequence)
+ENTRY_COUNT = "__ledger_n"  # entries of a key
+NULL_KEY = "__ledger_null"  # whether a key column is NULL
+COMMITS_TRX_ID = "__ledger_trx"  # a relation of commits: trx_id, version, time in ms
+COMMITS_VERSION = "__ledger_version"
+COMMITS_MS = "__ledger_ms"

@@ -48,7 +48,7 @@ def iceberg_runtime_problem() -> str | None:
 
     import pyspark
 
-    from ledger import jvm
+    from ledger.engines.spark import jars as jvm
 
     jars = jvm.group_jars("iceberg")
     if not jars:
@@ -70,7 +70,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """The benchmarks' one Spark session: the tests' session (tests/conftest.py) plus, where
     `make jars-iceberg` fetched them, Iceberg's SQL extensions and a Hadoop catalog ``peers``
     in a scratch folder, so the Spark peers run side by side with Delta and the ledger."""
-    from ledger import jvm
+    from ledger.engines.spark import jars as jvm
     from tests import conftest
 
     extra: dict[str, str] = {}

@@ -222,8 +222,8 @@ def checked(frame: Any) -> tuple[int, int, float]:
 
 def unavailable_peers(spark: Any) -> dict[str, str]:
     """Peers this session cannot run, and why."""
-    from ledger import jvm
-    from ledger.engines import spark as engine
+    from ledger.engines.spark import jars as jvm
+    from ledger.engines.spark import publish as engine
 
     missing = {}
     if not engine.delta_available(spark):
@@ -239,7 +239,7 @@ def unavailable_peers(spark: Any) -> dict[str, str]:
 def _iceberg_problem(spark: Any) -> str | None:
     """Why the session's Iceberg catalog cannot be used, or None when it can. The runtime is
     built for one Spark minor version; on another its classes may not even load."""
-    from ledger import jvm
+    from ledger.engines.spark import jars as jvm
     from tests.benchmarks.conftest import iceberg_runtime_problem
 
     if not spark.conf.get("spark.sql.catalog.peers", None):

@@ -145,19 +145,18 @@ def with_timed_calls(
 
 
 PHASES = {  # figure name -> (owner, attribute) timed inside ledger.spark.insert
-    "schema_check_s": ("ledger.spark", "_conformed_columns"),
-    "count_pass_s": ("ledger.engines.spark", "count_partitions"),
-    "write_job_s": ("ledger.engines.spark", "write_entries"),
+    "schema_check_s": ("ledger.engines.spark.write", "conformed_columns"),
+    "count_pass_s": ("ledger.engines.spark.write", "count_partitions"),
+    "write_job_s": ("ledger.engines.spark.write", "write_entries"),
     "commit_s": ("ledger.transaction.Transaction", "commit"),
 }
 
 
 def _phase_targets() -> list[tuple[Any, str]]:
-    from ledger.engines import spark as engine
+    from ledger.engines.spark import write
 
     owners = {
-        "ledger.spark": ledger.spark,
-        "ledger.engines.spark": engine,
+        "ledger.engines.spark.write": write,
         "ledger.transaction.Transaction": ledger.transaction.Transaction,
     }
     return [(owners[owner], name) for owner, name in PHASES.values()]
@@ -269,7 +268,9 @@ def append_breakdown(
 ) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
-    from ledger.engines import spark as engine
+    from ledger.engines.spark import write as engine
+    from ledger.engines.spark.convert import conformed_columns
+    from ledger.sql.names import KIND
 
     # 1. The driver's phases of the measured inserts (medians).
     driver = {
@@ -284,15 +285,15 @@ def append_breakdown(
     count_s, counted = timed(df.count)
     assert counted == ROWS
 
-    # 3. The write job's tasks once more, with timers: a replica of ledger.engines.spark's
+    # 3. The write job's tasks once more, with timers: a replica of ledger.engines.spark.write's
     # _write_task (same chunking, entries and writer) over the same entries DataFrame the insert
     # writes, into a scratch table that is never committed.
     scratch = warehouse.create_table("spark_append_scratch", SCHEMA, primary_key=["k"])
     tx = scratch.transaction()
     try:
-        entries = ledger.spark._conformed_columns(tx, df, require_keys=True)
+        entries = conformed_columns(tx, df, require_keys=True)
         entries = entries.withColumn(DML_TYPE, F.lit(1).cast("tinyint")).withColumn(
-            engine.KIND, F.lit(engine.INSERTIONS)
+            KIND, F.lit(engine.INSERTIONS)
         )
         job = engine.WriteJob(
             store=scratch.store,
@@ -342,7 +343,7 @@ def append_breakdown(
             "spark_df_count_s": "df.count(): about what computing the DataFrame costs the JVM",
             "waiting_for_rows_s": "inside a task: blocked on the next Arrow batch from the JVM "
             "(computing and serialising the rows, and the Python side decoding them)",
-            "make_entries_s": "inside a task: ledger.engines.spark._chunk_entries (entry "
+            "make_entries_s": "inside a task: ledger.engines.spark.write._chunk_entries (entry "
             "numbers, conform, system columns)",
             "writer_write_s": "inside a task: DataWriter.write (sort by key, Parquet encode on "
             "threads, fsync)",
@@ -351,7 +352,7 @@ def append_breakdown(
 
 
 def profiled_write_task(job: Any) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """A mapInArrow function doing what ``ledger.engines.spark._write_task`` does (without the
+    """A mapInArrow function doing what ``ledger.engines.spark.write._write_task`` does (without the
     count check), timing each part; it yields one row per task. Everything it uses is imported
     inside it, so the closure pickles by value with no reference to this test module."""
 
@@ -361,7 +362,7 @@ def profiled_write_task(job: Any) -> Callable[[Iterator[pa.RecordBatch]], Iterat
         import pyarrow as arrow
         from pyspark import TaskContext
 
-        from ledger.engines import spark as eng
+        from ledger.engines.spark import write as eng
         from ledger.partitioning import PartitionSpec
         from ledger.writer import DataWriter, file_schema
 

@@ -7,13 +7,12 @@ from typing import Any
 
 import pytest
 
-from ledger import jvm
-from ledger.engines import s3a
+from ledger.engines.spark import jars, s3a
 
 
 def require_s3a(spark: Any) -> None:
     """Skip the calling test unless hadoop-aws is on the session's classpath."""
     if not s3a.connector_present(spark):
         pytest.skip(
-            f"Spark reads S3 through S3A only with hadoop-aws: {jvm.missing_message('s3a')}"
+            f"Spark reads S3 through S3A only with hadoop-aws: {jars.missing_message('s3a')}"
         )

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from ledger.engines.spark.jars import on_classpath
 from ledger.storage import Store
 from ledger.storage.s3 import S3Store
 
@@ -97,15 +98,7 @@ def configure(spark: Any, store: Store) -> bool:
 
 def connector_present(spark: Any) -> bool:
     """Whether ``hadoop-aws`` is on the session's classpath (``make jars-s3a``)."""
-    # Jars given with spark.jars are on the context class loader (as Spark loads them), not on
-    # the loader Class.forName(name) alone would use from the py4j gateway.
-    try:
-        java: Any = spark.sparkContext._jvm
-        loader = java.java.lang.Thread.currentThread().getContextClassLoader()
-        java.java.lang.Class.forName(CONNECTOR_CLASS, False, loader)
-    except Exception:
-        return False
-    return True
+    return on_classpath(spark, CONNECTOR_CLASS)
 
 
 def _forget_cached_filesystem(java: Any, hadoop: Any, bucket: str) -> None:

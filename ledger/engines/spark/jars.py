@@ -6,8 +6,8 @@ them from Maven Central into one folder per group under the jars directory: ``$L
 when set, else ``.jvm/jars`` in the project checkout. The jars go on the classpath through
 ``spark.jars`` (local files: nothing is resolved or downloaded when a session starts).
 
->>> from ledger import jvm
->>> sorted(jvm.GROUPS)
+>>> from ledger.engines.spark import jars
+>>> sorted(jars.GROUPS)
 ['delta', 'iceberg', 's3a']
 """
 
@@ -16,9 +16,12 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
+
+from ledger.errors import InvalidArgumentError
 
 JARS_ENV = "LEDGER_JARS"
-DEFAULT_JARS = Path(__file__).resolve().parent.parent / ".jvm" / "jars"
+DEFAULT_JARS = Path(__file__).resolve().parents[3] / ".jvm" / "jars"
 
 # Jar group -> the make target that fetches it.
 GROUPS = {"delta": "make jars", "s3a": "make jars-s3a", "iceberg": "make jars-iceberg"}
@@ -50,8 +53,6 @@ def group_jars(group: str) -> list[Path]:
     ['delta-kernel-api-4.4.0.jar']
     """
     if group not in GROUPS:
-        from ledger.errors import InvalidArgumentError
-
         raise InvalidArgumentError(
             f"unknown jar group {group!r}; the groups are {', '.join(sorted(GROUPS))}"
         )
@@ -84,3 +85,20 @@ def spark_options(groups: Iterable[str] = ("delta",)) -> dict[str, str]:
     if found.get("delta"):
         options.update(DELTA_OPTIONS)
     return options
+
+
+def on_classpath(spark: Any, class_name: str) -> bool:
+    """Whether the session's JVM loads ``class_name`` (a jar given with ``spark.jars`` is there).
+
+    >>> on_classpath(spark, "io.delta.tables.DeltaTable")               # doctest: +SKIP
+    True
+    """
+    # Jars given with spark.jars are on the context class loader (as Spark loads them), not on
+    # the loader Class.forName(name) alone would use from the py4j gateway.
+    try:
+        java: Any = spark.sparkContext._jvm
+        loader = java.java.lang.Thread.currentThread().getContextClassLoader()
+        java.java.lang.Class.forName(class_name, False, loader)
+    except Exception:
+        return False
+    return True

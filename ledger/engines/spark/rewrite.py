@@ -1,0 +1,156 @@
+"""Merges on Spark: a partition's entries are shuffled by key range and the table's merge
+policy runs on each range inside ``mapInArrow`` (the policy's own query, on an in-process DuckDB),
+so every policy means exactly what it means on one machine; executors write the result.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator, Sequence
+from contextlib import closing
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+
+from ledger.engines import duckdb as embedded
+from ledger.engines.spark.convert import col
+from ledger.engines.spark.errors import task_errors
+from ledger.engines.spark.scan import scan_files
+from ledger.engines.spark.session import arrow_batches
+from ledger.log.entries import FileMarker, TableConfig
+from ledger.log.state import TableState
+from ledger.maintenance import merge as merging
+from ledger.partitioning import PartitionSpec
+from ledger.schema import DML_TYPE, TableSchema
+from ledger.sql.names import ENTRIES
+from ledger.storage import Store
+from ledger.writer import DataWriter, SortedFileSink, file_schema, sort_columns
+from merge_policies import load_policy
+
+if TYPE_CHECKING:
+    from ledger.table import Table
+
+
+def merge(
+    session: SparkSession,
+    table: Table,
+    partitions: Any,
+    rows_per_task: int,
+    **options: Any,
+) -> merging.MergeResult:
+    """:meth:`Table.merge` with each partition's rewrite run on Spark, ``rows_per_task``
+    entries per task at most (see ``ledger.spark.merge``)."""
+
+    def rewrite(
+        table: Table,
+        base: TableState,
+        partition: dict[str, str | None],
+        inputs: Sequence[FileMarker],
+        sql: str,
+        what: str,
+    ) -> list[FileMarker]:
+        schema = file_schema(base.schema, base.config)
+        merging.check_query(sql, schema, what)
+        entries = scan_files(session, table.store, table.prefix, list(inputs), schema)
+        rows = max(1, sum(m.rows for m in inputs))
+        row_group_rows, file_rows = merging.file_layout(inputs)
+        job = RewriteJob(
+            store=table.store,
+            table_prefix=table.prefix,
+            schema=base.schema,
+            config=base.config,
+            partition=partition,
+            sql=sql,
+            file_rows=file_rows,
+            row_group_rows=row_group_rows,
+        )
+        ranges = max(1, math.ceil(rows / rows_per_task))
+        with task_errors(what):
+            return rewrite_entries(entries, job, group_columns(base), ranges)
+
+    return merging.merge_table(
+        table,
+        partitions=partitions,
+        show_progress=options.pop("progress", None),
+        rewrite=rewrite,
+        **options,
+    )
+
+
+def group_columns(state: TableState) -> list[str]:
+    """Columns a policy's query never relates entries across: the key, or, where entries of
+    different keys can repeat each other, the columns that make two entries repeats."""
+    keys = tuple(state.config.key_columns)
+    policy = load_policy(state.config.policy, state.schema, state.config)
+    repeats = None if policy.keys_independent else policy.repeat_columns(keys)
+    if repeats is None:
+        return list(keys)
+    return [c for c in repeats if c != DML_TYPE]
+
+
+@dataclass(frozen=True)
+class RewriteJob:
+    """What an executor needs to run a merge policy's query over one key range of a partition
+    and write the result."""
+
+    store: Store
+    table_prefix: str
+    schema: TableSchema
+    config: TableConfig
+    partition: dict[str, str | None]
+    sql: str
+    file_rows: int
+    row_group_rows: int
+
+
+def rewrite_entries(
+    entries: DataFrame, job: RewriteJob, group_columns: Sequence[str], ranges: int
+) -> list[FileMarker]:
+    """Run ``job.sql`` (DuckDB SQL over ``entries``) on each of ``ranges`` key ranges of
+    ``entries`` (every entry of one group in one range), write each result sorted; return the
+    markers."""
+    spread = entries.repartitionByRange(ranges, *map(col, group_columns))
+    with arrow_batches(entries.sparkSession):
+        written = spread.mapInArrow(
+            lambda batches: _rewrite_task(job, batches), "marker string"
+        ).collect()
+    return [FileMarker.from_json(json.loads(row["marker"])) for row in written]
+
+
+def _rewrite_task(job: RewriteJob, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    schema = file_schema(job.schema, job.config)
+    pending = [b for b in batches if b.num_rows]
+    if not pending:
+        return
+    entries = pa.Table.from_batches(pending).cast(schema)
+    writer = DataWriter(
+        job.store,
+        job.table_prefix,
+        job.schema,
+        job.config,
+        PartitionSpec.parse(list(job.config.partition_by), job.schema),
+    )
+    sink = SortedFileSink(
+        writer, job.partition, file_rows=job.file_rows, row_group_rows=job.row_group_rows
+    )
+    order = ", ".join(f'"{c}" ASC NULLS LAST' for c in sort_columns(job.config))
+    try:
+        with closing(embedded.connect()) as con:
+            con.register(ENTRIES, entries)
+            reader = con.sql(f"SELECT * FROM ({job.sql}) ORDER BY {order}").to_arrow_reader(
+                128 * 1024
+            )
+            for batch in reader:
+                sink.write(batch)
+        markers = sink.close()
+    except BaseException:
+        sink.abort()
+        for key in sink.keys:
+            job.store.delete(key)
+        raise
+    yield pa.RecordBatch.from_pydict(
+        {"marker": [json.dumps(m.to_json()) for m in markers]}, pa.schema([("marker", pa.string())])
+    )

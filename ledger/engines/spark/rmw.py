@@ -1,0 +1,235 @@
+"""Read-modify-write (upsert, update, delete): a Spark join against the entries of the given
+keys at the transaction's snapshot finds each key's visible row and the live entries to mark,
+with the embedded engine's rules (``ledger.live``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from ledger.engines.spark.convert import checked_frame, col, conformed_columns, transformed
+from ledger.engines.spark.scan import scan_files
+from ledger.engines.spark.session import to_arrow
+from ledger.engines.spark.write import INSERTIONS, MARKS, write
+from ledger.errors import (
+    DuplicateKeyError,
+    InvalidArgumentError,
+    KeyNotFoundError,
+    MissingKeyError,
+    StaleVersionError,
+)
+from ledger.log.state import TableState
+from ledger.schema import DML_TYPE, ROW_ID, TRX_ID, TRX_SEQ
+from ledger.sql.names import COPY, ENTRY_COUNT, KIND, NET, NULL_KEY, ORDER, RANK
+from ledger.writer import file_schema
+from merge_policies import load_policy
+from merge_policies.base import MergePolicy
+
+if TYPE_CHECKING:
+    from ledger.transaction import Transaction
+
+
+def read_modify_write(tx: Transaction, data: DataFrame, operation: str) -> int:
+    """Run ``operation`` (``upsert``, ``update`` or ``delete``) with the rows (or keys) of
+    ``data`` in ``tx``: marks for the live entries of the keys, insertions of the new rows;
+    returns the number of rows upserted, updated or deleted."""
+    frame = checked_frame(data)
+    if tx.begin_operation(operation):
+        return 0
+    config = tx.config
+    if operation == "upsert" and config.generated_row_id:
+        raise InvalidArgumentError(
+            f"upsert needs a primary key and table {tx.table.name!r} has none; use insert for "
+            "new rows, or update/delete by _row_id"
+        )
+    key_columns = list(tx.key_columns)
+    if operation != "delete":
+        frame = transformed(tx, frame)
+    if operation == "delete":
+        missing = [k for k in key_columns if k not in frame.columns]
+        if missing:
+            raise MissingKeyError(f"keys must give every key column; missing {missing}")
+        frame = frame.select(*map(col, key_columns))
+    if config.generated_row_id and ROW_ID not in frame.columns:
+        raise MissingKeyError("rows of a table without a primary key are addressed by _row_id")
+    rows = conformed_columns(tx, frame, require_keys=True)
+    if operation == "delete":
+        rows = rows.dropDuplicates(key_columns)  # deleting a key twice deletes it once
+    has_null, duplicated = key_problems(rows, key_columns)
+    if has_null:
+        raise MissingKeyError(f"key column(s) {key_columns} hold NULL; every row needs a key")
+    if duplicated:
+        raise DuplicateKeyError(
+            f"key(s) appear more than once in one operation, e.g. {duplicated}; give each key "
+            "once (or split the changes into separate operations)"
+        )
+    state = tx.base_state
+    files = [*state.alive_files, *tx.written_files]
+    schema = file_schema(tx.schema, config)
+    session = frame.sparkSession
+    entries = scan_files(session, tx.table.store, tx.table.prefix, files, schema)
+    value_columns = [*tx.schema.names, *([ROW_ID] if config.generated_row_id else [])]
+    latest_first = _policy(state).latest_order()
+    current, live = live_entries(entries, rows, key_columns, value_columns, latest_first)
+    if operation == "update":
+        absent = rows.join(current.select(*map(col, key_columns)), key_columns, "left_anti")
+        examples = absent.select(*map(col, key_columns)).limit(3).collect()
+        if examples:
+            raise KeyNotFoundError(
+                f"update of key(s) with no visible row, e.g. {[r.asDict() for r in examples]}; "
+                "use upsert to insert new keys"
+            )
+    marks = live.withColumn(DML_TYPE, F.lit(-1).cast("tinyint")).withColumn(KIND, F.lit(MARKS))
+    written = marks
+    if operation != "delete":
+        given = [c for c in value_columns if c in rows.columns]
+        kept = [c for c in value_columns if c not in rows.columns]
+        filled = rows
+        if kept:
+            filled = rows.join(
+                current.select(*map(col, [*key_columns, *kept])), key_columns, "left"
+            )
+        insertions = (
+            filled.select(*map(col, [*given, *kept]))
+            .withColumn(DML_TYPE, F.lit(1).cast("tinyint"))
+            .withColumn(KIND, F.lit(INSERTIONS))
+        )
+        _refuse_stale_versions(tx, entries, filled.select(*map(col, [*given, *kept])))
+        written = marks.unionByName(insertions, allowMissingColumns=True)
+    # Evaluate the join once: counting and writing then read the same entries.
+    written = written.localCheckpoint(eager=True)
+    markers, counts, _ = write(tx, written, check=tx.refuse_marks_if_insert_only)
+    deleted, total = counts
+    touched = to_arrow(rows.select(*map(col, key_columns)))
+    tx.add_written_files(
+        markers,
+        inserted=total - deleted,
+        deleted=deleted,
+        touched_keys=touched,
+        read_files=files,
+    )
+    return total - deleted if operation != "delete" else deleted
+
+
+def _refuse_stale_versions(tx: Transaction, entries: DataFrame, rows: DataFrame) -> None:
+    """The rule of the embedded upsert and update where a key's latest entry is the one with
+    the highest version (a policy whose ``latest_order`` ranks by a column before ``trx_id``):
+    a new row never ranks below its key's latest entry."""
+    latest_order = _policy(tx.base_state).latest_order()
+    version_column = _version_column(latest_order)
+    if latest_order is None or version_column is None:
+        return
+    stale = stale_versions(entries, rows, tx.key_columns, version_column, latest_order)
+    examples = stale.limit(3).collect()
+    if examples:
+        raise StaleVersionError(
+            f"row(s) give {version_column!r} a version below the current version of "
+            f"their key (NULL ranks lowest), e.g. {[r.asDict() for r in examples]}; table "
+            f"{tx.table.name!r} shows the row with the highest version, so give a version at "
+            "or above the current one (insert records an older version without replacing the "
+            "newer row)"
+        )
+
+
+def _policy(state: TableState) -> MergePolicy:
+    return load_policy(state.config.policy, state.schema, state.config)
+
+
+def _version_column(latest_order: Sequence[str] | None) -> str | None:
+    """The user column ranking a key's entries before their order in the ledger, if any."""
+    ranked = [c for c in latest_order or () if c not in (TRX_ID, TRX_SEQ)]
+    return ranked[0] if ranked else None
+
+
+def live_entries(
+    entries: DataFrame,
+    keys: DataFrame,
+    key_columns: Sequence[str],
+    value_columns: Sequence[str],
+    latest_first: Sequence[str] | None = None,
+) -> tuple[DataFrame, DataFrame]:
+    """For ``keys``: the visible row of each key, and one row per live entry (the delete marks
+    an update writes), as in ``ledger.live`` (entries of a key with equal values cancel by sign;
+    the visible row is the live entry inserted last).
+
+    ``latest_first`` (columns, each descending with NULLs last) switches to replacing
+    semantics: a key's only live entry is its latest entry, if that is an insertion."""
+    touched = entries.join(keys.select(*map(col, key_columns)), list(key_columns), "left_semi")
+    by_key = Window.partitionBy(*map(col, key_columns))
+    if latest_first is not None:
+        order = [col(c).desc_nulls_last() for c in latest_first]
+        latest = (
+            touched.withColumn(RANK, F.row_number().over(by_key.orderBy(*order)))
+            .filter(F.col(RANK) == 1)
+            .filter(col(DML_TYPE) == 1)
+            .select(*map(col, value_columns))
+        )
+        return latest, latest
+    live = (
+        touched.groupBy(*map(col, value_columns))
+        .agg(
+            F.sum(col(DML_TYPE)).cast("bigint").alias(NET),
+            F.max(F.when(col(DML_TYPE) == 1, F.struct(col(TRX_ID), col(TRX_SEQ)))).alias(ORDER),
+        )
+        .filter(F.col(NET) > 0)
+    )
+    visible = (
+        live.withColumn(RANK, F.row_number().over(by_key.orderBy(F.col(ORDER).desc())))
+        .filter(F.col(RANK) == 1)
+        .select(*map(col, value_columns))
+    )
+    marks = live.withColumn(COPY, F.explode(F.sequence(F.lit(1), F.col(NET)))).select(
+        *map(col, value_columns)
+    )
+    return visible, marks
+
+
+def stale_versions(
+    entries: DataFrame,
+    rows: DataFrame,
+    key_columns: Sequence[str],
+    version_column: str,
+    latest_first: Sequence[str],
+) -> DataFrame:
+    """The rows whose version ranks below the version of their key's latest entry (a delete
+    mark counts), as in ``ledger.engines.duckdb.stale_versions``: key columns, ``given`` and
+    ``current``. A NULL version ranks below every other version."""
+    touched = entries.join(rows.select(*map(col, key_columns)), list(key_columns), "left_semi")
+    by_key = Window.partitionBy(*map(col, key_columns))
+    order = [col(c).desc_nulls_last() for c in latest_first]
+    latest = (
+        touched.withColumn(RANK, F.row_number().over(by_key.orderBy(*order)))
+        .filter(F.col(RANK) == 1)
+        .select(*map(col, key_columns), col(version_column).alias("current"))
+    )
+    given = rows.select(*map(col, key_columns), col(version_column).alias("given"))
+    return given.join(latest, list(key_columns)).filter(
+        F.col("current").isNotNull()
+        & (F.col("given").isNull() | (F.col("given") < F.col("current")))
+    )
+
+
+def key_problems(
+    rows: DataFrame, key_columns: Sequence[str], limit: int = 3
+) -> tuple[bool, list[dict[str, Any]]]:
+    """In one job: whether a key column of ``rows`` holds NULL, and up to ``limit`` keys that
+    appear more than once."""
+    keys = list(key_columns)
+    null = F.lit(False)
+    for k in keys:
+        null = null | col(k).isNull()
+    found = (
+        rows.groupBy(*map(col, keys))
+        .agg(F.count(F.lit(1)).alias(ENTRY_COUNT))
+        .withColumn(NULL_KEY, null)
+        .filter(F.col(NULL_KEY) | (F.col(ENTRY_COUNT) > 1))
+        .orderBy(F.col(NULL_KEY).desc())
+        .limit(limit + 1)
+        .collect()
+    )
+    has_null = bool(found) and bool(found[0][NULL_KEY])
+    duplicated = [{k: r[k] for k in keys} for r in found if not r[NULL_KEY]]
+    return has_null, duplicated[:limit]
