@@ -42,7 +42,6 @@ from ledger.errors import (
     UnmatchedDeleteMarkError,
 )
 from ledger.inputs import Rows, concat_rows, read_rows
-from ledger.live import EXCESS
 from ledger.log.commit import commit_entry, next_timestamp
 from ledger.log.entries import AppBatch, FileMarker, LogFile, TableConfig
 from ledger.log.state import TableState
@@ -50,6 +49,7 @@ from ledger.partitioning import PartitionSpec
 from ledger.predicates import check_predicate
 from ledger.pruning import prune_by_keys
 from ledger.schema import DML_TYPE, ROW_ID, TableSchema, conform
+from ledger.sql.names import EXCESS
 from ledger.trx_ids import (
     reservation_body,
     reservation_key,

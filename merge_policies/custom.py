@@ -56,6 +56,9 @@ class CustomPolicy:
     def latest_order(self) -> list[str] | None:
         return None
 
+    def aggregates(self) -> tuple[tuple[str, str, str], ...]:
+        return ()
+
     def merge_sql(self, context: MergeContext) -> str:
         if context.source != SOURCE:
             raise InvalidArgumentError(

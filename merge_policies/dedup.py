@@ -53,6 +53,9 @@ class DedupPolicy:
         columns = list(self.dedup_key or (*key_columns, TRX_ID, TRX_SEQ))
         return [*columns, DML_TYPE] if DML_TYPE not in columns else columns
 
+    def aggregates(self) -> tuple[tuple[str, str, str], ...]:
+        return ()
+
     def merge_sql(self, context: MergeContext) -> str:
         partition = idents(self.repeat_partition(context.key_columns))
         return (

@@ -75,6 +75,9 @@ class ReplacingPolicy:
         """ORDER BY text putting each key's latest entry first."""
         return ", ".join(f"{ident(c)} DESC NULLS LAST" for c in self.latest_order())
 
+    def aggregates(self) -> tuple[tuple[str, str, str], ...]:
+        return ()
+
     def merge_sql(self, context: MergeContext) -> str:
         keys = idents(list(context.key_columns))
         columns = idents(list(context.columns))
