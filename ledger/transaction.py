@@ -43,7 +43,6 @@ from ledger.errors import (
     UnmatchedDeleteMarkError,
 )
 from ledger.inputs import Rows, concat_rows, read_rows
-from ledger.live import EXCESS
 from ledger.log.commit import next_timestamp
 from ledger.log.entries import AppBatch, FileMarker, LogFile, TableConfig
 from ledger.log.state import TableState
@@ -52,6 +51,7 @@ from ledger.predicates import check_predicate
 from ledger.pruning import prune_by_keys
 from ledger.schema import DML_TYPE, ROW_ID, TRX_ID, TRX_SEQ, TableSchema, conform
 from ledger.sql import ident
+from ledger.sql.names import EXCESS
 from ledger.trx_ids import (
     reservation_body,
     reservation_key,

@@ -25,6 +25,7 @@ from ledger.errors import InvalidArgumentError
 from ledger.log.entries import TableConfig
 from ledger.schema import DML_TYPE, TRX_ID, TRX_SEQ, TableSchema, arrow_to_sql
 from ledger.sql import ident, idents
+from ledger.sql.names import ORDER_SHIFT
 from merge_policies.base import AGGREGATED, ENTRY_ORDER, MergeContext, check_options
 
 NAME = "aggregating"
@@ -64,6 +65,9 @@ class AggregatingPolicy:
     def check_against_files(self, files: pa.Schema) -> None:
         return None  # its query returns the merged entries' own columns
 
+    def aggregates(self) -> tuple[tuple[str, str, str], ...]:
+        return self.measures
+
     def merge_sql(self, context: MergeContext) -> str:
         keys = idents(list(context.key_columns))
         dml = ident(DML_TYPE)
@@ -76,8 +80,8 @@ class AggregatingPolicy:
                 selected.append(f"{function}({col}) AS {col}")
         selected += [
             f"CAST(1 AS TINYINT) AS {dml}",
-            f"CAST(max({ENTRY_ORDER}) // 4294967296 AS BIGINT) AS {ident(TRX_ID)}",
-            f"CAST(max({ENTRY_ORDER}) % 4294967296 AS INTEGER) AS {ident(TRX_SEQ)}",
+            f"CAST(max({ENTRY_ORDER}) // {ORDER_SHIFT} AS BIGINT) AS {ident(TRX_ID)}",
+            f"CAST(max({ENTRY_ORDER}) % {ORDER_SHIFT} AS INTEGER) AS {ident(TRX_SEQ)}",
         ]
         counts = [c for c, f, _ in self.measures if f == "count"]
         having = ""

@@ -14,12 +14,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ledger.errors import InvalidArgumentError
 from ledger.log.entries import TableConfig
 from ledger.schema import TableSchema
+from ledger.sql import ident
+from ledger.sql.names import ORDER_SHIFT, TRX_ID, TRX_SEQ
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
 # The order of entries in the ledger, as one number: trx_id in the high bits, trx_seq low.
-ENTRY_ORDER = 'CAST("trx_id" AS HUGEINT) * 4294967296 + "trx_seq"'
+ENTRY_ORDER = f"CAST({ident(TRX_ID)} AS HUGEINT) * {ORDER_SHIFT} + {ident(TRX_SEQ)}"
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,11 @@ class MergePolicy(Protocol):
     def latest_order(self) -> list[str] | None:
         """The columns putting each key's latest entry first, each descending with NULLs last,
         or None when the latest entry is the newest by ``trx_id``, ``trx_seq``."""
+        ...
+
+    def aggregates(self) -> tuple[tuple[str, str, str], ...]:
+        """``(column, function, SQL type)`` of each measure an :data:`AGGREGATED` policy merges
+        its entries with (``sum``, ``count``, ``min``, ``max``, ...); empty for other policies."""
         ...
 
     def merge_sql(self, context: MergeContext) -> str:

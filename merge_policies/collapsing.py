@@ -19,10 +19,11 @@ from typing import Any
 
 import pyarrow as pa
 
-from ledger.live import negative_zero_flags
 from ledger.log.entries import TableConfig
 from ledger.schema import DML_TYPE, TRX_ID, TRX_SEQ, TableSchema
 from ledger.sql import ident, idents
+from ledger.sql.live import negative_zero_flags
+from ledger.sql.names import ORDER_SHIFT
 from merge_policies.base import ENTRY_ORDER, SIGNED, MergeContext, check_options
 
 NAME = "collapsing"
@@ -31,7 +32,7 @@ NAME = "collapsing"
 @dataclass(frozen=True)
 class CollapsingPolicy:
     name: str = NAME
-    float_columns: tuple[str, ...] = ()  # grouped with their sign of zero (ledger.live)
+    float_columns: tuple[str, ...] = ()  # grouped with their sign of zero (ledger.sql.live)
 
     @property
     def visible_rows(self) -> str:
@@ -57,6 +58,9 @@ class CollapsingPolicy:
 
     def check_against_files(self, files: pa.Schema) -> None:
         return None  # its query returns the merged entries' own columns
+
+    def aggregates(self) -> tuple[tuple[str, str, str], ...]:
+        return ()
 
     def merge_sql(self, context: MergeContext) -> str:
         keys = idents(list(context.key_columns))
@@ -90,8 +94,8 @@ kept AS (
 SELECT {columns} FROM {src} ANTI JOIN marked_keys USING ({keys})
 UNION ALL
 SELECT {values},
-    CAST(__entry.o // 4294967296 AS BIGINT) AS {trx},
-    CAST(__entry.o % 4294967296 AS INTEGER) AS {seq},
+    CAST(__entry.o // {ORDER_SHIFT} AS BIGINT) AS {trx},
+    CAST(__entry.o % {ORDER_SHIFT} AS INTEGER) AS {seq},
     CAST(__entry.d AS TINYINT) AS {dml}
 FROM kept
 """

@@ -65,6 +65,9 @@ class CustomPolicy:
         columns, in types that convert to theirs (no data is read)."""
         check_query(self.sql, files, "custom merge query")
 
+    def aggregates(self) -> tuple[tuple[str, str, str], ...]:
+        return ()
+
     def merge_sql(self, context: MergeContext) -> str:
         if context.source != SOURCE:
             raise InvalidArgumentError(

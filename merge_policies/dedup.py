@@ -59,6 +59,9 @@ class DedupPolicy:
     def check_against_files(self, files: pa.Schema) -> None:
         return None  # its query returns the merged entries' own columns
 
+    def aggregates(self) -> tuple[tuple[str, str, str], ...]:
+        return ()
+
     def merge_sql(self, context: MergeContext) -> str:
         partition = idents(self.repeat_partition(context.key_columns))
         return (

@@ -78,6 +78,9 @@ class ReplacingPolicy:
     def check_against_files(self, files: pa.Schema) -> None:
         return None  # its query returns the merged entries' own columns
 
+    def aggregates(self) -> tuple[tuple[str, str, str], ...]:
+        return ()
+
     def merge_sql(self, context: MergeContext) -> str:
         keys = idents(list(context.key_columns))
         columns = idents(list(context.columns))

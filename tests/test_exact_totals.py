@@ -21,9 +21,9 @@ from sqlglot import exp
 
 import ledger
 import views
+from ledger.sql.decimals import average_scale, decimal_average
 from tests.conftest import Location
 from tests.support.scratch import scratch_dir
-from views.queries import _decimal_average, average_scale
 
 SCHEMA = {"k": "BIGINT", "d": "DECIMAL(12,2)", "x": "DOUBLE"}
 KEYS = st.integers(0, 4)
@@ -191,7 +191,7 @@ def test_the_decimal_average_is_the_quotient_rounded_half_away_from_zero_for_any
     total_sql = exp.cast(
         exp.Literal.string(str(total)), exp.DataType.build(f"DECIMAL(38, {scale})")
     )
-    average = _decimal_average(
+    average = decimal_average(
         total_sql, exp.Literal.number(count), scale, exp.DataType.build("HUGEINT")
     )
     con = duckdb.connect()

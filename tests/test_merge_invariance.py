@@ -54,9 +54,9 @@ from hypothesis import strategies as st
 import ledger
 from ledger.engines import duckdb as engine
 from ledger.errors import StaleVersionError, UnmatchedDeleteMarkError
-from ledger.live import expand_sql, live_entries_sql
 from ledger.maintenance import merge as merging
 from ledger.schema import ROW_ID
+from ledger.sql.live import expand_sql, live_entries_sql
 from tests.conftest import examples
 from tests.support.ledger_reads import policy_answer, raw_entries, sign_sums
 from tests.support.scratch import scratch_dir

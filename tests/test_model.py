@@ -323,6 +323,8 @@ class LedgerMachine(RuleBasedStateMachine):
         else:  # a key without rows
             free = sorted(set(range(8)) - {r["k"] for r in rows})
             bad = {"k": data.draw(st.sampled_from(free)), "a": None, "s": "x"}
+        # An insertion of the batch carrying the bad mark's values is what the mark cancels.
+        insertions = [r for r in insertions if {"a": None, "s": None, **r} != bad]
         entries = [{**m, "dml_type": -1} for m in [*marks, bad]]
         entries += [{"a": None, "s": None, **r, "dml_type": 1} for r in insertions]
         version = self.table.refresh().version

@@ -38,13 +38,13 @@ import views
 from ledger.engines import duckdb as engine
 from ledger.errors import StaleVersionError
 from ledger.maintenance import merge as merging
+from ledger.reads.files import split_isolated
 from ledger.schema import ROW_ID
 from ledger.sql import ident
 from tests.conftest import examples
 from tests.support.ledger_reads import policy_answer, sign_sums
 from tests.support.maintenance import POLICIES
 from tests.support.view_oracle import InPlaceTable, assert_same_rows, plain_totals
-from views.files import split_isolated
 
 SCHEMA = {"k": "BIGINT", "x": "DOUBLE", "d": "DECIMAL(18,2)", "s": "VARCHAR", "n": "BIGINT"}
 

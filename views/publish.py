@@ -50,15 +50,18 @@ from ledger.errors import (
     SnapshotNotFoundError,
 )
 from ledger.pruning import prune_by_keys
+from ledger.reads.visible import visible
 from ledger.rollup import Rollup
 from ledger.schema import ROW_ID
 from ledger.snapshot import Snapshot
 from ledger.sql import ident, idents
+from ledger.sql.dialects import DIALECTS
+from ledger.sql.names import ACTION
+from ledger.sql.spec import TableSpec
+from ledger.sql.trees import Sources, render
+from ledger.sql.visible import visible as visible_tree
 from ledger.table import Table
 from ledger.writer import file_schema
-from views import queries
-from views.reading import DUCKDB, visible
-from views.spec import TableSpec
 
 if TYPE_CHECKING:
     import duckdb
@@ -67,7 +70,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 APP_PREFIX = "ledger:"  # app id of the Delta application transaction: ledger:<table uuid>
-ACTION = "__ledger_action"  # the merge source's tag column (user columns cannot start so)
 DELETE = "delete"
 INSERT = "insert"
 TARGET_ALIAS = "target"
@@ -340,9 +342,9 @@ def _source_table(source: Any) -> Table:
 
 
 def _repeats_cross_keys(spec: TableSpec) -> bool:
-    """Dedup tables with their own dedup key: an entry of one key can be a repeat of another
-    key's entry, so a key's rows depend on entries of other keys."""
-    return spec.policy.name == "dedup" and spec.option("dedup_key") is not None
+    """Whether an entry of one key can be a repeat of another key's entry (dedup tables with
+    their own dedup key), so that a key's rows depend on entries of other keys."""
+    return not spec.policy.keys_independent
 
 
 def published_schema(spec: TableSpec) -> pa.Schema:
@@ -391,7 +393,7 @@ def _delta_type(name: str, data_type: pa.DataType) -> str:
 def _all_rows(
     con: duckdb.DuckDBPyConnection, snap: Snapshot, spec: TableSpec, schema: pa.Schema
 ) -> pa.Table:
-    relation = visible(snap, system_columns=spec.generated_row_id, con=con)
+    relation = visible(snap, con, system_columns=spec.generated_row_id)
     name = engine.bind_relations(con, {"rows": relation})["rows"]
     rows = con.sql(f"SELECT {idents(schema.names)} FROM {ident(name)}").to_arrow_table()
     return rows.cast(schema)
@@ -441,10 +443,11 @@ def _rows_of_keys(
                 )
             },
         )["wanted"]
-    query = queries.visible(
-        spec, DUCKDB, queries.Sources(entries=source), system_columns=spec.generated_row_id
+    duckdb_dialect = DIALECTS["duckdb"]
+    query = visible_tree(
+        spec, duckdb_dialect, Sources(entries=source), system_columns=spec.generated_row_id
     )
-    shown = engine.bind_relations(con, {"rows": con.sql(queries.render(query, DUCKDB))})["rows"]
+    shown = engine.bind_relations(con, {"rows": con.sql(render(query, duckdb_dialect))})["rows"]
     sql = f"SELECT {idents(schema.names)} FROM {ident(shown)}"
     if not by_key:
         sql += f" SEMI JOIN {ident(names['keys'])} USING ({using})"

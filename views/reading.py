@@ -9,34 +9,31 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from ledger.changes import change_set
 from ledger.engines import duckdb as engine
-from ledger.errors import InvalidArgumentError, MissingKeyError, UnknownColumnError
-from ledger.log.entries import FileMarker
-from ledger.log.table_log import TableLog
-from ledger.pruning import prune_by_keys
+from ledger.errors import InvalidArgumentError
+from ledger.reads import changes as change_reads
+from ledger.reads import history as history_reads
+from ledger.reads import totals as total_reads
+from ledger.reads import visible as visible_reads
+from ledger.reads.history import HistoryRequest
 from ledger.rollup import Rollup
 from ledger.snapshot import PartitionFilter, Snapshot
-from ledger.sql import ident
+from ledger.sql.changes import changes as changes_tree
+from ledger.sql.dialects import dialect_named
+from ledger.sql.spec import TableSpec
+from ledger.sql.totals import check_totals_request
+from ledger.sql.totals import totals as totals_tree
+from ledger.sql.trees import Sources, render
+from ledger.sql.visible import visible as visible_tree
 from ledger.table import Table
-from ledger.writer import file_schema
-from views import queries
-from views.dialects import DIALECTS, dialect_named
-from views.files import insertions_only, split_isolated
-from views.spec import TableSpec
 
 if TYPE_CHECKING:
     import duckdb
 
-DUCKDB = DIALECTS["duckdb"]
-# Policies whose entries never repeat across files in a way only a key-wide pass can see.
-_ISOLATION_POLICIES = ("collapsing", "custom", "replacing", "dedup")
-_UNWEIGHTED_POLICIES = ("collapsing", "custom")
 KINDS = ("visible", "totals", "changes")
 
 
@@ -85,27 +82,9 @@ def visible(
     >>> views.visible(accounts, version=12).fetchall()                     # doctest: +SKIP
     """
     snap = _snapshot(table, version, timestamp)
-    spec = TableSpec.of(snap.state)
-    connection = _connection(con)
-    markers = snap.markers(partitions)
-    isolated: list[Any] = []
-    if _isolation_allowed(spec):
-        key_types = [_key_type(snap, k) for k in spec.key_columns]
-        isolated, markers = split_isolated(markers, key_types)
-    schema = file_schema(snap.state.schema, snap.state.config)
-    relations = {"entries": engine.scan_files(connection, snap.store, snap.prefix, markers, schema)}
-    if isolated:
-        relations["isolated"] = engine.scan_files(
-            connection, snap.store, snap.prefix, isolated, schema
-        )
-    names = engine.bind_relations(connection, relations)
-    query = queries.visible(
-        spec,
-        DUCKDB,
-        queries.Sources(entries=names["entries"], isolated=names.get("isolated")),
-        system_columns=system_columns,
+    return visible_reads.visible(
+        snap, _connection(con), partitions=partitions, system_columns=system_columns
     )
-    return connection.sql(queries.render(query, DUCKDB))
 
 
 def rows(
@@ -125,50 +104,7 @@ def rows(
     >>> views.rows(accounts, where="amount > 0", columns=["account"])       # doctest: +SKIP
     """
     snap = _snapshot(table, version, timestamp)
-    spec = TableSpec.of(snap.state)
-    chosen = _chosen_columns(spec, columns)
-    condition = queries.parse_predicate(spec, DUCKDB, where)
-    if condition is not None:
-        engine.check_condition(
-            snap.state.schema.arrow(), queries.render(condition, DUCKDB), shown=where
-        )
-    connection = engine.connect()
-    try:
-        relation = visible(snap, partitions=partitions, con=connection)
-        if condition is not None:
-            relation = relation.filter(queries.render(condition, DUCKDB))
-        relation = relation.project(", ".join(ident(c) for c in chosen))
-        with engine.storage_errors(f"reading {snap.name!r}"):
-            return relation.to_arrow_table()
-    finally:
-        connection.close()
-
-
-def _chosen_columns(spec: TableSpec, columns: Sequence[str] | str | None) -> list[str]:
-    if columns is None:
-        return list(spec.columns)
-    chosen = [columns] if isinstance(columns, str) else columns
-    if not isinstance(chosen, Sequence) or not all(isinstance(c, str) for c in chosen):
-        raise InvalidArgumentError(f"columns must be a list of column names, not {columns!r}")
-    if not chosen:
-        raise InvalidArgumentError("columns names no column; pass None for every column")
-    unknown = [c for c in chosen if c not in spec.columns]
-    if unknown:
-        raise UnknownColumnError(
-            f"columns {unknown} are not columns of the table (columns: {list(spec.columns)})"
-        )
-    if len(set(chosen)) != len(chosen):
-        raise InvalidArgumentError(f"columns repeats a column: {list(chosen)}")
-    return list(chosen)
-
-
-def _isolation_allowed(spec: TableSpec) -> bool:
-    # A dedup key other than the table key can repeat across files with disjoint key ranges.
-    return spec.policy.name in _ISOLATION_POLICIES and spec.option("dedup_key") is None
-
-
-def _key_type(snap: Snapshot, column: str) -> pa.DataType:
-    return file_schema(snap.state.schema, snap.state.config).field(column).type
+    return visible_reads.rows(snap, where=where, columns=columns, partitions=partitions)
 
 
 def totals(
@@ -193,57 +129,14 @@ def totals(
     >>> views.totals(metrics, by=["device_id"], avg=["temperature"]).fetchall()  # doctest: +SKIP
     """
     snap = _snapshot(table, version, timestamp)
-    spec = TableSpec.of(snap.state)
-    request = queries.check_totals_request(spec, DUCKDB, by, sum, count, avg, where)
+    request = check_totals_request(TableSpec.of(snap.state), by, sum, count, avg, where)
     if request.where is not None:
         engine.check_condition(
-            snap.state.schema.arrow(), queries.render(request.where, DUCKDB), shown=where
+            snap.state.schema.arrow(),
+            render(request.where, visible_reads.DUCKDB),
+            shown=where,
         )
-    connection = _connection(con)
-    markers = snap.markers(partitions)
-    schema = file_schema(snap.state.schema, snap.state.config)
-    plain: list[Any] = []
-    if spec.policy.name in _UNWEIGHTED_POLICIES:
-        plain = [m for m in markers if insertions_only(m)]
-        markers = [m for m in markers if not insertions_only(m)]
-    relations = {"entries": engine.scan_files(connection, snap.store, snap.prefix, markers, schema)}
-    if plain:
-        relations["insertions"] = engine.scan_files(
-            connection, snap.store, snap.prefix, plain, schema
-        )
-    names = engine.bind_relations(connection, relations)
-    sources = queries.Sources(entries=names["entries"], insertions=names.get("insertions"))
-    non_finite = _non_finite_marks(connection, spec, request, names["entries"], markers)
-    query = queries.totals(spec, DUCKDB, sources, request, non_finite_marks=non_finite)
-    return connection.sql(queries.render(query, DUCKDB))
-
-
-def _non_finite_marks(
-    connection: duckdb.DuckDBPyConnection,
-    spec: TableSpec,
-    request: queries.TotalsRequest,
-    entries: str,
-    markers: Sequence[Any],
-) -> set[str]:
-    """The measured FLOAT/DOUBLE columns with NaN or an infinity in a delete mark (only files
-    holding marks are read): the only ones whose weighted sum needs the slower exact form."""
-    measured = [
-        c
-        for c in dict.fromkeys([*request.sums, *request.avgs])
-        if pa.types.is_floating(spec.type_of(c))
-    ]
-    if not measured or spec.policy.name in ("replacing", "aggregating"):
-        return set()
-    if all(insertions_only(m) for m in markers):
-        return set()
-    # Positive tests in a CASE only: DuckDB folds isnan() and NOT through Parquet statistics.
-    probes = ", ".join(
-        f"max(CASE WHEN dml_type = 1 THEN 0 WHEN {q} - {q} = 0 THEN 0 WHEN {q} IS NULL THEN 0 "
-        "ELSE 1 END)"
-        for q in (ident(c) for c in measured)
-    )
-    [found] = connection.sql(f"SELECT {probes} FROM {ident(entries)}").fetchall()
-    return {c for c, flag in zip(measured, found, strict=True) if flag}
+    return total_reads.totals(snap, _connection(con), request, partitions=partitions)
 
 
 def history(
@@ -265,45 +158,7 @@ def history(
     >>> views.history(accounts, "A-1").fetchall()                           # doctest: +SKIP
     """
     request = history_request(table, key, version=version, timestamp=timestamp)
-    snap = request.snapshot
-    connection = _connection(con)
-    names = engine.bind_relations(
-        connection,
-        {
-            "entries": engine.scan_files(
-                connection, snap.store, snap.prefix, request.files, request.file_schema
-            ),
-            "keys": connection.from_arrow(request.keys),
-            "commits": connection.from_arrow(request.commits),
-        },
-    )
-    return connection.sql(
-        request.sql(
-            "duckdb", entries=names["entries"], keys=names["keys"], commits=names["commits"]
-        )
-    )
-
-
-@dataclass(frozen=True)
-class HistoryRequest:
-    """What a key history reads, for any engine: the files that may hold the keys (pruned by
-    their key ranges), the keys as a table, and each transaction's commit version and time."""
-
-    snapshot: Snapshot
-    files: list[FileMarker]
-    keys: pa.Table
-    commits: pa.Table
-
-    @property
-    def file_schema(self) -> pa.Schema:
-        return file_schema(self.snapshot.state.schema, self.snapshot.state.config)
-
-    def sql(self, dialect: str, *, entries: str, keys: str, commits: str) -> str:
-        """The history query in ``dialect`` over relations of the files' entries, the keys
-        and the commits, named ``entries``, ``keys`` and ``commits``."""
-        spec = TableSpec.of(self.snapshot.state)
-        query = queries.history(spec, entries, keys, commits)
-        return queries.render(query, dialect_named(dialect))
+    return history_reads.history(request, _connection(con))
 
 
 def history_request(
@@ -314,81 +169,7 @@ def history_request(
     timestamp: dt.datetime | int | None = None,
 ) -> HistoryRequest:
     """The inputs of :func:`history` (which engines other than DuckDB run themselves)."""
-    snap = _snapshot(table, version, timestamp)
-    spec = TableSpec.of(snap.state)
-    keys = _key_rows(snap, spec, key)
-    files = prune_by_keys(snap.markers(), keys, spec.key_columns)
-    return HistoryRequest(snap, list(files), keys, _commit_times(snap))
-
-
-def _key_rows(snap: Snapshot, spec: TableSpec, key: Any) -> pa.Table:
-    columns = list(spec.key_columns)
-    keys = key if isinstance(key, list) else [key]
-    if not keys:
-        raise InvalidArgumentError("history needs a key (or a non-empty list of keys)")
-    rows = []
-    for one in keys:
-        values = one.values() if isinstance(one, dict) else one if isinstance(one, tuple) else [one]
-        if any(v is None for v in values):
-            raise MissingKeyError(f"key {one!r} holds NULL; keys are never NULL")
-        if isinstance(one, dict):
-            unknown = sorted(set(one) - set(columns))
-            if unknown:
-                raise UnknownColumnError(f"{unknown} are not key columns (the key is {columns})")
-            if set(one) != set(columns):
-                raise MissingKeyError(f"a key gives every key column {columns}; got {sorted(one)}")
-            rows.append(one)
-        elif isinstance(one, tuple):
-            if len(one) != len(columns):
-                raise MissingKeyError(f"a key tuple has {len(columns)} values {columns}; got {one}")
-            rows.append(dict(zip(columns, one, strict=True)))
-        elif len(columns) == 1:
-            rows.append({columns[0]: one})
-        else:
-            raise InvalidArgumentError(
-                f"the key has {len(columns)} columns {columns}: pass a tuple or a dict"
-            )
-    schema = file_schema(snap.state.schema, snap.state.config)
-    key_schema = pa.schema([schema.field(c) for c in columns])
-    try:
-        rows = [{c: _key_value(v, key_schema.field(c).type) for c, v in r.items()} for r in rows]
-        table = pa.Table.from_pylist(rows, schema=key_schema)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as e:
-        raise InvalidArgumentError(
-            f"key {key!r} does not fit the key columns {key_schema}: {e}"
-        ) from e
-    return table
-
-
-def _key_value(value: Any, kind: pa.DataType) -> Any:
-    """A key value as given, or ISO text for a DATE or TIMESTAMP key column read as one
-    (``views.history(probes, (17, "2026-11-02 10:00:00"))``)."""
-    if not isinstance(value, str):
-        return value
-    if pa.types.is_timestamp(kind):
-        return dt.datetime.fromisoformat(value)
-    if pa.types.is_date(kind):
-        return dt.date.fromisoformat(value)
-    return value
-
-
-def _commit_times(snap: Snapshot) -> pa.Table:
-    """``trx_id`` -> commit version and time of every transaction commit of the snapshot's
-    table still in the log, up to the snapshot's version (a Snapshot reads its table's log as
-    a Table does)."""
-    log = TableLog(snap.store, snap.prefix, snap.name)
-    listing = log.listing()
-    entries = log.read_many([k for v, k in sorted(listing.commits.items()) if v <= snap.version])
-    records = [e for e in entries if e.trx_id is not None]
-    return pa.table(
-        {
-            "trx_id": pa.array([e.trx_id for e in records], pa.int64()),
-            queries.COMMIT_VERSION: pa.array([e.version for e in records], pa.int64()),
-            queries.COMMIT_TIMESTAMP: pa.array([e.timestamp_ms for e in records], pa.int64()).cast(
-                pa.timestamp("ms", "UTC")
-            ),
-        }
-    )
+    return history_reads.history_request(_snapshot(table, version, timestamp), key)
 
 
 def changes(
@@ -408,16 +189,7 @@ def changes(
     """
     if isinstance(table, Snapshot):
         raise InvalidArgumentError("changes read a Table (its log), not a snapshot")
-    table = _table(table)
-    found = change_set(table, since_version, until_version)
-    snap = table.snapshot(found.until)
-    spec = TableSpec.of(snap.state)
-    connection = _connection(con)
-    schema = file_schema(snap.state.schema, snap.state.config)
-    entries = engine.change_entries(connection, snap.store, snap.prefix, found, schema)
-    names = engine.bind_relations(connection, {"entries": entries})
-    query = queries.changes(spec, queries.Sources(entries=names["entries"]))
-    return connection.sql(queries.render(query, DUCKDB))
+    return change_reads.changes(_table(table), since_version, until_version, _connection(con))
 
 
 def sql(
@@ -443,14 +215,14 @@ def sql(
     target = dialect_named(dialect)
     snap = _snapshot(table, None, None)
     spec = TableSpec.of(snap.state)
-    sources = queries.Sources(entries=source if source is not None else snap.name)
+    sources = Sources(entries=source if source is not None else snap.name)
     if kind == "visible":
-        query = queries.visible(spec, target, sources, system_columns=system_columns)
+        query = visible_tree(spec, target, sources, system_columns=system_columns)
     elif kind == "totals":
-        request = queries.check_totals_request(spec, target, by, sum, count, avg, where)
-        query = queries.totals(spec, target, sources, request)
+        request = check_totals_request(spec, by, sum, count, avg, where)
+        query = totals_tree(spec, target, sources, request)
     elif kind == "changes":
-        query = queries.changes(spec, sources)
+        query = changes_tree(spec, sources)
     else:
         raise InvalidArgumentError(f"unknown view kind {kind!r}; choose one of {list(KINDS)}")
-    return queries.render(query, target)
+    return render(query, target)

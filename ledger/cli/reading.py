@@ -15,11 +15,10 @@ from ledger.cli.parsing import point_in_time
 from ledger.cli.session import Session, pass_session
 from ledger.errors import UnsafePredicateError
 from ledger.sql import ident
+from ledger.sql.predicates import parse_predicate
+from ledger.sql.spec import TableSpec
 from ledger.sql_guard import check_expression
 from ledger.table import Table
-from views.dialects import DIALECTS
-from views.queries import parse_predicate
-from views.spec import TableSpec
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -84,7 +83,7 @@ def show(
 
 def _checked_predicate(state: Any, where: str) -> str:
     """The predicate rendered from its checked tree (never the caller's text)."""
-    tree = parse_predicate(TableSpec.of(state), DIALECTS["duckdb"], where)
+    tree = parse_predicate(TableSpec.of(state), where)
     assert tree is not None
     check_expression(tree, where, "where", UnsafePredicateError)
     return str(tree.sql(dialect="duckdb"))

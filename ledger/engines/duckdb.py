@@ -18,16 +18,16 @@ import pyarrow.dataset as pads
 
 from ledger.changes import ChangeSet
 from ledger.errors import InvalidPredicateError, MalformedSourceError, StorageError
-from ledger.live import (
+from ledger.log.entries import FileMarker
+from ledger.schema import DML_TYPE, TRX_ID, TRX_SEQ
+from ledger.sql import ident, idents
+from ledger.sql.live import (
     expand_sql,
     latest_entries_sql,
     live_entries_sql,
     unmatched_marks_sql,
     visible_rows_sql,
 )
-from ledger.log.entries import FileMarker
-from ledger.schema import DML_TYPE, TRX_ID, TRX_SEQ
-from ledger.sql import ident, idents
 from ledger.storage import Store
 
 DuckDBConnection = duckdb.DuckDBPyConnection

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import pyarrow as pa
 
@@ -41,6 +40,3 @@ class TableSpec:
 
     def type_of(self, column: str) -> pa.DataType:
         return self.types[self.columns.index(column)]
-
-    def option(self, name: str) -> Any:
-        return getattr(self.policy, name, None)

@@ -1,0 +1,214 @@
+"""Live entries: what the ledger holds for a key once opposite entries cancel out.
+
+Entries of a key that carry the same values cancel by sign: an insertion and a later delete mark
+with equal values sum to zero. The *live entries* of a key are its distinct value tuples whose
+signs sum above zero, each as many times as that sum. The *visible row* of a key is the live
+entry inserted last (by ``trx_id``, ``trx_seq``). Read-modify-write operations cancel every live
+entry of a key, so sums over the raw ledger stay exact.
+
+The trees here are shared with the visible view (:mod:`ledger.sql.visible`); the ``*_sql``
+functions render them for DuckDB, which runs read-modify-write and collapsing merges.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlglot import exp
+
+from ledger.sql.dialects import DIALECTS, Dialect
+from ledger.sql.names import DML_TYPE, EXCESS, NET, ORDER, SIGN
+from ledger.sql.trees import (
+    alias,
+    col,
+    cols,
+    dml,
+    entry_order,
+    first_per,
+    from_text,
+    is_insertion,
+    number,
+    order_from_text,
+    render,
+    using,
+)
+
+DUCKDB = DIALECTS["duckdb"]
+NEGATIVE_ZERO = "__ledger_negative_zero_"  # + the index of a FLOAT/DOUBLE value column
+
+
+# --- trees ----------------------------------------------------------------------------------------
+
+
+def zero_sign_flags(float_columns: Sequence[str]) -> list[tuple[str, str, exp.Expr]]:
+    """Per FLOAT/DOUBLE column: (column, flag name, whether it holds -0.0; atan2 keeps the sign
+    of a zero). Grouped next to the values: SQL compares -0.0 equal to 0.0, so grouping by the
+    value alone would merge the two and show whichever came first (a visible 0.0 could come
+    back as -0.0)."""
+    flags: list[tuple[str, str, exp.Expr]] = []
+    for i, column in enumerate(float_columns):
+        sign = exp.Anonymous(this="ATAN2", expressions=[col(column), number(-1)])
+        negative_zero = exp.and_(
+            exp.EQ(this=col(column), expression=number(0)),
+            exp.LT(this=sign, expression=number(0)),
+        )
+        flags.append((column, f"{NEGATIVE_ZERO}{i}", exp.paren(negative_zero, copy=False)))
+    return flags
+
+
+def live_entries(
+    value_columns: Sequence[str],
+    float_columns: Sequence[str],
+    dialect: Dialect,
+    *,
+    net_type: str | None = None,
+) -> exp.Select:
+    """Distinct live value tuples with their multiplicity (``NET``) and the order of their
+    latest insertion (``ORDER``); the caller adds the FROM."""
+    flags = zero_sign_flags(float_columns)
+    net: exp.Expr = exp.Sum(this=dml())
+    if net_type is not None:
+        net = exp.cast(net, net_type)
+    order = exp.Max(this=exp.Case().when(is_insertion(), entry_order(dialect)))
+    return (
+        exp.select(
+            *cols(value_columns),
+            *(alias(flag, name) for _, name, flag in flags),
+            alias(net, NET),
+            alias(order, ORDER),
+        )
+        .group_by(*cols(value_columns), *(flag.copy() for _, _, flag in flags))
+        .having(exp.GT(this=exp.Sum(this=dml()), expression=number(0)))
+    )
+
+
+def latest_live_rows(
+    live: exp.Expr,
+    key_columns: Sequence[str],
+    picked_columns: Sequence[str],
+    float_columns: Sequence[str],
+    extra: Sequence[exp.Expr] = (),
+) -> exp.Select:
+    """The latest live row of each key from a relation made by :func:`live_entries` (with the
+    same ``float_columns``): ``picked_columns`` and ``extra``."""
+    # Engines may pick the latest row through a sort that drops the sign of a zero (DuckDB's
+    # arg_max), so the sign is put back from the group's flag.
+    signed = {column: name for column, name, _ in zero_sign_flags(float_columns)}
+    picked = [
+        alias(
+            exp.If(this=col(signed[c]), true=exp.Neg(this=exp.Abs(this=col(c))), false=col(c)),
+            c,
+        )
+        if c in signed
+        else col(c)
+        for c in picked_columns
+    ]
+    return first_per(
+        exp.select(*picked, *extra).from_(live),
+        key_columns,
+        [exp.Ordered(this=col(ORDER), desc=True, nulls_first=False)],
+    )
+
+
+def latest_version_rows(
+    source: exp.Expr,
+    key_columns: Sequence[str],
+    shown: Sequence[str],
+    latest_first: list[exp.Ordered],
+) -> exp.Select:
+    """Replacing semantics: ``shown`` of the latest entry of each key (by ``latest_first``),
+    unless it is a delete mark."""
+    latest = first_per(
+        exp.select(*cols(shown), col(DML_TYPE)).from_(source),
+        key_columns,
+        latest_first,
+    )
+    return exp.select(*cols(shown)).from_(exp.paren(latest, copy=False)).where(is_insertion())
+
+
+# --- DuckDB text ----------------------------------------------------------------------------------
+
+
+def negative_zero_flags(float_columns: Sequence[str]) -> list[str]:
+    """The flags of :func:`zero_sign_flags` as DuckDB select items (``... AS name``)."""
+    return [render(alias(flag, name), DUCKDB) for _, name, flag in zero_sign_flags(float_columns)]
+
+
+def live_entries_sql(
+    source: str, value_columns: Sequence[str], float_columns: Sequence[str] = ()
+) -> str:
+    """Distinct live value tuples of ``source`` with their multiplicity and insertion order
+    (``float_columns``: the FLOAT/DOUBLE ones, whose -0.0 and 0.0 stay apart)."""
+    query = live_entries(value_columns, float_columns, DUCKDB, net_type="BIGINT")
+    return render(query.from_(from_text(source, DUCKDB)), DUCKDB)
+
+
+def latest_entries_sql(
+    source: str, key_columns: Sequence[str], value_columns: Sequence[str], latest_first: str
+) -> str:
+    """For replacing tables: the latest entry of each key (by ``latest_first``, an ORDER BY),
+    kept only when it is an insertion, in the shape of :func:`live_entries_sql` (one live entry
+    per key, which is both the visible row and the entry an update cancels)."""
+    query = latest_version_rows(
+        from_text(source, DUCKDB),
+        key_columns,
+        value_columns,
+        order_from_text(latest_first, DUCKDB),
+    )
+    wide = exp.DataType.build(DUCKDB.order_type, dialect=DUCKDB.name)
+    query = query.select(
+        alias(exp.cast(number(1), "BIGINT"), NET), alias(exp.cast(number(0), wide), ORDER)
+    )
+    return render(query, DUCKDB)
+
+
+def visible_rows_sql(
+    live: str,
+    key_columns: Sequence[str],
+    value_columns: Sequence[str],
+    float_columns: Sequence[str] = (),
+) -> str:
+    """The latest live row of each key, from a relation made by :func:`live_entries_sql` (with
+    the same ``float_columns``)."""
+    query = latest_live_rows(from_text(live, DUCKDB), key_columns, value_columns, float_columns)
+    return render(query, DUCKDB)
+
+
+def expand_sql(live: str, value_columns: Sequence[str]) -> str:
+    """One row per live entry: each tuple repeated by its multiplicity."""
+    repeated = exp.Unnest(expressions=[exp.Anonymous(this="range", expressions=[col(NET)])])
+    inner = exp.select(*cols(value_columns), alias(repeated, "__i")).from_(from_text(live, DUCKDB))
+    query = exp.select(*cols(value_columns)).from_(exp.paren(inner, copy=False))
+    return render(query, DUCKDB)
+
+
+def unmatched_marks_sql(
+    live: str, incoming: str, key_columns: Sequence[str], value_columns: Sequence[str]
+) -> str:
+    """The value tuples that the delete marks of ``incoming`` (entries with their
+    ``dml_type``) would cancel more often than they are live: in ``live`` (one row per live
+    entry, as :func:`expand_sql` gives) or inserted by ``incoming`` itself. ``EXCESS`` says by
+    how many. Grouping is the same as :func:`live_entries_sql`'s, so "equal values" means the
+    same here as in every read."""
+    marked = (
+        exp.select(*cols(key_columns))
+        .from_(from_text(incoming, DUCKDB))
+        .where(exp.EQ(this=dml(), expression=number(-1)))
+    )
+    as_live = exp.select(*cols(value_columns), alias(number(1), SIGN)).from_(
+        from_text(live, DUCKDB)
+    )
+    as_incoming = (
+        exp.select(*cols(value_columns), alias(exp.cast(dml(), "INTEGER"), SIGN))
+        .from_(from_text(incoming, DUCKDB))
+        .join(exp.paren(marked, copy=False), using=using(key_columns), join_type="semi")
+    )
+    signs = exp.union(as_live, as_incoming, distinct=False)
+    excess = exp.cast(exp.Neg(this=exp.Sum(this=col(SIGN))), "BIGINT")
+    query = (
+        exp.select(*cols(value_columns), alias(excess, EXCESS))
+        .from_(exp.paren(signs, copy=False))
+        .group_by(*cols(value_columns))
+        .having(exp.LT(this=exp.Sum(this=col(SIGN)), expression=number(0)))
+    )
+    return render(query, DUCKDB)

@@ -1,0 +1,360 @@
+"""Sign-weighted totals as a tree: COUNT, SUM and AVG per group, equal to the same aggregates
+over the visible rows, computed from the raw ledger."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+from sqlglot import exp
+
+from ledger.errors import InvalidArgumentError, UnknownColumnError
+from ledger.sql.decimals import decimal_average, decimal_scales
+from ledger.sql.dialects import Dialect
+from ledger.sql.names import (
+    PART_COUNT,
+    PART_NAN,
+    PART_NEGATIVE_INF,
+    PART_POSITIVE_INF,
+    PART_PRESENT,
+    PART_SUM,
+)
+from ledger.sql.predicates import parse_predicate
+from ledger.sql.spec import TableSpec
+from ledger.sql.trees import (
+    Sources,
+    alias,
+    col,
+    cols,
+    dml,
+    number,
+    relation,
+    weighted_by_sign,
+    with_ctes,
+)
+from ledger.sql.visible import deduplicated, visible
+from merge_policies.base import SIGNED
+
+
+@dataclass(frozen=True)
+class TotalsRequest:
+    """What :func:`totals` computes; output columns are named ``count``, ``sum_<x>``,
+    ``avg_<x>``."""
+
+    by: tuple[str, ...] = ()
+    sums: tuple[str, ...] = ()
+    count: bool = True
+    avgs: tuple[str, ...] = ()
+    where: exp.Expr | None = None
+
+    def output_columns(self) -> list[str]:
+        return [
+            *self.by,
+            *(["count"] if self.count else []),
+            *(f"sum_{c}" for c in self.sums),
+            *(f"avg_{c}" for c in self.avgs),
+        ]
+
+
+def check_totals_request(
+    spec: TableSpec,
+    by: Sequence[str] | str | None,
+    sums: Sequence[str] | str | None,
+    count: bool,
+    avgs: Sequence[str] | str | None,
+    where: str | None,
+) -> TotalsRequest:
+    """Validate a totals request against the table: typed errors before any query runs."""
+    by_, sums_, avgs_ = (_names(x, what) for x, what in ((by, "by"), (sums, "sum"), (avgs, "avg")))
+    for column in (*by_, *sums_, *avgs_):
+        if column not in spec.columns:
+            raise UnknownColumnError(
+                f"totals: {column!r} is not a column of the table (columns: {list(spec.columns)})"
+            )
+    for column in (*sums_, *avgs_):
+        if not _is_numeric(spec, column):
+            raise InvalidArgumentError(
+                f"totals: cannot sum or average {column!r} ({spec.type_of(column)}); choose "
+                "numeric columns"
+            )
+    if not isinstance(count, bool):
+        raise InvalidArgumentError("totals: count must be True or False")
+    if not (count or sums_ or avgs_):
+        raise InvalidArgumentError("totals: ask for at least one of count, sum or avg")
+    names = [*by_, *(["count"] if count else []), *(f"sum_{c}" for c in sums_)]
+    names += [f"avg_{c}" for c in avgs_]
+    if len(set(names)) != len(names):
+        raise InvalidArgumentError(f"totals: output columns {names} repeat a name")
+    return TotalsRequest(by_, sums_, count, avgs_, parse_predicate(spec, where))
+
+
+def _names(value: Sequence[str] | str | None, what: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    if not isinstance(value, Sequence) or not all(isinstance(v, str) for v in value):
+        raise InvalidArgumentError(f"totals: {what} must be a column name or a list of them")
+    return tuple(value)
+
+
+def _is_numeric(spec: TableSpec, column: str) -> bool:
+    data_type = spec.type_of(column)
+    return bool(
+        pa.types.is_integer(data_type)
+        or pa.types.is_floating(data_type)
+        or pa.types.is_decimal(data_type)
+    )
+
+
+def totals(
+    spec: TableSpec,
+    dialect: Dialect,
+    sources: Sources,
+    request: TotalsRequest,
+    *,
+    non_finite_marks: Collection[str] | None = None,
+) -> exp.Query:
+    """SUM, COUNT and AVG per group, equal to the same aggregates over the visible rows.
+
+    Tables whose visible rows are signed (collapsing, dedup and custom) weight every entry by
+    its ``dml_type`` (a delete mark carries the values it cancels): COUNT = sum(dml_type),
+    SUM = sum(dml_type * x), AVG = SUM / sum(dml_type * (x IS NOT NULL)); a SUM over no
+    visible non-NULL value is NULL, as in SQL. Replacing and aggregating tables keep no
+    cancelling marks (a replacement needs none), so their totals aggregate the visible rows.
+
+    A FLOAT/DOUBLE measure whose delete marks may hold NaN or an infinity (all of them unless
+    ``non_finite_marks`` names those that do) is summed over its finite values, with its NaN
+    and infinities counted apart: such a value never cancels by subtraction. Where no mark holds
+    one, the plain weighted sum is already exact (an uncancelled NaN or infinity gives the sum
+    SQL gives).
+    """
+    wide = exp.DataType.build(dialect.order_type, dialect=dialect.name)
+    scales = decimal_scales(spec)
+    if spec.policy.visible_rows != SIGNED:
+        rows = visible(spec, dialect, Sources(entries=sources.entries))
+        return _plain_totals(exp.paren(rows, copy=False), request, scales, wide)
+    ctes: list[tuple[str, exp.Query]] = []
+    entries = deduplicated(spec, sources.entries, ctes)
+    integers = frozenset(c for c in spec.columns if pa.types.is_integer(spec.type_of(c)))
+    floats = frozenset(
+        c
+        for c in spec.columns
+        if pa.types.is_floating(spec.type_of(c))
+        and (non_finite_marks is None or c in non_finite_marks)
+    )
+    parts = [
+        _partial_totals(
+            relation(entries), request, weighted=True, wide=wide, integers=integers, floats=floats
+        )
+    ]
+    if sources.insertions is not None:
+        parts.append(
+            _partial_totals(relation(sources.insertions), request, weighted=False, floats=floats)
+        )
+    combined: exp.Query = parts[0]
+    for part in parts[1:]:
+        combined = exp.union(combined, part, distinct=False)
+    combined_totals = _combine_partials(
+        exp.paren(combined, copy=False), request, floats, scales, wide
+    )
+    return with_ctes(combined_totals, ctes)
+
+
+def _measured(request: TotalsRequest) -> list[str]:
+    return list(dict.fromkeys([*request.sums, *request.avgs]))
+
+
+def _finite(column: str) -> exp.Expr:
+    """Whether a FLOAT/DOUBLE value is finite: x - x = 0 fails for NaN and both infinities."""
+    return exp.EQ(this=exp.Sub(this=col(column), expression=col(column)), expression=number(0))
+
+
+def _special(text: str) -> exp.Expr:
+    """A DOUBLE NaN or infinity ('NaN', 'Infinity', '-Infinity'), spelled alike in each dialect."""
+    return exp.cast(exp.Literal.string(text), "DOUBLE")
+
+
+def _partial_totals(
+    entries: exp.Expr,
+    request: TotalsRequest,
+    *,
+    weighted: bool,
+    wide: exp.DataType | None = None,
+    integers: frozenset[str] = frozenset(),
+    floats: frozenset[str] = frozenset(),
+) -> exp.Select:
+    """Per group: the count, and per measured column its sum and its count of non-NULLs, each
+    weighted by dml_type (or not, over files of insertions only). A FLOAT or DOUBLE column's
+    sum takes its finite values only; its NaN, +inf and -inf values are counted apart."""
+    one: exp.Expr = dml() if weighted else number(1)
+
+    def weigh(value: exp.Expr) -> exp.Expr:
+        return weighted_by_sign(value) if weighted else value
+
+    def counted(condition: exp.Expr) -> exp.Expr:
+        return exp.Sum(this=exp.If(this=condition, true=one.copy(), false=number(0)))
+
+    selected: list[exp.Expr] = [*cols(request.by), alias(exp.Sum(this=one), PART_COUNT)]
+    for i, column in enumerate(_measured(request)):
+        value: exp.Expr = col(column)
+        if weighted and wide is not None and column in integers:
+            # -1 * the smallest integer overflows its type: weigh integers in a wide one.
+            value = exp.cast(value, wide)
+        if column in floats:
+            value = exp.If(this=_finite(column), true=value, false=exp.Null())
+        present = exp.Sum(
+            this=exp.If(
+                this=exp.Is(this=col(column), expression=exp.Null()),
+                true=number(0),
+                false=one.copy(),
+            )
+        )
+        selected += [
+            alias(exp.Sum(this=weigh(value)), f"{PART_SUM}{i}"),
+            alias(present, f"{PART_PRESENT}{i}"),
+        ]
+        if column in floats:
+            # Every test is a positive condition in a CASE: DuckDB folds isnan(), NOT and
+            # range comparisons by Parquet statistics, which leave NaN out (isnan(NaN) and
+            # NOT (NaN - NaN = 0) were read as false).
+            positive = exp.EQ(this=col(column), expression=_special("Infinity"))
+            negative = exp.EQ(this=col(column), expression=_special("-Infinity"))
+            nan = exp.Sum(
+                this=exp.Case()
+                .when(_finite(column), number(0))
+                .when(positive.copy(), number(0))
+                .when(negative.copy(), number(0))
+                .when(exp.Is(this=col(column), expression=exp.Null()), number(0))
+                .else_(one.copy())
+            )
+            selected += [
+                alias(nan, f"{PART_NAN}{i}"),
+                alias(counted(positive), f"{PART_POSITIVE_INF}{i}"),
+                alias(counted(negative), f"{PART_NEGATIVE_INF}{i}"),
+            ]
+    query = exp.select(*selected).from_(entries.copy())
+    if request.where is not None:
+        query = query.where(request.where.copy())
+    if request.by:
+        query = query.group_by(*cols(request.by))
+    return query
+
+
+def _combine_partials(
+    partials: exp.Expr,
+    request: TotalsRequest,
+    floats: frozenset[str] = frozenset(),
+    scales: dict[str, int] | None = None,
+    wide: exp.DataType | None = None,
+) -> exp.Select:
+    count = exp.Coalesce(this=exp.Sum(this=col(PART_COUNT)), expressions=[number(0)])
+    selected: list[exp.Expr] = cols(request.by)
+    if request.count:
+        selected.append(alias(exp.cast(count.copy(), "BIGINT"), "count"))
+    index = {c: i for i, c in enumerate(_measured(request))}
+
+    def total(column: str) -> exp.Expr:
+        """The sum of the visible values: for FLOAT/DOUBLE columns NaN if a visible value is
+        NaN or both infinities are visible, else the visible infinity, else the finite sum."""
+        i = index[column]
+        summed: exp.Expr = exp.Sum(this=col(f"{PART_SUM}{i}"))
+        if column not in floats:
+            return summed
+
+        def visible(name: str) -> exp.Expr:
+            return exp.GT(this=exp.Sum(this=col(f"{name}{i}")), expression=number(0))
+
+        return (
+            exp.Case()
+            .when(
+                exp.or_(
+                    visible(PART_NAN),
+                    exp.and_(visible(PART_POSITIVE_INF), visible(PART_NEGATIVE_INF)),
+                ),
+                _special("NaN"),
+            )
+            .when(visible(PART_POSITIVE_INF), _special("Infinity"))
+            .when(visible(PART_NEGATIVE_INF), _special("-Infinity"))
+            .else_(summed)
+        )
+
+    for column in request.sums:
+        i = index[column]
+        present = exp.Coalesce(
+            this=exp.Sum(this=col(f"{PART_PRESENT}{i}")), expressions=[number(0)]
+        )
+        selected.append(
+            alias(
+                exp.If(
+                    this=exp.EQ(this=present, expression=number(0)),
+                    true=exp.Null(),
+                    false=total(column),
+                ),
+                f"sum_{column}",
+            )
+        )
+    for column in request.avgs:
+        i = index[column]
+        present_values = exp.Sum(this=col(f"{PART_PRESENT}{i}"))
+        if scales and wide is not None and column in scales:
+            average = decimal_average(total(column), present_values, scales[column], wide)
+        else:
+            denominator = exp.Nullif(this=present_values, expression=number(0))
+            average = exp.Div(this=exp.cast(total(column), "DOUBLE"), expression=denominator)
+        selected.append(alias(average, f"avg_{column}"))
+    query = exp.select(*selected).from_(partials)
+    if request.by:
+        # A group whose entries cancel out holds no visible row.
+        query = query.group_by(*cols(request.by)).having(
+            exp.NEQ(this=count.copy(), expression=number(0))
+        )
+    return query
+
+
+def _plain_totals(
+    rows: exp.Expr, request: TotalsRequest, scales: dict[str, int], wide: exp.DataType
+) -> exp.Select:
+    selected: list[exp.Expr] = cols(request.by)
+    if request.count:
+        selected.append(alias(exp.cast(exp.Count(this=exp.Star()), "BIGINT"), "count"))
+    selected += [alias(exp.Sum(this=col(c)), f"sum_{c}") for c in request.sums]
+    for column in request.avgs:
+        if column in scales:
+            present = exp.Count(this=col(column))
+            average = decimal_average(exp.Sum(this=col(column)), present, scales[column], wide)
+        else:
+            average = exp.Avg(this=exp.cast(col(column), "DOUBLE"))
+        selected.append(alias(average, f"avg_{column}"))
+    query = exp.select(*selected).from_(rows)
+    if request.where is not None:
+        query = query.where(request.where.copy())
+    if request.by:
+        query = query.group_by(*cols(request.by))
+    return query
+
+
+def non_finite_marks_probe(entries: str, measured: Sequence[str]) -> exp.Select:
+    """One row: per measured FLOAT/DOUBLE column, 1 if a delete mark of ``entries`` holds NaN
+    or an infinity, else 0 (only those columns need the exact form of :func:`totals`)."""
+    # Positive tests in a CASE only: DuckDB folds isnan() and NOT through Parquet statistics.
+    probes = [
+        exp.Max(
+            this=exp.Case()
+            .when(exp.EQ(this=dml(), expression=number(1)), number(0))
+            .when(_finite(column), number(0))
+            .when(exp.Is(this=col(column), expression=exp.Null()), number(0))
+            .else_(number(1))
+        )
+        for column in measured
+    ]
+    return exp.select(*probes).from_(relation(entries))
+
+
+def measured_floats(spec: TableSpec, request: TotalsRequest) -> list[str]:
+    """The FLOAT/DOUBLE columns a request sums or averages over signed entries (those whose
+    marks may hold values that never cancel)."""
+    if spec.policy.visible_rows != SIGNED:
+        return []
+    return [c for c in _measured(request) if pa.types.is_floating(spec.type_of(c))]

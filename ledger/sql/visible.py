@@ -1,0 +1,181 @@
+"""The visible view as a tree: the latest visible row of every key (docs/views.md says what
+each kind of policy shows)."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+from sqlglot import exp
+
+from ledger.sql.dialects import Dialect
+from ledger.sql.live import latest_live_rows, latest_version_rows, live_entries
+from ledger.sql.names import (
+    CROWDED,
+    DEDUPED,
+    ENTRIES_OF_KEY,
+    KEYED,
+    LIVE,
+    ORDER,
+    ORDER_SHIFT,
+    TRX_ID,
+    TRX_SEQ,
+)
+from ledger.sql.spec import TableSpec
+from ledger.sql.trees import (
+    Sources,
+    alias,
+    col,
+    cols,
+    descending,
+    first_per,
+    is_insertion,
+    number,
+    relation,
+    using,
+    weighted_by_sign,
+    with_ctes,
+)
+from merge_policies.base import AGGREGATED, LATEST_VERSION
+
+
+def visible(
+    spec: TableSpec, dialect: Dialect, sources: Sources, *, system_columns: bool = False
+) -> exp.Query:
+    """The latest visible row of every key (see docs/views.md for each policy's meaning)."""
+    ctes: list[tuple[str, exp.Query]] = []
+    kind = spec.policy.visible_rows
+    if kind == AGGREGATED:
+        return aggregated_rows(spec, sources.entries)
+    if kind == LATEST_VERSION:
+        query: exp.Query = latest_version_rows(
+            relation(sources.entries),
+            spec.key_columns,
+            shown_columns(spec, system_columns),
+            latest_first(spec),
+        )
+    else:
+        entries = deduplicated(spec, sources.entries, ctes)
+        query = _live_rows(spec, dialect, entries, system_columns, ctes)
+    if sources.isolated is not None:
+        shown = shown_columns(spec, system_columns)
+        as_they_are = exp.select(*cols(shown)).from_(relation(sources.isolated))
+        query = exp.union(as_they_are, query, distinct=False)
+    return with_ctes(query, ctes)
+
+
+def shown_columns(spec: TableSpec, system_columns: bool) -> list[str]:
+    """The columns of a visible row: user columns, or with ``system_columns`` the values
+    (``_row_id`` included) and ``trx_id``, ``trx_seq``."""
+    if not system_columns:
+        return list(spec.columns)
+    return [*spec.value_columns, TRX_ID, TRX_SEQ]
+
+
+def latest_first(spec: TableSpec) -> list[exp.Ordered]:
+    """The order putting each key's latest entry first."""
+    return descending(spec.policy.latest_order() or [TRX_ID, TRX_SEQ])
+
+
+def deduplicated(spec: TableSpec, entries: str, ctes: list[tuple[str, exp.Query]]) -> str:
+    """The relation of ``entries`` without repeats, where the policy keeps one entry of
+    repeated ones (the earliest): a common table expression added to ``ctes``."""
+    repeat = spec.policy.repeat_columns(spec.key_columns)
+    if repeat is None:
+        return entries
+    order = [
+        exp.Ordered(this=col(TRX_ID), nulls_first=False),
+        exp.Ordered(this=col(TRX_SEQ), nulls_first=False),
+    ]
+    ctes.append((DEDUPED, first_per(exp.select("*").from_(relation(entries)), repeat, order)))
+    return DEDUPED
+
+
+def _live_rows(
+    spec: TableSpec,
+    dialect: Dialect,
+    entries_name: str,
+    system_columns: bool,
+    ctes: list[tuple[str, exp.Query]],
+) -> exp.Query:
+    """Signed semantics. Keys with a single entry are visible when it is an insertion; the
+    entries of crowded keys (more than one entry) cancel per value tuple by sign, and the live
+    tuple inserted last is the key's row (ledger.sql.live explains why per tuple)."""
+    entries = relation(entries_name)
+    keys = list(spec.key_columns)
+    values = list(spec.value_columns)
+    shown = shown_columns(spec, system_columns)
+    if dialect.crowded_by_window:
+        count = exp.Window(this=exp.Count(this=exp.Star()), partition_by=cols(keys))
+        keyed = exp.select("*", alias(count, ENTRIES_OF_KEY)).from_(entries.copy())
+        ctes.append((KEYED, keyed))
+        alone = exp.EQ(this=col(ENTRIES_OF_KEY), expression=number(1))
+        singles = (
+            exp.select(*cols(shown)).from_(relation(KEYED)).where(exp.and_(alone, is_insertion()))
+        )
+        crowded_entries = (
+            exp.select("*")
+            .from_(relation(KEYED))
+            .where(exp.GT(this=col(ENTRIES_OF_KEY), expression=number(1)))
+        )
+        live = live_entries(values, _floats(spec), dialect).from_(
+            exp.paren(crowded_entries, copy=False)
+        )
+    else:
+        crowded = (
+            exp.select(*cols(keys))
+            .from_(entries.copy())
+            .group_by(*cols(keys))
+            .having(exp.GT(this=exp.Count(this=exp.Star()), expression=number(1)))
+        )
+        ctes.append((CROWDED, crowded))
+        singles = (
+            exp.select(*cols(shown))
+            .from_(entries.copy())
+            .join(relation(CROWDED), using=using(keys), join_type="anti")
+            .where(is_insertion())
+        )
+        live = (
+            live_entries(values, _floats(spec), dialect)
+            .from_(entries.copy())
+            .join(relation(CROWDED), using=using(keys), join_type="semi")
+        )
+    extra: list[exp.Expr] = []
+    if system_columns:
+        shift = number(ORDER_SHIFT)
+        extra = [
+            alias(exp.cast(exp.IntDiv(this=col(ORDER), expression=shift), "BIGINT"), TRX_ID),
+            alias(exp.cast(exp.Mod(this=col(ORDER), expression=shift.copy()), "INT"), TRX_SEQ),
+        ]
+    picked = shown[: len(values)] if system_columns else shown
+    latest = latest_live_rows(relation(LIVE), keys, picked, _floats(spec), extra)
+    ctes.append((LIVE, live))
+    return exp.union(singles, latest, distinct=False)
+
+
+def _floats(spec: TableSpec) -> list[str]:
+    """The FLOAT/DOUBLE value columns, whose -0.0 and 0.0 are kept apart."""
+    return [
+        c for c in spec.value_columns if c in spec.columns and pa.types.is_floating(spec.type_of(c))
+    ]
+
+
+def aggregated_rows(spec: TableSpec, entries: str) -> exp.Select:
+    """Aggregated semantics: one row per group key with its measures merged; a group whose
+    count measure nets to zero holds no rows."""
+    keys = list(spec.key_columns)
+    selected: list[exp.Expr] = cols(keys)
+    counts = []
+    for column, function, sql_type in spec.policy.aggregates():
+        if function in ("sum", "count"):
+            signed = exp.Sum(this=weighted_by_sign(col(column)))
+            total = exp.Coalesce(this=signed, expressions=[number(0)])
+            selected.append(alias(exp.cast(total, sql_type), column))
+            if function == "count":
+                counts.append(column)
+        else:
+            selected.append(alias(exp.func(function, col(column)), column))
+    query = exp.select(*selected).from_(relation(entries)).group_by(*cols(keys))
+    if counts:
+        signed = exp.Sum(this=weighted_by_sign(col(counts[0])))
+        total = exp.Coalesce(this=signed, expressions=[number(0)])
+        query = query.having(exp.NEQ(this=total, expression=number(0)))
+    return query
