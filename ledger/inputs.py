@@ -207,9 +207,9 @@ def _is_duckdb_relation(data: Any) -> bool:
 
 
 def _relation_batches(relation: Any) -> Iterator[pa.RecordBatch]:
-    from ledger.engines import duckdb as engine
+    from ledger.engines.duckdb.write import relation_batches
 
-    return engine.relation_batches(relation, READ_BATCH_ROWS)
+    return relation_batches(relation, READ_BATCH_ROWS)
 
 
 # --- chunking ---------------------------------------------------------------------------------

@@ -114,9 +114,9 @@ def _is_aggregate(node: exp.Expr) -> bool:
 def _duckdb_aggregates() -> frozenset[str]:
     """Names DuckDB resolves only as aggregate functions (a few share a name with a scalar
     function, which is what they are outside GROUP BY)."""
-    from ledger.engines import duckdb as engine
+    from ledger.engines.duckdb.session import function_kinds
 
-    kinds = engine.function_kinds()
+    kinds = function_kinds()
     aggregates = {name for name, kind in kinds if kind == "aggregate"}
     return frozenset(aggregates - {name for name, kind in kinds if kind in ("scalar", "macro")})
 
@@ -247,7 +247,7 @@ def set_insert_transform(table: Table, sql: str | None) -> int:
 
 
 def _run(rendered: str, rows: pa.Table) -> pa.Table:
-    from ledger.engines import duckdb as engine
+    from ledger.engines.duckdb.query import query_over
 
     def failed(reason: str) -> InsertTransformError:
         given = ", ".join(f"{f.name} {f.type}" for f in rows.schema)
@@ -256,7 +256,7 @@ def _run(rendered: str, rows: pa.Table) -> pa.Table:
             "Nothing was written; pass the columns the transform reads, in types it takes"
         )
 
-    return engine.query_over(rendered, RELATION, rows, failed)
+    return query_over(rendered, RELATION, rows, failed)
 
 
 __all__ = [

@@ -15,7 +15,11 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from ledger.changes import change_set
-from ledger.engines import duckdb as engine
+from ledger.engines import engine_named
+from ledger.engines.duckdb.errors import storage_errors
+from ledger.engines.duckdb.query import check_condition
+from ledger.engines.duckdb.scan import scan_files
+from ledger.engines.duckdb.session import bind_relations, connect
 from ledger.errors import InvalidArgumentError, MissingKeyError, UnknownColumnError
 from ledger.log.entries import FileMarker
 from ledger.log.table_log import TableLog
@@ -62,7 +66,7 @@ def _table(table: Table | Rollup) -> Table:
 
 
 def _connection(con: duckdb.DuckDBPyConnection | None) -> duckdb.DuckDBPyConnection:
-    return con if con is not None else engine.connect()
+    return con if con is not None else connect()
 
 
 def visible(
@@ -93,12 +97,10 @@ def visible(
         key_types = [_key_type(snap, k) for k in spec.key_columns]
         isolated, markers = split_isolated(markers, key_types)
     schema = file_schema(snap.state.schema, snap.state.config)
-    relations = {"entries": engine.scan_files(connection, snap.store, snap.prefix, markers, schema)}
+    relations = {"entries": scan_files(connection, snap.store, snap.prefix, markers, schema)}
     if isolated:
-        relations["isolated"] = engine.scan_files(
-            connection, snap.store, snap.prefix, isolated, schema
-        )
-    names = engine.bind_relations(connection, relations)
+        relations["isolated"] = scan_files(connection, snap.store, snap.prefix, isolated, schema)
+    names = bind_relations(connection, relations)
     query = queries.visible(
         spec,
         DUCKDB,
@@ -129,16 +131,14 @@ def rows(
     chosen = _chosen_columns(spec, columns)
     condition = queries.parse_predicate(spec, DUCKDB, where)
     if condition is not None:
-        engine.check_condition(
-            snap.state.schema.arrow(), queries.render(condition, DUCKDB), shown=where
-        )
-    connection = engine.connect()
+        check_condition(snap.state.schema.arrow(), queries.render(condition, DUCKDB), shown=where)
+    connection = connect()
     try:
         relation = visible(snap, partitions=partitions, con=connection)
         if condition is not None:
             relation = relation.filter(queries.render(condition, DUCKDB))
         relation = relation.project(", ".join(ident(c) for c in chosen))
-        with engine.storage_errors(f"reading {snap.name!r}"):
+        with storage_errors(f"reading {snap.name!r}"):
             return relation.to_arrow_table()
     finally:
         connection.close()
@@ -196,7 +196,7 @@ def totals(
     spec = TableSpec.of(snap.state)
     request = queries.check_totals_request(spec, DUCKDB, by, sum, count, avg, where)
     if request.where is not None:
-        engine.check_condition(
+        check_condition(
             snap.state.schema.arrow(), queries.render(request.where, DUCKDB), shown=where
         )
     connection = _connection(con)
@@ -206,12 +206,10 @@ def totals(
     if spec.policy.name in _UNWEIGHTED_POLICIES:
         plain = [m for m in markers if insertions_only(m)]
         markers = [m for m in markers if not insertions_only(m)]
-    relations = {"entries": engine.scan_files(connection, snap.store, snap.prefix, markers, schema)}
+    relations = {"entries": scan_files(connection, snap.store, snap.prefix, markers, schema)}
     if plain:
-        relations["insertions"] = engine.scan_files(
-            connection, snap.store, snap.prefix, plain, schema
-        )
-    names = engine.bind_relations(connection, relations)
+        relations["insertions"] = scan_files(connection, snap.store, snap.prefix, plain, schema)
+    names = bind_relations(connection, relations)
     sources = queries.Sources(entries=names["entries"], insertions=names.get("insertions"))
     non_finite = _non_finite_marks(connection, spec, request, names["entries"], markers)
     query = queries.totals(spec, DUCKDB, sources, request, non_finite_marks=non_finite)
@@ -267,10 +265,10 @@ def history(
     request = history_request(table, key, version=version, timestamp=timestamp)
     snap = request.snapshot
     connection = _connection(con)
-    names = engine.bind_relations(
+    names = bind_relations(
         connection,
         {
-            "entries": engine.scan_files(
+            "entries": scan_files(
                 connection, snap.store, snap.prefix, request.files, request.file_schema
             ),
             "keys": connection.from_arrow(request.keys),
@@ -414,8 +412,10 @@ def changes(
     spec = TableSpec.of(snap.state)
     connection = _connection(con)
     schema = file_schema(snap.state.schema, snap.state.config)
-    entries = engine.change_entries(connection, snap.store, snap.prefix, found, schema)
-    names = engine.bind_relations(connection, {"entries": entries})
+    entries = engine_named("duckdb").change_entries(
+        connection, snap.store, snap.prefix, found, schema
+    )
+    names = bind_relations(connection, {"entries": entries})
     query = queries.changes(spec, queries.Sources(entries=names["entries"]))
     return connection.sql(queries.render(query, DUCKDB))
 

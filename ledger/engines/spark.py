@@ -401,7 +401,7 @@ def stale_versions(
     latest_first: Sequence[str],
 ) -> DataFrame:
     """The rows whose version ranks below the version of their key's latest entry (a delete
-    mark counts), as in ``ledger.engines.duckdb.stale_versions``: key columns, ``given`` and
+    mark counts), as in ``ledger.engines.duckdb.rmw.stale_versions``: key columns, ``given`` and
     ``current``. A NULL version ranks below every other version."""
     touched = entries.join(rows.select(*map(col, key_columns)), list(key_columns), "left_semi")
     by_key = Window.partitionBy(*map(col, key_columns))
@@ -822,7 +822,7 @@ def rewrite_entries(
 
 
 def _rewrite_task(job: RewriteJob, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    from ledger.engines import duckdb as embedded
+    from ledger.engines.duckdb import session as embedded
 
     schema = file_schema(job.schema, job.config)
     pending = [b for b in batches if b.num_rows]
@@ -901,7 +901,7 @@ def change_entries(
     reader: str = "auto",
 ) -> DataFrame:
     """The entries of a change set (``ledger.changes.ChangeSet``) with ``_commit_version`` and
-    ``_commit_timestamp``, as ``ledger.engines.duckdb.change_entries`` gives them: entries of
+    ``_commit_timestamp``, as ``engines.duckdb.changes.change_entries`` gives them: entries of
     written files joined to their commit by ``trx_id``; for each commit that replaced files,
     the entries of its removed (negated) and added files netted per value tuple, each left as
     many times as its net sign says."""
