@@ -35,7 +35,7 @@ import pyarrow.fs as pafs
 import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
-from ledger.engines import duckdb as engine
+from ledger.engines.duckdb.write import relation_batches
 from ledger.errors import (
     InvalidArgumentError,
     MalformedSourceError,
@@ -208,7 +208,7 @@ def _is_duckdb_relation(data: Any) -> bool:
 
 
 def _relation_batches(relation: Any) -> Iterator[pa.RecordBatch]:
-    return engine.relation_batches(relation, READ_BATCH_ROWS)
+    return relation_batches(relation, READ_BATCH_ROWS)
 
 
 # --- chunking ---------------------------------------------------------------------------------

@@ -27,7 +27,8 @@ import pyarrow.compute as pc
 import sqlglot
 from sqlglot import exp
 
-from ledger.engines import duckdb as engine
+from ledger.engines.duckdb.query import query_over
+from ledger.engines.duckdb.session import function_kinds
 from ledger.errors import InsertTransformError, InvalidArgumentError, SchemaError
 from ledger.inputs import Rows, concat_rows
 from ledger.log.commit import next_timestamp
@@ -115,7 +116,7 @@ def _is_aggregate(node: exp.Expr) -> bool:
 def _duckdb_aggregates() -> frozenset[str]:
     """Names DuckDB resolves only as aggregate functions (a few share a name with a scalar
     function, which is what they are outside GROUP BY)."""
-    kinds = engine.function_kinds()
+    kinds = function_kinds()
     aggregates = {name for name, kind in kinds if kind == "aggregate"}
     return frozenset(aggregates - {name for name, kind in kinds if kind in ("scalar", "macro")})
 
@@ -252,7 +253,7 @@ def _run(rendered: str, rows: pa.Table) -> pa.Table:
             "Nothing was written; pass the columns the transform reads, in types it takes"
         )
 
-    return engine.query_over(rendered, RELATION, rows, failed)
+    return query_over(rendered, RELATION, rows, failed)
 
 
 __all__ = [

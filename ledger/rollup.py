@@ -29,7 +29,8 @@ from sqlglot import exp
 from ledger import hooks, lifecycle
 from ledger.arguments import column_names
 from ledger.changes import ChangeSet, change_set
-from ledger.engines import duckdb as engine
+from ledger.engines import engine_named
+from ledger.engines.duckdb.session import bind_relations, connect
 from ledger.errors import ConflictError, InvalidArgumentError, LedgerError, UnknownColumnError
 from ledger.log.commit import next_timestamp
 from ledger.log.entries import LogFile
@@ -219,12 +220,14 @@ DeltaFunction = Callable[[DeltaRequest], pa.Table]
 def embedded_deltas(request: DeltaRequest) -> pa.Table:
     """The group deltas of a refresh, computed on the embedded DuckDB engine."""
     rollup, base = request.rollup, request.rollup.base
-    with closing(engine.connect()) as con:
+    with closing(connect()) as con:
         if request.changes is None:
             entries = Snapshot(base.name, base.store, base.prefix, request.base_state).scan(con=con)
         else:
             schema = file_schema(request.base_state.schema, request.base_state.config)
-            entries = engine.change_entries(con, base.store, base.prefix, request.changes, schema)
+            entries = engine_named("duckdb").change_entries(
+                con, base.store, base.prefix, request.changes, schema
+            )
         held = None
         if request.rebuild:
             table = rollup.table
@@ -247,7 +250,7 @@ def _group_deltas(
     out."""
     dml = ident(DML_TYPE)
     by = idents(list(definition.by))
-    names = engine.bind_relations(
+    names = bind_relations(
         con, {"changes": entries, **({"held": held} if held is not None else {})}
     )
     totals, stored = [], []

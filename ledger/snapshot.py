@@ -7,7 +7,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ledger.engines import duckdb as engine
+from ledger.engines.duckdb.scan import scan_files
+from ledger.engines.duckdb.session import connect
 from ledger.log.entries import FileMarker, sum_markers
 from ledger.log.state import TableState
 from ledger.partitioning import PartitionSpec
@@ -73,11 +74,9 @@ class Snapshot:
         con: duckdb.DuckDBPyConnection | None = None,
     ) -> duckdb.DuckDBPyRelation:
         """The raw ledger (every entry, system columns included) as a DuckDB relation."""
-        connection = con if con is not None else engine.connect()
+        connection = con if con is not None else connect()
         schema = file_schema(self.state.schema, self.state.config)
-        return engine.scan_files(
-            connection, self.store, self.prefix, self.markers(partitions), schema
-        )
+        return scan_files(connection, self.store, self.prefix, self.markers(partitions), schema)
 
     def count(self, partitions: PartitionFilter = None) -> int:
         """The logical row count, from the log alone (sum of every file's ``dml_sum``)."""

@@ -29,7 +29,7 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 
-from ledger.engines import duckdb as engine
+from ledger.engines.duckdb.session import function_kinds
 from ledger.errors import UnsafeSqlError
 
 DIALECT = "duckdb"
@@ -301,7 +301,7 @@ def duckdb_scalar_functions() -> frozenset[str]:
 
 
 def _catalog_functions(kinds: tuple[str, ...], *, keep: bool) -> frozenset[str]:
-    return frozenset(name for name, kind in engine.function_kinds() if (kind in kinds) == keep)
+    return frozenset(name for name, kind in function_kinds() if (kind in kinds) == keep)
 
 
 def _names(relations: Collection[str]) -> str:

@@ -27,7 +27,8 @@ import pyarrow.compute as pc
 
 from ledger import arguments, hooks
 from ledger import insert_transform as transforms
-from ledger.engines import duckdb as engine
+from ledger.engines.duckdb import rmw
+from ledger.engines.duckdb.errors import QUERY_ERRORS, engine_reason
 from ledger.errors import (
     ConflictError,
     DuplicateKeyError,
@@ -299,7 +300,7 @@ class Transaction:
             return 0
         keys = keyed.table.select(list(self.key_columns))
         latest, marks = self._read_live(keys=keys)
-        missing = engine.anti_join(keys, latest, self.key_columns)
+        missing = rmw.anti_join(keys, latest, self.key_columns)
         if missing.num_rows:
             raise KeyNotFoundError(
                 f"update of {missing.num_rows} key(s) with no visible row, e.g. "
@@ -611,7 +612,7 @@ class Transaction:
             }
         )
         _, live = self._read_live(keys=self._keys_of(entries.filter(marks)))
-        unmatched = engine.unmatched_marks(live.select(values), entries, self.key_columns, values)
+        unmatched = rmw.unmatched_marks(live.select(values), entries, self.key_columns, values)
         if unmatched.num_rows:
             examples = unmatched.drop_columns([EXCESS]).slice(0, 3).to_pylist()
             raise UnmatchedDeleteMarkError(
@@ -683,7 +684,7 @@ class Transaction:
         self.refuse_marks_if_insert_only(marks.num_rows)
         # A column a row did not name keeps the key's current value (an explicit None sets
         # NULL); so does a partition column, and the row stays in its partition.
-        rows = engine.fill_missing(
+        rows = rmw.fill_missing(
             keyed.table, latest, self.key_columns, self._value_columns, given=keyed.given
         )
         self._refuse_stale_versions(rows)
@@ -728,7 +729,7 @@ class Transaction:
         """The visible row per key and every live entry (the delete marks to write), for the
         given keys or predicate, at the snapshot plus this transaction's writes."""
         try:
-            return engine.live_rows(
+            return rmw.live_rows(
                 self._table.store,
                 self._table.prefix,
                 self._visible_markers(keys),
@@ -739,12 +740,12 @@ class Transaction:
                 predicate=predicate,
                 latest_first=self._latest_first(),
             )
-        except engine.QUERY_ERRORS as e:
+        except QUERY_ERRORS as e:
             if predicate is None:
                 raise
             raise InvalidPredicateError(
                 f"predicate {shown or predicate!r} does not apply to table "
-                f"{self._table.name!r} (columns {self._schema.names}): {engine.engine_reason(e)}"
+                f"{self._table.name!r} (columns {self._schema.names}): {engine_reason(e)}"
             ) from e
 
     @functools.cached_property
@@ -776,7 +777,7 @@ class Transaction:
         if not versions or not rows.num_rows:
             return
         version_column = versions[0]
-        stale = engine.stale_versions(
+        stale = rmw.stale_versions(
             self._table.store,
             self._table.prefix,
             self._visible_markers(rows.select(list(self.key_columns))),
@@ -824,7 +825,7 @@ class Transaction:
 
     def _conflicts_with(self, latest: TableState, written: list[FileMarker]) -> bool:
         keys = pa.concat_tables(self._touched) if self._touched else None
-        return engine.entries_touch(
+        return rmw.entries_touch(
             self._table.store,
             self._table.prefix,
             file_schema(latest.schema, latest.config),

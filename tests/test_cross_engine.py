@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 import ledger
 import ledger.spark as ls
 import views
-from ledger.engines import duckdb as engine
+from ledger.engines.duckdb.session import connect
 from ledger.schema import ROW_ID
 from tests.conftest import Location, examples
 from tests.support.spark_s3a import require_s3a
@@ -165,7 +165,7 @@ def _frame(spark: Any, data: pa.Table, local: bool = False) -> Any:
 
 def value_sign_sums(table: ledger.Table | ledger.Snapshot) -> Counter[tuple[Any, ...]]:
     """sum(dml_type) per tuple of user columns over the raw ledger, zero sums left out."""
-    con = engine.connect()
+    con = connect()
     try:
         raw = table.scan(con=con)
         raw.create_view("raw")

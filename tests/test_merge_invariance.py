@@ -52,7 +52,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ledger
-from ledger.engines import duckdb as engine
+from ledger.engines.duckdb.session import connect
 from ledger.errors import StaleVersionError, UnmatchedDeleteMarkError
 from ledger.maintenance import merge as merging
 from ledger.schema import ROW_ID
@@ -186,7 +186,7 @@ def _live_entries(table: ledger.Table, keys: list[int]) -> list[dict[str, Any]]:
         names = _value_columns(table)
         visible = [dict(zip(names, row, strict=True)) for row in policy_answer(table)["visible"]]
         return [row for row in visible if row[key] in keys]
-    con = engine.connect()
+    con = connect()
     try:
         in_keys = f'"{key}" IN ({", ".join(str(int(k)) for k in keys)})'
         table.scan(con=con).filter(in_keys).create_view("picked")
@@ -201,7 +201,7 @@ def _last_cancelled(table: ledger.Table, picks: list[int]) -> list[dict[str, Any
     """The values the newest delete mark of some keys cancelled (keys chosen by index among
     the keys that have marks)."""
     key = _key_column(table)
-    con = engine.connect()
+    con = connect()
     try:
         table.scan(con=con).filter("dml_type = -1").create_view("marks")
         newest = f'PARTITION BY "{key}" ORDER BY trx_id DESC, trx_seq DESC'
@@ -375,7 +375,7 @@ def _refuse_unmatched_marks(
 
 def _raw_counts(table: ledger.Table, version: int | None = None) -> tuple[int, int]:
     """(entries, sum of dml_type) over the data files."""
-    con = engine.connect()
+    con = connect()
     try:
         row = table.scan(version=version, con=con).aggregate("count(*), coalesce(sum(dml_type), 0)")
         entries, signs = row.fetchall()[0]

@@ -35,7 +35,8 @@ from sqlglot import exp
 
 import ledger
 import views
-from ledger.engines import duckdb as engine
+import views.reading
+from ledger.engines.duckdb.session import connect
 from ledger.errors import StaleVersionError
 from ledger.maintenance import merge as merging
 from ledger.reads.files import split_isolated
@@ -365,7 +366,7 @@ def _weighted_totals(table: ledger.Table, keys: list[Any]) -> list[tuple[Any, ..
     """count and SUM(v) of the entries of ``keys``, weighted by dml_type (after dropping repeats
     on a dedup table): what a partition's totals are on a collapsing or dedup table."""
     policy = table.config["policy"]
-    con = engine.connect()
+    con = connect()
     try:
         table.scan(con=con).create_view("raw")
         source = "raw"
@@ -860,7 +861,7 @@ def test_change_feed_refuses_bad_versions(scratch: ledger.Warehouse) -> None:
 
 
 def _raw_connection(table: ledger.Table) -> Any:
-    con = engine.connect()
+    con = connect()
     con.register(table.name, table.scan().to_arrow_table())
     return con
 
@@ -939,7 +940,7 @@ def test_changes_sql_text_over_entries_with_commit_columns(scratch: ledger.Wareh
             "_commit_timestamp": [r.timestamp for r in table.history() if r.trx_id is not None],
         }
     )
-    con = engine.connect()
+    con = connect()
     con.register("raw", table.scan().to_arrow_table())
     con.register("commits", commits)
     con.execute("CREATE VIEW t AS SELECT * FROM raw JOIN commits USING (trx_id)")
@@ -1001,7 +1002,7 @@ def test_connect_does_not_let_one_tables_view_hide_another(
     warehouse = scratch
     for number, name in enumerate(("x", "x_ledger", "Sales", "sales")):
         warehouse.create_table(name, {"k": "BIGINT"}, primary_key="k").insert([{"k": number}])
-    con = engine.connect()
+    con = connect()
     with caplog.at_level("WARNING", logger="views.catalog"):
         made = views.register(con, warehouse)
     assert made == ["Sales", "Sales_ledger", "x", "x_ledger"]
@@ -1064,7 +1065,9 @@ def test_bad_totals_requests_raise_typed_errors_before_reading(
 ) -> None:
     with pytest.raises(error):
         views.totals(table, **request_)
-    no_reads = mock.patch.object(engine, "scan_files", side_effect=AssertionError("read files"))
+    no_reads = mock.patch.object(
+        views.reading, "scan_files", side_effect=AssertionError("read files")
+    )
     with no_reads, pytest.raises(error):
         views.totals(table, **request_)
     if static:

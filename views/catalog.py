@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from ledger.engines import duckdb as engine
+from ledger.engines.duckdb.session import connect as connect_duckdb
 from ledger.errors import TableNotFoundError
 from ledger.sql import ident
 from ledger.warehouse import Warehouse
@@ -83,6 +83,6 @@ def _internal_catalog(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
 def connect(warehouse: Warehouse) -> duckdb.DuckDBPyConnection:
     """A new DuckDB connection with every table of ``warehouse`` registered (see
     :func:`register`)."""
-    con = engine.connect()
+    con = connect_duckdb()
     register(con, warehouse)
     return con

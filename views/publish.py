@@ -41,7 +41,10 @@ import pyarrow as pa
 from sqlglot import exp
 
 from ledger.changes import ChangeSet, change_set
-from ledger.engines import duckdb as engine
+from ledger.engines.duckdb.changes import change_entries
+from ledger.engines.duckdb.errors import storage_errors
+from ledger.engines.duckdb.scan import scan_files
+from ledger.engines.duckdb.session import bind_relations, connect
 from ledger.errors import (
     ConflictError,
     InvalidArgumentError,
@@ -321,7 +324,7 @@ def publish_plan(source: Table | Rollup, published: int | None) -> PublishPlan:
                 "dedup key is not its key, so any key's rows may have changed"
             )
             found = None
-    with closing(engine.connect()) as con, engine.storage_errors(f"publishing {snap.name!r}"):
+    with closing(connect()) as con, storage_errors(f"publishing {snap.name!r}"):
         if found is None:
             rows = _all_rows(con, snap, spec, schema)
             return plan(True, reason, rows, key_schema.empty_table())
@@ -394,7 +397,7 @@ def _all_rows(
     con: duckdb.DuckDBPyConnection, snap: Snapshot, spec: TableSpec, schema: pa.Schema
 ) -> pa.Table:
     relation = visible(snap, con, system_columns=spec.generated_row_id)
-    name = engine.bind_relations(con, {"rows": relation})["rows"]
+    name = bind_relations(con, {"rows": relation})["rows"]
     rows = con.sql(f"SELECT {idents(schema.names)} FROM {ident(name)}").to_arrow_table()
     return rows.cast(schema)
 
@@ -405,8 +408,8 @@ def _changed_keys(
     """The distinct keys of the change set's entries: only their rows can have changed (an
     entry of one key never changes another key's rows, dedup keys aside)."""
     schema = file_schema(snap.state.schema, snap.state.config)
-    entries = engine.change_entries(con, snap.store, snap.prefix, found, schema)
-    name = engine.bind_relations(con, {"changes": entries})["changes"]
+    entries = change_entries(con, snap.store, snap.prefix, found, schema)
+    name = bind_relations(con, {"changes": entries})["changes"]
     keys = idents(list(spec.key_columns))
     return con.sql(f"SELECT DISTINCT {keys} FROM {ident(name)}").to_arrow_table()
 
@@ -428,13 +431,13 @@ def _rows_of_keys(
     by_key = not _repeats_cross_keys(spec)
     if by_key:
         markers = prune_by_keys(markers, keys, spec.key_columns)
-    entries = engine.scan_files(
+    entries = scan_files(
         con, snap.store, snap.prefix, markers, file_schema(snap.state.schema, snap.state.config)
     )
-    names = engine.bind_relations(con, {"entries": entries, "keys": con.from_arrow(keys)})
+    names = bind_relations(con, {"entries": entries, "keys": con.from_arrow(keys)})
     source = names["entries"]
     if by_key:
-        source = engine.bind_relations(
+        source = bind_relations(
             con,
             {
                 "wanted": con.sql(
@@ -447,7 +450,7 @@ def _rows_of_keys(
     query = visible_tree(
         spec, duckdb_dialect, Sources(entries=source), system_columns=spec.generated_row_id
     )
-    shown = engine.bind_relations(con, {"rows": con.sql(render(query, duckdb_dialect))})["rows"]
+    shown = bind_relations(con, {"rows": con.sql(render(query, duckdb_dialect))})["rows"]
     sql = f"SELECT {idents(schema.names)} FROM {ident(shown)}"
     if not by_key:
         sql += f" SEMI JOIN {ident(names['keys'])} USING ({using})"

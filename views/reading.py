@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from ledger.engines import duckdb as engine
+from ledger.engines.duckdb.query import check_condition
+from ledger.engines.duckdb.session import connect
 from ledger.errors import InvalidArgumentError
 from ledger.reads import changes as change_reads
 from ledger.reads import history as history_reads
@@ -59,7 +60,7 @@ def _table(table: Table | Rollup) -> Table:
 
 
 def _connection(con: duckdb.DuckDBPyConnection | None) -> duckdb.DuckDBPyConnection:
-    return con if con is not None else engine.connect()
+    return con if con is not None else connect()
 
 
 def visible(
@@ -131,7 +132,7 @@ def totals(
     snap = _snapshot(table, version, timestamp)
     request = check_totals_request(TableSpec.of(snap.state), by, sum, count, avg, where)
     if request.where is not None:
-        engine.check_condition(
+        check_condition(
             snap.state.schema.arrow(),
             render(request.where, visible_reads.DUCKDB),
             shown=where,

@@ -27,7 +27,7 @@ import views
 from ledger.cli import output
 from ledger.cli.output import output_options
 from ledger.cli.progress import activity
-from ledger.engines import duckdb as engine
+from ledger.engines.duckdb.session import connect as connect_duckdb
 from ledger.warehouse import connect
 
 
@@ -100,7 +100,7 @@ def measure(rows: int, repeats: int) -> list[Figure]:
         ]
         table = warehouse.table("t0")
         files = table.files()
-        con = engine.connect()
+        con = connect_duckdb()
 
         def raw() -> Any:
             return con.read_parquet(files)

@@ -19,7 +19,7 @@ import views
 from ledger.cli import output
 from ledger.cli.output import output_options
 from ledger.cli.session import CommandError, Session, is_s3, local_path, pass_session
-from ledger.engines import duckdb as engine
+from ledger.engines.duckdb.session import connect
 from ledger.errors import LedgerError
 from ledger.sql_guard import checked_select
 from ledger.warehouse import Warehouse
@@ -62,7 +62,7 @@ def sql(session: Session, query: str | None, output_format: str | None) -> None:
 def read_only_connection(warehouse: Warehouse) -> tuple[duckdb.DuckDBPyConnection, list[str]]:
     """A connection with every table registered, then closed to the file system: only the
     warehouse's own folder stays readable (the views read their files from it)."""
-    con = engine.connect()
+    con = connect()
     names = views.register(con, warehouse)
     if not is_s3(warehouse.store.uri):
         root = local_path(warehouse.store.uri).rstrip("/") + "/"

@@ -19,7 +19,9 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ledger.engines import duckdb as engine
+from ledger.engines import engine_named
+from ledger.engines.duckdb.errors import QUERY_ERRORS
+from ledger.engines.duckdb.rewrite import query_result_schema
 from ledger.errors import ConflictError, SchemaError, TypeMismatchError, UnknownColumnError
 from ledger.log.commit import next_timestamp
 from ledger.log.entries import FileMarker, LogFile
@@ -29,6 +31,7 @@ from ledger.partitioning import PartitionSpec
 from ledger.progress import progress
 from ledger.schema import ROW_ID
 from ledger.snapshot import PartitionFilter
+from ledger.sql.names import ENTRIES
 from ledger.sql_guard import checked_select
 from ledger.transaction import check_timeout
 from ledger.trx_ids import reservation_body, reserve_trx_id
@@ -177,7 +180,7 @@ def _merge_partition(
     schema = file_schema(base.schema, config)
     key_only = not config.partition_by or config.partition_by_key_only
     context = MergeContext(
-        source=engine.ENTRIES,
+        source=ENTRIES,
         columns=tuple(schema.names),
         key_columns=config.key_columns,
         value_columns=(*base.schema.names, *([ROW_ID] if config.generated_row_id else [])),
@@ -256,7 +259,7 @@ def write_query_result(
     )
     try:
         try:
-            with engine.query_entries(
+            with engine_named("duckdb").rewrite_files(
                 table.store, table.prefix, inputs, schema, sql, sort_columns(config), _BATCH_ROWS
             ) as reader:
                 _check_result_schema(reader.schema, schema, what)
@@ -268,7 +271,7 @@ def write_query_result(
                         raise TypeMismatchError(
                             f"{what}: its result does not fit the table's column types: {e}"
                         ) from e
-        except engine.QUERY_ERRORS as e:
+        except QUERY_ERRORS as e:
             raise SchemaError(f"{what} does not apply to table {table.name!r}: {e}") from e
         return sink.close()
     except BaseException:
@@ -291,10 +294,10 @@ def check_query(sql: str, target: pa.Schema, what: str) -> None:
 
     Binding runs the text in DuckDB, so it is checked to be one safe SELECT first (a COPY would
     run here), and the checked rendering is what binds."""
-    checked = checked_select(sql, (engine.ENTRIES,), what)
+    checked = checked_select(sql, (ENTRIES,), what)
     try:
-        result = engine.query_result_schema(checked, target)
-    except engine.QUERY_ERRORS as e:
+        result = query_result_schema(checked, target)
+    except QUERY_ERRORS as e:
         raise SchemaError(f"{what} does not apply to the table: {e}") from e
     _check_result_schema(result, target, what)
 

@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from ledger.engines import duckdb as engine
+from ledger.engines.duckdb.errors import QUERY_ERRORS, engine_reason
+from ledger.engines.duckdb.query import partition_values_matching
+from ledger.engines.duckdb.rewrite import query_changes_entries
 from ledger.errors import (
     ConflictError,
     InvalidArgumentError,
@@ -32,6 +34,7 @@ from ledger.maintenance.merge import check_query, delete_uncommitted, write_quer
 from ledger.partitioning import PartitionSpec
 from ledger.predicates import check_predicate
 from ledger.pruning import prune_by_partitions
+from ledger.sql.names import ENTRIES
 from ledger.sql_guard import checked_select
 from ledger.transaction import check_timeout
 from ledger.trx_ids import reservation_body, reserve_trx_id
@@ -105,7 +108,7 @@ def rewrite_partitions(
             '"SELECT * FROM entries WHERE user_id <> 42"'
         )
     # Checked before DuckDB sees it (binding alone would run a COPY); the checked text runs.
-    sql = checked_select(sql, (engine.ENTRIES,), "rewrite query")
+    sql = checked_select(sql, (ENTRIES,), "rewrite query")
     base = table.handle.latest_state()
     spec = _spec(table, base)
     # A rewrite keeps every row its query returns, so no choice means every file (a purge of
@@ -173,10 +176,10 @@ def _query_changes(table: Table, base: TableState, marker: FileMarker, sql: str)
     """Whether ``sql`` returns anything but the entries of ``marker``'s file: a redaction keeps
     the row count and changes values, so counting rows cannot tell."""
     try:
-        return engine.query_changes_entries(
+        return query_changes_entries(
             table.store, table.prefix, [marker], file_schema(base.schema, base.config), sql
         )
-    except engine.QUERY_ERRORS as e:
+    except QUERY_ERRORS as e:
         raise SchemaError(f"rewrite query does not apply to table {table.name!r}: {e}") from e
 
 
@@ -223,11 +226,11 @@ def _chooser(
             {n: pa.array([v[i] for v in distinct], pa.string()) for i, n in enumerate(names)}
         )
         try:
-            matching = engine.partition_values_matching(values, predicate)
-        except engine.QUERY_ERRORS as e:
+            matching = partition_values_matching(values, predicate)
+        except QUERY_ERRORS as e:
             raise InvalidPredicateError(
                 f"where={where!r} does not apply to the partition fields {names} (their values "
-                f"are text, e.g. '2026-11-21' for day(ts)): {engine.engine_reason(e)}"
+                f"are text, e.g. '2026-11-21' for day(ts)): {engine_reason(e)}"
             ) from e
         chosen = {tuple(row[n] for n in names) for row in matching.to_pylist()}
         return [m for m in files if tuple(m.partition.get(n) for n in names) in chosen]

@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ledger.changes import change_set
-from ledger.engines import duckdb as engine
+from ledger.engines.duckdb.changes import change_entries
+from ledger.engines.duckdb.session import bind_relations
 from ledger.sql.changes import changes as changes_tree
 from ledger.sql.dialects import DIALECTS
 from ledger.sql.names import ENTRIES
@@ -34,7 +35,7 @@ def changes(
     snap = table.snapshot(found.until)
     spec = TableSpec.of(snap.state)
     schema = file_schema(snap.state.schema, snap.state.config)
-    entries = engine.change_entries(con, snap.store, snap.prefix, found, schema)
-    names = engine.bind_relations(con, {ENTRIES: entries})
+    entries = change_entries(con, snap.store, snap.prefix, found, schema)
+    names = bind_relations(con, {ENTRIES: entries})
     query = changes_tree(spec, Sources(entries=names[ENTRIES]))
     return con.sql(render(query, DUCKDB))

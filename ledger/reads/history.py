@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from ledger.engines import duckdb as engine
+from ledger.engines.duckdb.scan import scan_files
+from ledger.engines.duckdb.session import bind_relations
 from ledger.errors import InvalidArgumentError, MissingKeyError, UnknownColumnError
 from ledger.log.entries import FileMarker
 from ledger.log.table_log import TableLog
@@ -62,12 +63,10 @@ def history_request(snap: Snapshot, key: Any) -> HistoryRequest:
 def history(request: HistoryRequest, con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyRelation:
     """The history ``request`` asks for, as a lazy relation on ``con``."""
     snap = request.snapshot
-    names = engine.bind_relations(
+    names = bind_relations(
         con,
         {
-            ENTRIES: engine.scan_files(
-                con, snap.store, snap.prefix, request.files, request.file_schema
-            ),
+            ENTRIES: scan_files(con, snap.store, snap.prefix, request.files, request.file_schema),
             KEYS: con.from_arrow(request.keys),
             COMMITS: con.from_arrow(request.commits),
         },

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ledger.engines import duckdb as engine
+from ledger.engines.duckdb.scan import scan_files
+from ledger.engines.duckdb.session import bind_relations
 from ledger.log.entries import FileMarker
 from ledger.reads.files import insertions_only
 from ledger.snapshot import PartitionFilter, Snapshot
@@ -45,10 +46,10 @@ def totals(
     if spec.policy.signs_consistent:
         plain = [m for m in markers if insertions_only(m)]
         markers = [m for m in markers if not insertions_only(m)]
-    relations = {ENTRIES: engine.scan_files(con, snap.store, snap.prefix, markers, schema)}
+    relations = {ENTRIES: scan_files(con, snap.store, snap.prefix, markers, schema)}
     if plain:
-        relations[INSERTIONS] = engine.scan_files(con, snap.store, snap.prefix, plain, schema)
-    names = engine.bind_relations(con, relations)
+        relations[INSERTIONS] = scan_files(con, snap.store, snap.prefix, plain, schema)
+    names = bind_relations(con, relations)
     sources = Sources(entries=names[ENTRIES], insertions=names.get(INSERTIONS))
     non_finite = non_finite_marks(con, spec, request, names[ENTRIES], markers)
     query = totals_tree(spec, DUCKDB, sources, request, non_finite_marks=non_finite)

@@ -8,7 +8,10 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from ledger.engines import duckdb as engine
+from ledger.engines.duckdb.errors import storage_errors
+from ledger.engines.duckdb.query import check_condition
+from ledger.engines.duckdb.scan import scan_files
+from ledger.engines.duckdb.session import bind_relations, connect
 from ledger.errors import InvalidArgumentError, UnknownColumnError
 from ledger.log.entries import FileMarker
 from ledger.reads.files import split_isolated
@@ -44,10 +47,10 @@ def visible(
     if spec.policy.files_isolatable:
         key_types = [schema.field(k).type for k in spec.key_columns]
         isolated, markers = split_isolated(markers, key_types)
-    relations = {ENTRIES: engine.scan_files(con, snap.store, snap.prefix, markers, schema)}
+    relations = {ENTRIES: scan_files(con, snap.store, snap.prefix, markers, schema)}
     if isolated:
-        relations[ISOLATED] = engine.scan_files(con, snap.store, snap.prefix, isolated, schema)
-    names = engine.bind_relations(con, relations)
+        relations[ISOLATED] = scan_files(con, snap.store, snap.prefix, isolated, schema)
+    names = bind_relations(con, relations)
     query = visible_tree(
         spec,
         DUCKDB,
@@ -71,14 +74,14 @@ def rows(
     chosen = chosen_columns(spec, columns)
     condition = parse_predicate(spec, where)
     if condition is not None:
-        engine.check_condition(snap.state.schema.arrow(), render(condition, DUCKDB), shown=where)
-    connection = engine.connect()
+        check_condition(snap.state.schema.arrow(), render(condition, DUCKDB), shown=where)
+    connection = connect()
     try:
         relation = visible(snap, connection, partitions=partitions)
         if condition is not None:
             relation = relation.filter(render(condition, DUCKDB))
         relation = relation.project(idents(chosen))
-        with engine.storage_errors(f"reading {snap.name!r}"):
+        with storage_errors(f"reading {snap.name!r}"):
             return relation.to_arrow_table()
     finally:
         connection.close()

@@ -18,6 +18,7 @@ ENTRIES = "entries"  # the relation a merge policy's or a rewrite's query reads
 
 # Columns and relations of generated queries.
 NET = "__ledger_net"  # a key's sum of dml_type
+COPY = "__ledger_copy"  # which of the copies of an entry repeated by its net sign
 ORDER = "__ledger_order"  # an entry's place in the ledger (see ORDER_SHIFT)
 EXCESS = "__ledger_excess"
 SIGN = "__ledger_sign"

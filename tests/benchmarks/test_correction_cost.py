@@ -43,7 +43,7 @@ import pytest
 import ledger
 import ledger.transaction
 import views
-from ledger.engines import duckdb as engine
+from ledger.engines.duckdb import rmw
 from ledger.writer import ROW_GROUP_ROWS
 from tests.benchmarks.timing import env_int, repeats, summary, timed
 
@@ -406,9 +406,9 @@ def breakdown(
     clock = _Clock()
     tx = ledger.transaction.Transaction
     with monkeypatch.context() as patch:
-        patch.setattr(engine, "live_rows", clock.wrap("read_live_rows_s", engine.live_rows))
-        patch.setattr(engine, "anti_join", clock.wrap("missing_keys_check_s", engine.anti_join))
-        patch.setattr(engine, "fill_missing", clock.wrap("fill_missing_s", engine.fill_missing))
+        patch.setattr(rmw, "live_rows", clock.wrap("read_live_rows_s", rmw.live_rows))
+        patch.setattr(rmw, "anti_join", clock.wrap("missing_keys_check_s", rmw.anti_join))
+        patch.setattr(rmw, "fill_missing", clock.wrap("fill_missing_s", rmw.fill_missing))
         patch.setattr(tx, "_keyed_rows", clock.wrap("input_checks_s", tx._keyed_rows))
         patch.setattr(tx, "_write", clock.wrap("write_entries_s", tx._write))
         patch.setattr(
@@ -425,10 +425,10 @@ def breakdown(
         **phases,
         "explain": {
             "read_live_rows_s": (
-                "engine.live_rows: DuckDB scans every file the key ranges cannot rule out, "
+                "rmw.live_rows: DuckDB scans every file the key ranges cannot rule out, "
                 "semi-joins the corrected keys and finds their live entries (the read phase)"
             ),
-            "missing_keys_check_s": "engine.anti_join: every corrected key must exist",
+            "missing_keys_check_s": "rmw.anti_join: every corrected key must exist",
             "fill_missing_s": "columns the correction leaves out keep their values",
             "input_checks_s": "conform the input to the schema, check its keys are unique",
             "write_entries_s": "delete marks + insertions: sort, encode, fsync the new file",

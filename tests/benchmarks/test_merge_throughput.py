@@ -46,10 +46,12 @@ from sqlglot import exp
 
 import ledger
 import ledger.writer
-from ledger.engines import duckdb as engine
+from ledger.engines.duckdb import rewrite
+from ledger.engines.duckdb.session import connect
 from ledger.maintenance import merge as merging
 from ledger.schema import DML_TYPE, TRX_ID, TRX_SEQ
 from ledger.sql import ident
+from ledger.sql.names import ENTRIES as ENTRIES_RELATION
 from ledger.writer import file_schema, sort_columns
 from merge_policies import load_policy
 from merge_policies.base import MergeContext
@@ -184,7 +186,7 @@ class Run:
 
 def run_baseline(source: MergeInput, out: Path, order: bool = True) -> Run:
     """The COPY, its output checked, then deleted."""
-    with closing(engine.connect()) as con:
+    with closing(connect()) as con:
         sql = _copy_sql(source.files, out, order)
         os.sync()  # earlier writes must not be flushed on this run's time
         cpu_before = cpu_seconds()
@@ -339,7 +341,7 @@ def instrumented_merge(
 ) -> dict[str, float]:
     """One merge with its phases timed by wrapping the functions the merge calls."""
     clock = _Clock()
-    query_entries = engine.query_entries
+    query_entries = rewrite.query_entries
 
     @contextmanager
     def timed_query_entries(*args: Any, **kwargs: Any) -> Iterator[_TimedReader]:
@@ -350,7 +352,7 @@ def instrumented_merge(
             yield _TimedReader(reader, clock)
 
     with monkeypatch.context() as patch:
-        patch.setattr(merging.engine, "query_entries", timed_query_entries)
+        patch.setattr(rewrite, "query_entries", timed_query_entries)
         patch.setattr(
             merging.SortedFileSink,
             "write",
@@ -376,7 +378,7 @@ def drain_query(source: MergeInput, sql: str) -> tuple[float, int]:
     schema = file_schema(state.schema, state.config)
 
     def drain() -> int:
-        with engine.query_entries(
+        with rewrite.query_entries(
             snapshot.store,
             snapshot.prefix,
             snapshot.markers(),
@@ -396,7 +398,7 @@ def collapsing_sql(source: MergeInput) -> str:
     state = ledger.connect(str(source.warehouse)).table(NAME).snapshot().state
     config = state.config
     context = MergeContext(
-        source=engine.ENTRIES,
+        source=ENTRIES_RELATION,
         columns=tuple(file_schema(state.schema, config).names),
         key_columns=config.key_columns,
         value_columns=tuple(state.schema.names),
@@ -411,7 +413,7 @@ def breakdown(
 ) -> dict[str, Any]:
     policy_s, policy_rows = drain_query(source, collapsing_sql(source))
     assert policy_rows == INSERTS - MARKS
-    identity_s, identity_rows = drain_query(source, f"SELECT * FROM {engine.ENTRIES}")
+    identity_s, identity_rows = drain_query(source, f"SELECT * FROM {ENTRIES_RELATION}")
     assert identity_rows == ENTRIES
     unsorted_copy = run_baseline(source, tmp_path / "copy-unsorted.parquet", order=False)
     return {
@@ -428,7 +430,7 @@ def breakdown(
                 "close (waiting for the encoders, footers and fsync), the log commit, the rest"
             ),
             "policy_query_drained_s": (
-                "engine.query_entries with the collapsing SQL, every batch read, nothing written"
+                "rewrite.query_entries with the collapsing SQL, every batch read, nothing written"
             ),
             "identity_query_drained_s": "the same with SELECT * FROM entries (scan + sort only)",
             "duckdb_copy_unsorted_s": "the baseline COPY without ORDER BY (scan + write only)",

@@ -48,7 +48,7 @@ from sqlglot import exp
 
 import ledger
 import views
-from ledger.engines import duckdb as engine
+from ledger.engines.duckdb.session import connect
 from ledger.schema import DML_TYPE
 from ledger.writer import FILE_ROWS, ROW_GROUP_ROWS, dictionary_columns
 from tests.benchmarks.timing import env_int, repeats, summary, timed
@@ -229,7 +229,7 @@ def clean_visible_sql(files: list[str]) -> str:
 
 def run_clean(sql: str) -> pa.Table:
     """A baseline query on a new connection, as every view call makes its own."""
-    with closing(engine.connect()) as con:
+    with closing(connect()) as con:
         return con.sql(sql).to_arrow_table()
 
 
@@ -379,7 +379,7 @@ def test_views_10m_entries_unmerged(view_input: ViewInput, bench_results: dict[s
 
 def visible_breakdown(table: ledger.Table) -> dict[str, Any]:
     """Single runs of parts of the unmerged visible query (information only)."""
-    with closing(engine.connect()) as con:
+    with closing(connect()) as con:
         entries = table.scan(con=con)
         entries.create_view("entries")
         crowded_s, [(crowded,)] = timed(

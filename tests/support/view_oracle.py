@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from ledger.engines import duckdb as engine
+from ledger.engines.duckdb.session import connect
 from ledger.sql import ident, idents
 
 Row = dict[str, Any]
@@ -114,7 +114,7 @@ def plain_totals(
         sql += f" WHERE {where}"
     if by:
         sql += f" GROUP BY {idents(list(by))}"
-    con = engine.connect()
+    con = connect()
     try:
         con.register("oracle_rows", rows)
         return con.sql(sql).fetchall()

@@ -35,7 +35,7 @@ def change_entries(
     reader: str = "auto",
 ) -> DataFrame:
     """The entries of a change set (``ledger.changes.ChangeSet``) with ``_commit_version`` and
-    ``_commit_timestamp``, as ``ledger.engines.duckdb.change_entries`` gives them: entries of
+    ``_commit_timestamp``, as ``engines.duckdb.changes.change_entries`` gives them: entries of
     written files joined to their commit by ``trx_id``; for each commit that replaced files,
     the entries of its removed (negated) and added files netted per value tuple, each left as
     many times as its net sign says."""

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
-from ledger.engines import duckdb as embedded
+from ledger.engines.duckdb import session as embedded
 from ledger.engines.spark.convert import col
 from ledger.engines.spark.errors import task_errors
 from ledger.engines.spark.scan import scan_files

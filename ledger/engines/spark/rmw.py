@@ -1,6 +1,6 @@
 """Read-modify-write (upsert, update, delete): a Spark join against the entries of the given
 keys at the transaction's snapshot finds each key's visible row and the live entries to mark,
-with the embedded engine's rules (``ledger.live``)."""
+with the embedded engine's rules (``ledger.sql.live``)."""
 
 from __future__ import annotations
 
@@ -152,7 +152,7 @@ def live_entries(
     latest_first: Sequence[str] | None = None,
 ) -> tuple[DataFrame, DataFrame]:
     """For ``keys``: the visible row of each key, and one row per live entry (the delete marks
-    an update writes), as in ``ledger.live`` (entries of a key with equal values cancel by sign;
+    an update writes), as in ``ledger.sql.live`` (entries of a key with equal values cancel by sign;
     the visible row is the live entry inserted last).
 
     ``latest_first`` (columns, each descending with NULLs last) switches to replacing
@@ -195,7 +195,7 @@ def stale_versions(
     latest_first: Sequence[str],
 ) -> DataFrame:
     """The rows whose version ranks below the version of their key's latest entry (a delete
-    mark counts), as in ``ledger.engines.duckdb.stale_versions``: key columns, ``given`` and
+    mark counts), as in ``ledger.engines.duckdb.rmw.stale_versions``: key columns, ``given`` and
     ``current``. A NULL version ranks below every other version."""
     touched = entries.join(rows.select(*map(col, key_columns)), list(key_columns), "left_semi")
     by_key = Window.partitionBy(*map(col, key_columns))

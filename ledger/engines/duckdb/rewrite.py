@@ -1,0 +1,65 @@
+"""Merges and rewrites on DuckDB: a merge policy's or a rewrite's query (DuckDB SQL over the
+relation :data:`~ledger.sql.names.ENTRIES`) run over the entries of some files."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import closing, contextmanager
+
+import pyarrow as pa
+
+from ledger.engines.duckdb.errors import storage_errors
+from ledger.engines.duckdb.scan import scan_files
+from ledger.engines.duckdb.session import connect
+from ledger.log.entries import FileMarker
+from ledger.sql import ident, idents
+from ledger.sql.names import ENTRIES
+from ledger.storage import Store
+
+
+@contextmanager
+def query_entries(
+    store: Store,
+    table_prefix: str,
+    files: Sequence[FileMarker],
+    schema: pa.Schema,
+    sql: str,
+    order_by: Sequence[str],
+    batch_rows: int,
+) -> Iterator[pa.RecordBatchReader]:
+    """Run ``sql`` over the entries of ``files`` (the relation ``entries``), sorted by
+    ``order_by``, and stream the result as record batches.
+
+    Raises the engine's own errors for a query that does not fit the data (see QUERY_ERRORS)
+    and :class:`StorageError` for a data file that cannot be read.
+    """
+    with closing(connect()) as con, storage_errors(f"merging {table_prefix.rstrip('/')!r}"):
+        scan_files(con, store, table_prefix, files, schema).create_view(ENTRIES)
+        # NULLS LAST, as pyarrow sorts the files appends write.
+        order = ", ".join(f"{ident(c)} ASC NULLS LAST" for c in order_by)
+        relation = con.sql(f"SELECT * FROM ({sql}) ORDER BY {order}")
+        yield relation.to_arrow_reader(batch_rows)
+
+
+def query_result_schema(sql: str, schema: pa.Schema) -> pa.Schema:
+    """The schema ``sql`` returns over ``entries`` with ``schema`` (bound on no rows)."""
+    with closing(connect()) as con:
+        con.register(ENTRIES, schema.empty_table())
+        return con.sql(sql).limit(0).to_arrow_table().schema
+
+
+def query_changes_entries(
+    store: Store, table_prefix: str, files: Sequence[FileMarker], schema: pa.Schema, sql: str
+) -> bool:
+    """Whether ``sql`` over the entries of ``files`` returns anything other than those entries
+    (compared as multisets of rows over ``schema``'s columns, NULLs equal to NULLs)."""
+    columns = idents(schema.names)
+    given = f"SELECT {columns} FROM {ENTRIES}"
+    returned = f"SELECT {columns} FROM ({sql})"
+    with closing(connect()) as con, storage_errors(f"rewriting {table_prefix.rstrip('/')!r}"):
+        scan_files(con, store, table_prefix, files, schema).create_view(ENTRIES)
+        [(changed,)] = con.sql(
+            f"SELECT EXISTS ({given} EXCEPT ALL {returned}) "
+            f"OR EXISTS ({returned} EXCEPT ALL {given})"
+        ).fetchall()
+    return bool(changed)

@@ -1,0 +1,206 @@
+"""The reads of read-modify-write on DuckDB: the live rows of given keys, the versions a write
+would overwrite, the values a partial row leaves out, and delete marks that cancel nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from contextlib import closing
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ledger.engines.duckdb.errors import storage_errors
+from ledger.engines.duckdb.scan import scan_files
+from ledger.engines.duckdb.session import connect
+from ledger.log.entries import FileMarker
+from ledger.sql import ident, idents
+from ledger.sql.live import (
+    expand_sql,
+    latest_entries_sql,
+    live_entries_sql,
+    unmatched_marks_sql,
+    visible_rows_sql,
+)
+from ledger.sql.names import DML_TYPE
+from ledger.storage import Store
+
+
+def live_rows(
+    store: Store,
+    table_prefix: str,
+    files: Sequence[FileMarker],
+    schema: pa.Schema,
+    key_columns: Sequence[str],
+    value_columns: Sequence[str],
+    *,
+    keys: pa.Table | None,
+    predicate: str | None,
+    latest_first: str | None = None,
+) -> tuple[pa.Table, pa.Table]:
+    """For the given keys (or every key), the visible row of each key and every live entry
+    (matching ``predicate`` if given), one row per entry to cancel (see ledger.live).
+
+    ``latest_first`` (an ORDER BY) switches to replacing semantics: a key's only live entry is
+    its latest entry, if that is an insertion."""
+    with closing(connect()) as con, storage_errors(f"reading {table_prefix.rstrip('/')!r}"):
+        scan_files(con, store, table_prefix, files, schema).create_view("ledger_entries")
+        source = "ledger_entries"
+        if keys is not None:
+            con.register("ledger_keys", keys)
+            source = (
+                f"(SELECT * FROM ledger_entries SEMI JOIN ledger_keys "
+                f"USING ({idents(list(key_columns))}))"
+            )
+        floats = _float_columns(schema, value_columns) if latest_first is None else []
+        live = (
+            live_entries_sql(source, value_columns, floats)
+            if latest_first is None
+            else latest_entries_sql(source, key_columns, value_columns, latest_first)
+        )
+        if predicate is not None:
+            live = f"SELECT * FROM ({live}) WHERE ({predicate})"
+        con.execute(f"CREATE TEMP TABLE ledger_live AS {live}")
+        latest = con.sql(visible_rows_sql("ledger_live", key_columns, value_columns, floats))
+        marks = con.sql(expand_sql("ledger_live", value_columns))
+        return latest.to_arrow_table(), marks.to_arrow_table()
+
+
+def _float_columns(schema: pa.Schema, columns: Sequence[str]) -> list[str]:
+    return [c for c in columns if pa.types.is_floating(schema.field(c).type)]
+
+
+def entries_touch(
+    store: Store,
+    table_prefix: str,
+    schema: pa.Schema,
+    key_columns: Sequence[str],
+    *,
+    keys_files: Sequence[FileMarker],
+    keys: pa.Table | None,
+    predicate_files: Sequence[FileMarker],
+    predicates: Sequence[str],
+) -> bool:
+    """Whether ``keys_files`` hold an entry of one of ``keys``, or ``predicate_files`` an
+    insertion matching one of ``predicates``: the conflict test of a transaction."""
+    with closing(connect()) as con, storage_errors(f"checking {table_prefix.rstrip('/')!r}"):
+        if keys is not None and keys.num_rows and keys_files:
+            scan_files(con, store, table_prefix, keys_files, schema).create_view("written")
+            con.register("touched", keys)
+            hit = con.sql(
+                f"SELECT 1 FROM written SEMI JOIN touched "
+                f"USING ({idents(list(key_columns))}) LIMIT 1"
+            ).fetchall()
+            if hit:
+                return True
+        if predicates and predicate_files:
+            scan_files(con, store, table_prefix, predicate_files, schema).create_view("inserted")
+            for predicate in predicates:
+                hit = con.sql(
+                    f"SELECT 1 FROM inserted WHERE {ident(DML_TYPE)} = 1 AND ({predicate}) LIMIT 1"
+                ).fetchall()
+                if hit:
+                    return True
+        return False
+
+
+def stale_versions(
+    store: Store,
+    table_prefix: str,
+    files: Sequence[FileMarker],
+    schema: pa.Schema,
+    key_columns: Sequence[str],
+    rows: pa.Table,
+    version_column: str,
+    latest_first: str,
+) -> pa.Table:
+    """The rows whose version ranks below the version of their key's latest entry (by
+    ``latest_first``, an ORDER BY; a delete mark counts): key columns, ``given`` and
+    ``current``. A NULL version ranks below every other version."""
+    keys, version = idents(list(key_columns)), ident(version_column)
+    with closing(connect()) as con, storage_errors(f"reading {table_prefix.rstrip('/')!r}"):
+        scan_files(con, store, table_prefix, files, schema).create_view("ledger_entries")
+        con.register("ledger_rows", rows.select([*key_columns, version_column]))
+        latest = (
+            f"SELECT {keys}, {version} FROM ledger_entries SEMI JOIN ledger_rows USING ({keys}) "
+            f"QUALIFY row_number() OVER (PARTITION BY {keys} ORDER BY {latest_first}) = 1"
+        )
+        return con.sql(
+            f"SELECT {keys}, given.{version} AS given, latest.{version} AS current "
+            f"FROM ledger_rows AS given JOIN ({latest}) AS latest USING ({keys}) "
+            f"WHERE latest.{version} IS NOT NULL "
+            f"AND (given.{version} IS NULL OR given.{version} < latest.{version})"
+        ).to_arrow_table()
+
+
+def anti_join(keys: pa.Table, found: pa.Table, key_columns: Sequence[str]) -> pa.Table:
+    """The rows of ``keys`` whose key is not in ``found``."""
+    with closing(connect()) as con:
+        con.register("wanted", keys)
+        con.register("found", found.select(list(key_columns)))
+        return con.sql(
+            f"SELECT * FROM wanted ANTI JOIN found USING ({idents(list(key_columns))})"
+        ).to_arrow_table()
+
+
+def fill_missing(
+    rows: pa.Table,
+    latest: pa.Table,
+    key_columns: Sequence[str],
+    value_columns: Sequence[str],
+    given: Mapping[str, pa.Array] | None = None,
+) -> pa.Table:
+    """Give columns missing from ``rows`` the values of the key's visible row (NULL if new).
+
+    ``given`` maps a column some rows did not name to a mask, true where the row named it; the
+    other rows take the visible row's value too. Rows keep their order.
+    """
+    partial = {c: m for c, m in (given or {}).items() if c in rows.column_names}
+    missing = [c for c in value_columns if c not in rows.column_names or c in partial]
+    if not missing:
+        return rows
+    current = _current_values(rows.select(list(key_columns)), latest, key_columns, missing)
+    columns = []
+    names = []
+    for name in value_columns:
+        if name in partial:
+            given_values = rows.column(name).combine_chunks()
+            current_values = current.column(name).combine_chunks().cast(given_values.type)
+            columns.append(pc.if_else(partial[name], given_values, current_values))
+        elif name in rows.column_names:
+            columns.append(rows.column(name))
+        else:
+            columns.append(current.column(name))
+        names.append(name)
+    return pa.table(columns, names=names)
+
+
+def _current_values(
+    keys: pa.Table, latest: pa.Table, key_columns: Sequence[str], columns: Sequence[str]
+) -> pa.Table:
+    """``columns`` of the visible row of each key in ``keys`` (NULL for a new key), one row per
+    key in the order of ``keys``."""
+    position = "row_position"
+    while position in keys.column_names:
+        position = "_" + position
+    numbered = keys.append_column(position, pa.array(range(keys.num_rows), pa.int64()))
+    with closing(connect()) as con:
+        con.register("given", numbered)
+        con.register("current", latest.select([*key_columns, *columns]))
+        return con.sql(
+            f"SELECT {', '.join('current.' + ident(c) for c in columns)} "
+            f"FROM given LEFT JOIN current USING ({idents(list(key_columns))}) "
+            f"ORDER BY given.{ident(position)}"
+        ).to_arrow_table()
+
+
+def unmatched_marks(
+    live: pa.Table, incoming: pa.Table, key_columns: Sequence[str], value_columns: Sequence[str]
+) -> pa.Table:
+    """The value tuples that ``incoming``'s delete marks cancel more often than they are live
+    (in ``live``, one row per live entry, or inserted by ``incoming``), with the excess."""
+    with closing(connect()) as con:
+        con.register("live_entries", live)
+        con.register("incoming_entries", incoming)
+        return con.sql(
+            unmatched_marks_sql("live_entries", "incoming_entries", key_columns, value_columns)
+        ).to_arrow_table()
