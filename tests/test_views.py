@@ -39,6 +39,7 @@ import views.reading
 from ledger.engines.duckdb.session import connect
 from ledger.errors import StaleVersionError
 from ledger.maintenance import merge as merging
+from ledger.reads import totals as total_reads
 from ledger.reads.files import split_isolated
 from ledger.schema import ROW_ID
 from ledger.sql import ident
@@ -1066,7 +1067,7 @@ def test_bad_totals_requests_raise_typed_errors_before_reading(
     with pytest.raises(error):
         views.totals(table, **request_)
     no_reads = mock.patch.object(
-        views.reading, "scan_files", side_effect=AssertionError("read files")
+        total_reads, "scan_files", side_effect=AssertionError("read files")
     )
     with no_reads, pytest.raises(error):
         views.totals(table, **request_)

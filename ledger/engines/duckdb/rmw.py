@@ -38,7 +38,7 @@ def live_rows(
     latest_first: str | None = None,
 ) -> tuple[pa.Table, pa.Table]:
     """For the given keys (or every key), the visible row of each key and every live entry
-    (matching ``predicate`` if given), one row per entry to cancel (see ledger.live).
+    (matching ``predicate`` if given), one row per entry to cancel (see ledger.sql.live).
 
     ``latest_first`` (an ORDER BY) switches to replacing semantics: a key's only live entry is
     its latest entry, if that is an insertion."""
