@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 import ledger
+from tests.support.engines import DuckDBEngine, Engine, SparkEngine
 from tests.support.s3server import BUCKET, MotoServer, S3Endpoint
 
 settings.register_profile(
@@ -41,7 +42,6 @@ def examples(n: int) -> int:
 # its two-worker pytest-xdist run), never beside another worker.
 RUN_ALONE = {
     "test_concurrency.py",
-    "test_icedb_hazards.py",
     "test_maintenance_concurrency.py",
     "test_vacuum_running_work.py",
 }
@@ -52,6 +52,26 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.name in RUN_ALONE:
             item.add_marker(pytest.mark.alone)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "engines: also run this test on Spark through the `engine` fixture (DuckDB runs every "
+        "test that takes `engine`; Spark only the ones that exercise engine code)",
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """The engine axis: every test taking ``engine`` runs on DuckDB; those marked
+    ``@pytest.mark.engines`` on Spark as well (marked ``spark``, so ``-m "not spark"`` skips
+    them)."""
+    if "engine" not in metafunc.fixturenames:
+        return
+    params = [pytest.param("duckdb", id="duckdb")]
+    if metafunc.definition.get_closest_marker("engines") is not None:
+        params.append(pytest.param("spark", id="spark", marks=pytest.mark.spark))
+    metafunc.parametrize("engine", params, indirect=True)
 
 
 @pytest.fixture(scope="session")
@@ -91,6 +111,15 @@ def local_location(tmp_path: Any) -> Location:
 @pytest.fixture
 def warehouse(location: Location) -> ledger.Warehouse:
     return location.connect()
+
+
+@pytest.fixture
+def engine(request: pytest.FixtureRequest) -> Engine:
+    """The engine a behaviour test writes, reads and merges through (tests/support/engines.py):
+    the embedded DuckDB engine, or Spark through ``ledger.spark`` with DataFrames."""
+    if request.param == "spark":
+        return SparkEngine(request.getfixturevalue("spark"))
+    return DuckDBEngine()
 
 
 @pytest.fixture(autouse=True)

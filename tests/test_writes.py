@@ -224,3 +224,33 @@ def test_count_answers_from_the_log_without_opening_data_files(accounts, locatio
     for path in accounts.snapshot().markers():
         store.delete(accounts.prefix + path.path)  # count must not need them
     assert location.connect().table("accounts").count() == 3
+
+
+def test_a_replayed_batch_in_a_transaction_is_a_no_op_even_after_concurrent_writes(tmp_path):
+    table = ledger.connect(str(tmp_path)).create_table("t", {"id": "BIGINT"}, primary_key="id")
+    table.insert([{"id": 1}], app_id="job", batch=1)
+    other = ledger.connect(str(tmp_path)).table("t")
+    with table.transaction(app_id="job", batch=2) as tx:
+        tx.upsert([{"id": 1}])
+        other.upsert([{"id": 1}], app_id="job", batch=2)  # the same batch lands first
+    assert tx.commit_info is not None and tx.commit_info.version is None
+    assert sign_sums(table) == {(1,): 1}
+
+
+def test_evolving_the_schema_widens_only_columns_whose_values_need_it(tmp_path):
+    table = ledger.connect(str(tmp_path)).create_table(
+        "t", {"id": "INTEGER", "qty": "SMALLINT", "price": "FLOAT"}, primary_key="id"
+    )
+    table.insert([{"id": 1, "qty": 2, "price": 1.5, "note": "n"}], evolve_schema=True)
+    assert table.schema == {"id": "INTEGER", "qty": "SMALLINT", "price": "FLOAT", "note": "VARCHAR"}
+    table.insert([{"id": 2, "qty": 2**20, "price": 1.5}], evolve_schema=True)
+    assert table.schema["qty"] == "BIGINT" and table.schema["id"] == "INTEGER"
+
+
+def test_empty_writes_are_no_ops(tmp_path):
+    table = ledger.connect(str(tmp_path)).create_table("t", {"id": "BIGINT"}, primary_key="id")
+    assert table.insert([]).version is None
+    assert table.upsert([]).version is None
+    assert table.update([]).version is None
+    assert table.delete([]).version is None
+    assert table.version == 0
