@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, settings
 
 import ledger
 from tests.support.engines import DuckDBEngine, Engine, SparkEngine
+from tests.support.request_counting import CountingS3Server
 from tests.support.s3server import BUCKET, MotoServer, S3Endpoint
 
 settings.register_profile(
@@ -101,6 +102,22 @@ def location(request: pytest.FixtureRequest, tmp_path: Any) -> Location:
         return Location("local", str(tmp_path / "warehouse"))
     endpoint: S3Endpoint = request.getfixturevalue("s3_endpoint")
     return Location("s3", f"s3://{BUCKET}/{uuid.uuid4().hex}", endpoint.options())
+
+
+@pytest.fixture
+def s3_location(s3_endpoint: S3Endpoint) -> Location:
+    """A fresh, empty warehouse location on S3 only."""
+    return Location("s3", f"s3://{BUCKET}/{uuid.uuid4().hex}", s3_endpoint.options())
+
+
+@pytest.fixture(scope="module")
+def counting_server() -> Iterator[CountingS3Server]:
+    """A moto server of its own that records every request (tests/support/request_counting.py):
+    how tests and benchmarks count the requests a commit makes."""
+    server = CountingS3Server()
+    server.start()
+    yield server
+    server.stop()
 
 
 @pytest.fixture

@@ -23,7 +23,10 @@ import ledger
 import ledger.log.commit
 from ledger.storage import Store
 from tests.conftest import Location
-from tests.support.failing import FailingStore, InjectedFault
+from tests.support.failing import (
+    FailingStore,
+    caused_by_fault,
+)
 from tests.support.ledger_reads import raw_entries, sign_sums_of, visible_of, visible_rows
 from tests.support.lost_responses import (
     MUTATING,
@@ -135,15 +138,6 @@ def attempt(store: Store, name: str, operation: Operation) -> BaseException | No
     except Exception as e:
         return e
     return None
-
-
-def caused_by_fault(error: BaseException) -> bool:
-    seen: BaseException | None = error
-    while seen is not None:
-        if isinstance(seen, InjectedFault) or "injected failure" in str(seen):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
 
 
 def check_after_fault(
