@@ -13,6 +13,8 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 import ledger
+from tests.support.engines import DuckDBEngine, Engine, SparkEngine
+from tests.support.request_counting import CountingS3Server
 from tests.support.s3server import BUCKET, MotoServer, S3Endpoint
 
 settings.register_profile(
@@ -41,7 +43,6 @@ def examples(n: int) -> int:
 # its two-worker pytest-xdist run), never beside another worker.
 RUN_ALONE = {
     "test_concurrency.py",
-    "test_icedb_hazards.py",
     "test_maintenance_concurrency.py",
     "test_vacuum_running_work.py",
 }
@@ -52,6 +53,26 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.name in RUN_ALONE:
             item.add_marker(pytest.mark.alone)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "engines: also run this test on Spark through the `engine` fixture (DuckDB runs every "
+        "test that takes `engine`; Spark only the ones that exercise engine code)",
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """The engine axis: every test taking ``engine`` runs on DuckDB; those marked
+    ``@pytest.mark.engines`` on Spark as well (marked ``spark``, so ``-m "not spark"`` skips
+    them)."""
+    if "engine" not in metafunc.fixturenames:
+        return
+    params = [pytest.param("duckdb", id="duckdb")]
+    if metafunc.definition.get_closest_marker("engines") is not None:
+        params.append(pytest.param("spark", id="spark", marks=pytest.mark.spark))
+    metafunc.parametrize("engine", params, indirect=True)
 
 
 @pytest.fixture(scope="session")
@@ -84,6 +105,22 @@ def location(request: pytest.FixtureRequest, tmp_path: Any) -> Location:
 
 
 @pytest.fixture
+def s3_location(s3_endpoint: S3Endpoint) -> Location:
+    """A fresh, empty warehouse location on S3 only."""
+    return Location("s3", f"s3://{BUCKET}/{uuid.uuid4().hex}", s3_endpoint.options())
+
+
+@pytest.fixture(scope="module")
+def counting_server() -> Iterator[CountingS3Server]:
+    """A moto server of its own that records every request (tests/support/request_counting.py):
+    how tests and benchmarks count the requests a commit makes."""
+    server = CountingS3Server()
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
 def local_location(tmp_path: Any) -> Location:
     return Location("local", str(tmp_path / "warehouse"))
 
@@ -91,6 +128,15 @@ def local_location(tmp_path: Any) -> Location:
 @pytest.fixture
 def warehouse(location: Location) -> ledger.Warehouse:
     return location.connect()
+
+
+@pytest.fixture
+def engine(request: pytest.FixtureRequest) -> Engine:
+    """The engine a behaviour test writes, reads and merges through (tests/support/engines.py):
+    the embedded DuckDB engine, or Spark through ``ledger.spark`` with DataFrames."""
+    if request.param == "spark":
+        return SparkEngine(request.getfixturevalue("spark"))
+    return DuckDBEngine()
 
 
 @pytest.fixture(autouse=True)

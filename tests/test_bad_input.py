@@ -3,11 +3,25 @@
 from __future__ import annotations
 
 import datetime as dt
+from decimal import Decimal
 
 import pyarrow as pa
 import pytest
 
 import ledger
+from ledger.errors import (
+    DuplicateKeyError,
+    InvalidArgumentError,
+    KeyNotFoundError,
+    MissingKeyError,
+    SchemaError,
+    TypeMismatchError,
+    UnknownColumnError,
+    UnmatchedDeleteMarkError,
+)
+from ledger.schema import ROW_ID
+from tests.support.arrow_data import rows
+from tests.support.engines import Engine
 from tests.support.ledger_reads import entry_count
 
 SCHEMA = {"id": "BIGINT", "day": "DATE", "amount": "DOUBLE", "tag": "VARCHAR", "n": "INTEGER"}
@@ -182,3 +196,191 @@ def test_an_inserted_row_id_the_table_has_not_generated_is_refused(tmp_path, ope
     table.insert([{"v": 3}])
     assert sorted(r[0] for r in table.scan().fetchall()) == [1, 2, 3]
     assert len({r[1] for r in table.scan().fetchall()}) == 2
+
+
+# --- the same bad inputs as typed Arrow tables, on every engine -------------------------------
+
+ENGINE_SCHEMA = {"k": "BIGINT", "g": "VARCHAR", "x": "BIGINT", "d": "DECIMAL(10,2)"}
+
+
+def _footprint(table: ledger.Table) -> tuple[int, frozenset[str]]:
+    """The latest log version and every object under the table's ``_data/``."""
+    keys = frozenset(o.key for o in table.store.list(f"{table.prefix}_data/"))
+    return table.refresh().version, keys
+
+
+@pytest.fixture(scope="module")
+def bad_input_tables(tmp_path_factory: pytest.TempPathFactory) -> dict[str, ledger.Table]:
+    """Tables the bad inputs below are refused by: shared, since nothing is ever written."""
+    wh = ledger.connect(str(tmp_path_factory.mktemp("bad") / "wh"))
+    keyed = wh.create_table(
+        "keyed", {**ENGINE_SCHEMA, "i": "INTEGER", "f": "FLOAT"}, primary_key="k"
+    )
+    keyed.insert(rows("k g x", (1, "a", 1), (2, "b", 2)))
+    no_key = wh.create_table("no_key", ENGINE_SCHEMA, primary_key=None)
+    no_key.insert(rows("g x", ("a", 1), ("b", 2)))
+    insert_only = wh.create_table(
+        "insert_only",
+        {"k": "BIGINT", "x": "BIGINT", "s": "VARCHAR"},
+        primary_key="k",
+        policy={
+            "name": "aggregating",
+            "measures": {"x": "sum", "s": "max"},
+            "insert_only": True,
+        },
+    )
+    insert_only.insert(rows("k x s", (1, 5, "z")))
+    return {"keyed": keyed, "no_key": no_key, "insert_only": insert_only}
+
+
+BAD_INPUT = [
+    # (id, table, operation, data, error)
+    (
+        "unknown-column",
+        "keyed",
+        "insert",
+        rows("k x zzz", (7, 1, 1), types={"zzz": pa.int64()}),
+        UnknownColumnError,
+    ),
+    (
+        "unknown-column-upsert",
+        "keyed",
+        "upsert",
+        rows("k zzz", (1, 1), types={"zzz": pa.int64()}),
+        UnknownColumnError,
+    ),
+    (
+        "unparsable-string-into-bigint",
+        "keyed",
+        "insert",
+        rows("k x", (7, "seven"), types={"x": pa.string()}),
+        TypeMismatchError,
+    ),
+    ("missing-key-column", "keyed", "insert", rows("g x", ("a", 1)), MissingKeyError),
+    ("null-key-insert", "keyed", "insert", rows("k x", (7, 1), (None, 2)), MissingKeyError),
+    ("null-key-upsert", "keyed", "upsert", rows("k x", (None, 2)), MissingKeyError),
+    ("null-key-delete", "keyed", "delete", rows("k", (None,)), MissingKeyError),
+    ("duplicate-keys-upsert", "keyed", "upsert", rows("k x", (1, 5), (1, 6)), DuplicateKeyError),
+    ("update-missing-key", "keyed", "update", rows("k x", (1, 5), (99, 6)), KeyNotFoundError),
+    (
+        "bigint-too-large-for-integer",
+        "keyed",
+        "insert",
+        rows("k i", (7, 1), (8, 2**40), types={"i": pa.int64()}),
+        TypeMismatchError,
+    ),
+    (
+        "decimal-rounded",
+        "keyed",
+        "insert",
+        rows("k d", (7, Decimal("1.234")), types={"d": pa.decimal128(12, 3)}),
+        TypeMismatchError,
+    ),
+    (
+        "double-rounded-into-decimal",
+        "keyed",
+        "insert",
+        rows("k d", (7, 1.234), types={"d": pa.float64()}),
+        TypeMismatchError,
+    ),
+    (
+        "double-overflows-float",
+        "keyed",
+        "insert",
+        rows("k f", (7, 1e300), types={"f": pa.float64()}),
+        TypeMismatchError,
+    ),
+    ("system-column-in-insert", "keyed", "insert", rows("k x dml_type", (7, 1, 1)), SchemaError),
+    (
+        "dml-type-2",
+        "keyed",
+        "append_entries",
+        rows("k x dml_type", (7, 1, 1), (8, 1, 2)),
+        TypeMismatchError,
+    ),
+    ("dml-type-0", "keyed", "append_entries", rows("k x dml_type", (7, 1, 0)), TypeMismatchError),
+    (
+        "dml-type-null",
+        "keyed",
+        "append_entries",
+        rows("k x dml_type", (7, 1, None)),
+        TypeMismatchError,
+    ),
+    ("dml-type-missing", "keyed", "append_entries", rows("k x", (7, 1)), SchemaError),
+    ("upsert-without-key", "no_key", "upsert", rows("g x", ("a", 1)), InvalidArgumentError),
+    ("update-without-row-id", "no_key", "update", rows("g x", ("a", 1)), MissingKeyError),
+    ("row-id-on-keyed-table", "keyed", "update", rows(f"k {ROW_ID} x", (1, 1, 1)), SchemaError),
+    (
+        "mark-without-row-id",
+        "no_key",
+        "append_entries",
+        rows(f"{ROW_ID} g x dml_type", (None, "c", 3, 1), (None, "a", 1, -1)),
+        MissingKeyError,
+    ),
+    (
+        "mark-into-insert-only",
+        "insert_only",
+        "append_entries",
+        rows("k x s dml_type", (1, 5, "z", -1)),
+        InvalidArgumentError,
+    ),
+    (
+        "mark-of-no-entry",
+        "keyed",
+        "append_entries",
+        rows("k g x dml_type", (9, "a", 1, -1)),
+        UnmatchedDeleteMarkError,
+    ),
+    (
+        "mark-with-other-values",
+        "keyed",
+        "append_entries",
+        rows("k g x dml_type", (1, "a", 2, -1), (3, "a", 2, 1)),
+        UnmatchedDeleteMarkError,
+    ),
+    (
+        "one-entry-marked-twice",
+        "keyed",
+        "append_entries",
+        rows("k g x dml_type", (1, "a", 1, -1), (1, "a", 1, -1)),
+        UnmatchedDeleteMarkError,
+    ),
+    (
+        "mark-of-an-unknown-row-id",
+        "no_key",
+        "append_entries",
+        rows(f"{ROW_ID} g x dml_type", (12345, "a", 1, -1)),
+        UnmatchedDeleteMarkError,
+    ),
+    ("update-of-insert-only", "insert_only", "update", rows("k x", (1, 6)), InvalidArgumentError),
+    ("delete-of-insert-only", "insert_only", "delete", rows("k", (1,)), InvalidArgumentError),
+]
+
+
+@pytest.mark.engines
+@pytest.mark.parametrize(
+    ("table_name", "operation", "data", "error"), [pytest.param(*c[1:], id=c[0]) for c in BAD_INPUT]
+)
+def test_bad_input_raises_the_typed_error_and_writes_nothing_on_every_engine(
+    engine: Engine,
+    bad_input_tables: dict[str, ledger.Table],
+    table_name: str,
+    operation: str,
+    data: pa.Table,
+    error: type[Exception],
+) -> None:
+    table = bad_input_tables[table_name]
+    before = _footprint(table)
+    with pytest.raises(error):
+        engine.write(table, operation, data)
+    assert _footprint(table) == before, f"a refused {engine} write left a commit or data files"
+
+
+def test_dates_beyond_year_9999_are_refused_before_writing(tmp_path):
+    table = ledger.connect(str(tmp_path)).create_table(
+        "t", {"day": "DATE", "v": "INTEGER"}, primary_key="day"
+    )
+    far = pa.table({"day": pa.array([3_000_000], pa.int32()).cast(pa.date32()), "v": [1]})
+    with pytest.raises(ledger.TypeMismatchError, match="day"):
+        table.insert(far)
+    assert not list(tmp_path.rglob("*.parquet"))

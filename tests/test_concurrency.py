@@ -37,6 +37,7 @@ import pytest
 
 import ledger
 import ledger.log.commit
+import ledger.transaction
 import ledger.writer
 from ledger.errors import StaleVersionError
 from tests.conftest import Location
@@ -424,3 +425,82 @@ def test_racing_versioned_upserts_never_commit_a_stale_version(location: Locatio
     highest = max(v for versions in attempts.values() for v in versions)
     assert in_log_order[-1] == highest
     assert policy_answer(table.refresh())["visible"] == [(1, highest, who[-1])]
+
+
+# --- two appends at the same instant whose first attempts collide both survive (IceDB named
+# commits by timestamp and host: two appends in one millisecond overwrote each other) -----------
+
+
+class _FrozenTime:
+    """The ``time`` module with its clock stopped."""
+
+    def __init__(self, at: float) -> None:
+        self.at = at
+
+    def time(self) -> float:
+        return self.at
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+
+def test_two_appends_at_the_same_instant_whose_first_attempts_collide_both_survive(
+    location, monkeypatch
+):
+    table = location.connect().create_table(
+        "events", {"id": "BIGINT", "src": "VARCHAR"}, primary_key="id"
+    )
+    table.insert([{"id": 0, "src": "seed"}])
+    frozen = _FrozenTime(time.time())
+    for module in (ledger.log.commit, ledger.writer, ledger.transaction):
+        monkeypatch.setattr(module, "time", frozen)
+
+    barrier = threading.Barrier(2, timeout=30)
+    lost: list[str] = []
+    handles = [location.connect().table("events") for _ in range(2)]
+    for handle in handles:
+        store = handle.store
+        real = store.put_if_absent
+        waited: set[str] = set()
+
+        def racing_put(key: str, data: bytes, real: Any = real, waited: set[str] = waited) -> bool:
+            # Both writers reserve a trx_id, then write a commit, at the same moment, having
+            # read the same state: each pair of first attempts collides.
+            kind = "_trx/" if "/_trx/" in key else "_log/" if "/_log/" in key else None
+            if kind is not None and kind not in waited:
+                waited.add(kind)
+                barrier.wait()
+            created = bool(real(key, data))
+            if not created and kind is not None:
+                lost.append(kind)
+            return created
+
+        monkeypatch.setattr(store, "put_if_absent", racing_put)
+
+    results: dict[int, Any] = {}
+    errors: list[BaseException] = []
+
+    def append(writer: int) -> None:
+        try:
+            results[writer] = handles[writer - 1].insert([{"id": writer, "src": f"w{writer}"}])
+        except BaseException as e:
+            errors.append(e)
+            barrier.abort()
+
+    threads = [threading.Thread(target=append, args=(w,)) for w in (1, 2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors
+    assert sorted(lost) == ["_log/", "_trx/"]  # the race really happened, once each
+
+    assert sorted(r.version for r in results.values()) == [2, 3]
+    assert len({r.trx_id for r in results.values()}) == 2
+    fresh = location.connect().table("events")
+    assert visible_rows(fresh) == [(0, "seed"), (1, "w1"), (2, "w2")]
+    history = fresh.history()
+    assert [h.operation for h in history] == ["create_table", "insert", "insert", "insert"]
+    stamps = [h.timestamp for h in history]
+    assert stamps == sorted(set(stamps))  # strictly increasing although the clock stood still
+    assert {h.trx_id for h in history[2:]} == {r.trx_id for r in results.values()}

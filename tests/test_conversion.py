@@ -9,7 +9,8 @@
 - A float goes into an integer column when it is a whole number in range.
 
 The expected answers come from plain Python (``decimal``, ``struct``), never from the library.
-Both engines follow the same rule (the Spark cases are at the end).
+Both engines follow the same rule (the Spark cases, and the writes run on every engine, are
+at the end).
 """
 
 from __future__ import annotations
@@ -27,8 +28,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ledger
+import views
 from ledger.schema import TableSchema, conform
 from tests.conftest import Location
+from tests.support.engines import Engine, sorted_rows
 
 EXACT = Context(prec=80)  # the default context would round 34-digit decimals to 28 digits
 
@@ -434,3 +437,155 @@ def test_spark_converts_float32_into_decimals_like_the_embedded_engine(spark: An
         except ledger.TypeMismatchError:
             want = "refused"
         assert ("refused" if row["lossy"] else row["value"]) == want, (values[row["i"]], want)
+
+
+# --- a write gets the same answer on every engine ---------------------------------------------
+
+NUMBERS = {"k": "BIGINT", "d": "DECIMAL(12,2)", "f": "FLOAT", "n": "BIGINT", "x": "DOUBLE"}
+SEED = [{"k": 1, "d": Decimal("1.00"), "f": 1.0, "n": 1, "x": 1.0}]
+ONE = ("ok", (1, 0))
+REFUSED = ("error", "TypeMismatchError")
+
+
+def _outcome(call: Any) -> tuple[str, Any]:
+    try:
+        info = call()
+    except ledger.LedgerError as e:
+        return ("error", type(e).__name__)
+    return ("ok", (info.inserted, info.deleted))
+
+
+WRITES_ALIKE = [
+    # (id, data, operation, the answer: accepted with (inserted, deleted), or the error)
+    # A key named twice in a delete: the embedded engine deletes it once.
+    ("delete-repeated-key", pa.table({"k": [1, 1]}), "delete", ("ok", (0, 1))),
+    # Values that do not fit the column are refused, never rounded or overflowed.
+    (
+        "double-rounds-in-decimal",
+        pa.table({"k": [2], "d": [0.125]}),
+        "insert",
+        REFUSED,
+    ),
+    (
+        "double-with-cents-in-decimal",  # accepted by both as 24.08 (its shortest text)
+        pa.table({"k": [2], "d": [24.08]}),
+        "insert",
+        ONE,
+    ),
+    (
+        "double-underflows-float",
+        pa.table({"k": [2], "f": [1e-50]}),
+        "insert",
+        REFUSED,
+    ),
+    (
+        "decimal-scale-rounds",
+        pa.table({"k": [2], "d": pa.array([Decimal("0.125")], pa.decimal128(10, 3))}),
+        "insert",
+        REFUSED,
+    ),
+    (
+        "double-overflows-float",
+        pa.table({"k": [2], "f": [1e300]}),
+        "insert",
+        REFUSED,
+    ),
+    (
+        "bigint-rounds-in-float",
+        pa.table({"k": [2], "f": [2**24 + 1]}),
+        "insert",
+        REFUSED,
+    ),
+    (
+        "double-rounds-in-float",  # accepted by both: a FLOAT holds the nearest float
+        pa.table({"k": [2], "f": [0.1]}),
+        "insert",
+        ONE,
+    ),
+    # Integers into floats: refused beyond the integers the float holds exactly (2**53, 2**24),
+    # the Long maximum included (Spark's cast clamps it); accepted up to there.
+    (
+        "bigint-beyond-2**53-in-double",
+        pa.table({"k": [2], "x": [2**53 + 2]}),
+        "insert",
+        REFUSED,
+    ),
+    (
+        "bigint-max-in-double",
+        pa.table({"k": [2], "x": [2**63 - 1]}),
+        "insert",
+        REFUSED,
+    ),
+    (
+        "int-max-in-float",
+        pa.table({"k": [2], "f": pa.array([2**31 - 1], pa.int32())}),
+        "insert",
+        REFUSED,
+    ),
+    (
+        "2**53-in-double",
+        pa.table({"k": [2], "x": [2**53]}),
+        "insert",
+        ONE,
+    ),
+    # Decimals into a DOUBLE are rounded by both, never refused.
+    (
+        "decimal-rounds-into-double",
+        pa.table(
+            {"k": [2], "x": pa.array([Decimal("0.333333333333333333")], pa.decimal128(38, 18))}
+        ),
+        "insert",
+        ONE,
+    ),
+    (
+        "17-digit-decimal-into-double",
+        pa.table({"k": [2], "x": pa.array([Decimal("99999999999999999")], pa.decimal128(17, 0))}),
+        "insert",
+        ONE,
+    ),
+    # Controls: what both engines already agree on.
+    (
+        "string-for-number",
+        pa.table({"k": [2], "n": ["12"]}),
+        "insert",
+        ONE,
+    ),
+    ("upsert-repeated-key", pa.table({"k": [2, 2]}), "upsert", ("error", "DuplicateKeyError")),
+]
+
+
+# What the accepted ones docs/concepts.md promises ("Integers into floats") read back as: (k, f, x).
+PROMISED_ROWS = {"2**53-in-double": (2, None, float(2**53))}
+PROMISED = {
+    "bigint-beyond-2**53-in-double",
+    "bigint-max-in-double",
+    "bigint-rounds-in-float",
+    "int-max-in-float",
+    "2**53-in-double",
+}
+
+
+@pytest.mark.engines
+@pytest.mark.parametrize(
+    ("case", "data", "operation", "answer"), WRITES_ALIKE, ids=[w[0] for w in WRITES_ALIKE]
+)
+def test_a_write_gets_the_same_answer_on_every_engine(
+    engine: Engine, tmp_path: Any, case: str, data: pa.Table, operation: str, answer: Any
+) -> None:
+    """Values that do not fit the column are refused, never rounded or overflowed; the integers
+    a float holds exactly are accepted, any other integer is refused (docs/concepts.md). The
+    embedded API on a twin table is the reference for what is visible afterwards."""
+    wh = ledger.connect(str(tmp_path))
+    reference = wh.create_table("reference", NUMBERS, primary_key="k")
+    table = wh.create_table("t", NUMBERS, primary_key="k")
+    reference.insert(SEED)
+    table.insert(SEED)
+    assert _outcome(lambda: getattr(reference, operation)(data)) == answer, case
+    assert _outcome(lambda: engine.write(table, operation, data)) == answer, case
+    assert sorted_rows(views.visible(table).fetchall()) == sorted_rows(
+        views.visible(reference).fetchall()
+    )
+    if case in PROMISED:
+        stored = table.scan().project("k, f, x").fetchall()
+        expected = [(1, 1.0, 1.0)] + ([PROMISED_ROWS[case]] if case in PROMISED_ROWS else [])
+        assert sorted(stored, key=repr) == sorted(expected, key=repr), case

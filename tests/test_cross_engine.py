@@ -9,7 +9,6 @@
   partitions, schema evolution, the Spark and pyarrow readers, S3).
 - A merge by one engine while the other appends: every appended row is visible exactly once and
   totals equal the oracle's. Read-modify-write transactions conflict across engines.
-- Both engines answer the same request alike, bad input included (same error, nothing written).
 - ``ledger.spark`` called from a thread (no active session there) leaves the session's settings.
 
 Spark jobs cost about a second each on two cores, so the data is tiny and examples few.
@@ -286,27 +285,7 @@ def test_random_writes_agree_across_engines_replacing(spark: Any, scenario: Any)
     _run_scenario(spark, "replacing", scenario)
 
 
-# --- 2. DataFrames Spark builds from local data ---------------------------------------------------
-
-
-@pytest.mark.parametrize("source", ["arrow", "pandas"])
-def test_spark_insert_of_a_dataframe_made_from_arrow_or_pandas(
-    spark: Any, tmp_path: Any, source: str
-) -> None:
-    """``spark.createDataFrame(arrow_table or pandas_frame)`` is a LocalRelation: Spark's
-    optimizer folded a JVM ``spark_partition_id()`` over it on the driver (every row in
-    partition 0) while ``mapInArrow`` wrote it in several tasks, so the write's own check
-    refused it as non-deterministic. Fixed in f7bff62 (counting in mapInArrow) while this suite
-    was written; kept as a regression test."""
-    table = ledger.connect(str(tmp_path)).create_table("t", SCHEMA, primary_key="k")
-    data = _arrow([{"k": k, "a": k, "d": None, "x": None, "s": "x"} for k in range(3)])
-    frame = spark.createDataFrame(data if source == "arrow" else data.to_pandas())
-    info = ls.insert(table, frame)
-    assert (info.inserted, info.deleted) == (3, 0)
-    assert _visible(table) == [(k, k, None, None, "x") for k in range(3)]
-
-
-# --- 3. files written by one engine, read and updated by the other --------------------------------
+# --- 2. files written by one engine, read and updated by the other --------------------------------
 
 TYPES = {
     "k": "VARCHAR",
@@ -454,7 +433,7 @@ def test_embedded_writes_then_spark_reads_and_updates(spark: Any, tmp_path: Any)
     assert _spark_rows(ls.visible(table, spark=spark)) == [*want[:3], (5, 50, None, 1.5)]
 
 
-# --- 4. a merge by one engine while the other appends ---------------------------------------------
+# --- 3. a merge by one engine while the other appends ---------------------------------------------
 
 PLAIN = {"k": "BIGINT", "v": "BIGINT", "who": "VARCHAR"}
 
@@ -584,165 +563,8 @@ def test_spark_calls_from_a_thread_leave_the_session_settings_alone(
     assert after == {**before, "spark.sql.session.timeZone": "America/New_York"}
 
 
-# --- 5. the same answer to the same request, and to the same bad input ----------------------------
-
-NUMBERS = {"k": "BIGINT", "d": "DECIMAL(12,2)", "f": "FLOAT", "n": "BIGINT", "x": "DOUBLE"}
-SEED = [{"k": 1, "d": Decimal("1.00"), "f": 1.0, "n": 1, "x": 1.0}]
-
-
-def _outcome(call: Any) -> tuple[str, Any]:
-    try:
-        info = call()
-    except ledger.LedgerError as e:
-        return ("error", type(e).__name__)
-    return ("ok", (info.inserted, info.deleted))
-
-
-WRITES = [
-    # A key named twice in a delete: the embedded engine deletes it once.
-    ("delete-repeated-key", pa.table({"k": [1, 1]}), "k bigint", [(1,), (1,)], "delete"),
-    # Values that do not fit the column are refused, never rounded or overflowed.
-    (
-        "double-rounds-in-decimal",
-        pa.table({"k": [2], "d": [0.125]}),
-        "k bigint, d double",
-        [(2, 0.125)],
-        "insert",
-    ),
-    (
-        "double-with-cents-in-decimal",  # accepted by both as 24.08 (its shortest text)
-        pa.table({"k": [2], "d": [24.08]}),
-        "k bigint, d double",
-        [(2, 24.08)],
-        "insert",
-    ),
-    (
-        "double-underflows-float",
-        pa.table({"k": [2], "f": [1e-50]}),
-        "k bigint, f double",
-        [(2, 1e-50)],
-        "insert",
-    ),
-    (
-        "decimal-scale-rounds",
-        pa.table({"k": [2], "d": pa.array([Decimal("0.125")], pa.decimal128(10, 3))}),
-        "k bigint, d decimal(10,3)",
-        [(2, Decimal("0.125"))],
-        "insert",
-    ),
-    (
-        "double-overflows-float",
-        pa.table({"k": [2], "f": [1e300]}),
-        "k bigint, f double",
-        [(2, 1e300)],
-        "insert",
-    ),
-    (
-        "bigint-rounds-in-float",
-        pa.table({"k": [2], "f": [2**24 + 1]}),
-        "k bigint, f bigint",
-        [(2, 2**24 + 1)],
-        "insert",
-    ),
-    (
-        "double-rounds-in-float",  # accepted by both: a FLOAT holds the nearest float
-        pa.table({"k": [2], "f": [0.1]}),
-        "k bigint, f double",
-        [(2, 0.1)],
-        "insert",
-    ),
-    # Integers into floats: refused beyond the integers the float holds exactly (2**53, 2**24),
-    # the Long maximum included (Spark's cast clamps it); accepted up to there.
-    (
-        "bigint-beyond-2**53-in-double",
-        pa.table({"k": [2], "x": [2**53 + 2]}),
-        "k bigint, x bigint",
-        [(2, 2**53 + 2)],
-        "insert",
-    ),
-    (
-        "bigint-max-in-double",
-        pa.table({"k": [2], "x": [2**63 - 1]}),
-        "k bigint, x bigint",
-        [(2, 2**63 - 1)],
-        "insert",
-    ),
-    (
-        "int-max-in-float",
-        pa.table({"k": [2], "f": pa.array([2**31 - 1], pa.int32())}),
-        "k bigint, f int",
-        [(2, 2**31 - 1)],
-        "insert",
-    ),
-    (
-        "2**53-in-double",
-        pa.table({"k": [2], "x": [2**53]}),
-        "k bigint, x bigint",
-        [(2, 2**53)],
-        "insert",
-    ),
-    # Decimals into a DOUBLE are rounded by both, never refused.
-    (
-        "decimal-rounds-into-double",
-        pa.table(
-            {"k": [2], "x": pa.array([Decimal("0.333333333333333333")], pa.decimal128(38, 18))}
-        ),
-        "k bigint, x decimal(38,18)",
-        [(2, Decimal("0.333333333333333333"))],
-        "insert",
-    ),
-    (
-        "17-digit-decimal-into-double",
-        pa.table({"k": [2], "x": pa.array([Decimal("99999999999999999")], pa.decimal128(17, 0))}),
-        "k bigint, x decimal(17,0)",
-        [(2, Decimal("99999999999999999"))],
-        "insert",
-    ),
-    # Controls: what both engines already agree on.
-    (
-        "string-for-number",
-        pa.table({"k": [2], "n": ["12"]}),
-        "k bigint, n string",
-        [(2, "12")],
-        "insert",
-    ),
-    ("upsert-repeated-key", pa.table({"k": [2, 2]}), "k bigint", [(2,), (2,)], "upsert"),
-]
-
-
-# The outcome docs/concepts.md promises ("Integers into floats"), asserted on both engines: the
-# integers a float holds exactly are accepted, any other integer is refused.
-PROMISED = {
-    "bigint-beyond-2**53-in-double": ("error", "TypeMismatchError"),
-    "bigint-max-in-double": ("error", "TypeMismatchError"),
-    "bigint-rounds-in-float": ("error", "TypeMismatchError"),
-    "int-max-in-float": ("error", "TypeMismatchError"),
-    "2**53-in-double": ("ok", (1, 0)),
-}
-# What the accepted ones read back as: (k, f, x).
-PROMISED_ROWS = {"2**53-in-double": (2, None, float(2**53))}
-
-
-@pytest.mark.parametrize(
-    ("case", "arrow", "ddl", "rows", "operation"), WRITES, ids=[w[0] for w in WRITES]
-)
-def test_both_engines_answer_a_write_alike(
-    spark: Any, tmp_path: Any, case: str, arrow: pa.Table, ddl: str, rows: Any, operation: str
-) -> None:
-    wh = ledger.connect(str(tmp_path))
-    embedded = wh.create_table("embedded", NUMBERS, primary_key="k")
-    on_spark = wh.create_table("on_spark", NUMBERS, primary_key="k")
-    embedded.insert(SEED)
-    on_spark.insert(SEED)
-    want = _outcome(lambda: getattr(embedded, operation)(arrow))
-    got = _outcome(lambda: getattr(ls, operation)(on_spark, spark.createDataFrame(rows, ddl)))
-    assert got == want, case
-    assert _visible(on_spark) == _visible(embedded), case
-    if case in PROMISED:
-        assert want == got == PROMISED[case], case
-        stored = [r for t in (embedded, on_spark) for r in t.scan().project("k, f, x").fetchall()]
-        expected = [(1, 1.0, 1.0)] + ([PROMISED_ROWS[case]] if case in PROMISED_ROWS else [])
-        assert sorted(stored, key=repr) == sorted(expected * 2, key=repr), case
+# --- 4. read-modify-write across engines (the same answer to the same write on every engine is
+# test_conversion.py's test_a_write_gets_the_same_answer_on_every_engine) ------------------------
 
 
 def test_read_modify_write_conflicts_across_engines(spark: Any, tmp_path: Any) -> None:

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 import ledger
 import views
 from tests.conftest import examples
+from tests.support.ledger_reads import sign_sums, visible_rows
 
 SCHEMA = {"id": "BIGINT", "name": "VARCHAR", "amount": "DECIMAL(18,2)", "score": "DOUBLE"}
 
@@ -321,3 +322,23 @@ def test_random_marks_agree_with_an_in_place_table(location, writes):
         assert _visible(table) == oracle.visible()
         assert table.count() == oracle.count()
         assert _totals(table) == (oracle.count(), oracle.total())
+
+
+def test_append_entries_delete_marks_conflict_with_a_concurrent_change_of_the_key(tmp_path):
+    table = ledger.connect(str(tmp_path)).create_table(
+        "t", {"id": "BIGINT", "amount": "BIGINT"}, primary_key="id"
+    )
+    table.insert([{"id": 1, "amount": 10}])
+    tx = table.transaction()
+    tx.append_entries(
+        [{"id": 1, "amount": 10, "dml_type": -1}, {"id": 1, "amount": 30, "dml_type": 1}]
+    )
+    table.update([{"id": 1, "amount": 20}])
+    with pytest.raises(ledger.ConflictError):
+        tx.commit()
+    assert visible_rows(table) == [(1, 20)]
+    assert sign_sums(table) == {(1,): 1}
+    blind = table.transaction()
+    blind.append_entries([{"id": 2, "amount": 1, "dml_type": 1}])
+    table.update([{"id": 1, "amount": 21}])
+    assert blind.commit().version is not None  # insertions alone stay blind

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -183,14 +182,6 @@ def test_partial_dicts_keep_absent_values_on_upsert(local_location: Location) ->
 
 
 # --- small commits -------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def counting_server() -> Iterator[CountingS3Server]:
-    server = CountingS3Server()
-    server.start()
-    yield server
-    server.stop()
 
 
 def _s3_warehouse(server: CountingS3Server) -> ledger.Warehouse:

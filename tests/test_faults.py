@@ -20,11 +20,20 @@ from typing import Any
 import pytest
 
 import ledger
+import ledger.log.commit
 from ledger.storage import Store
 from tests.conftest import Location
-from tests.support.failing import FailingStore, InjectedFault
-from tests.support.ledger_reads import raw_entries, sign_sums_of, visible_of
-from tests.support.lost_responses import MUTATING, LateFailingStore, LostCommitResponseStore
+from tests.support.failing import (
+    FailingStore,
+    caused_by_fault,
+)
+from tests.support.ledger_reads import raw_entries, sign_sums_of, visible_of, visible_rows
+from tests.support.lost_responses import (
+    MUTATING,
+    LateFailingStore,
+    LosesLogResponses,
+    LostCommitResponseStore,
+)
 from tests.support.s3server import BUCKET, S3Endpoint
 
 Rows = dict[int, str]
@@ -129,15 +138,6 @@ def attempt(store: Store, name: str, operation: Operation) -> BaseException | No
     except Exception as e:
         return e
     return None
-
-
-def caused_by_fault(error: BaseException) -> bool:
-    seen: BaseException | None = error
-    while seen is not None:
-        if isinstance(seen, InjectedFault) or "injected failure" in str(seen):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
 
 
 def check_after_fault(
@@ -515,3 +515,23 @@ def test_a_data_file_that_cannot_be_read_is_a_storage_error(
     assert isinstance(error, ledger.StorageError) and isinstance(error, OSError), repr(error)
     assert "could not be read" in str(error)
     assert warehouse.table("t").version == version
+
+
+def test_a_lost_response_on_the_last_attempt_still_counts_as_committed(tmp_path, monkeypatch):
+    store = LosesLogResponses(str(tmp_path))
+    table = ledger.Warehouse(store).create_table("t", {"id": "BIGINT"}, primary_key="id")
+    # The last attempt is the one that lands.
+    monkeypatch.setattr(ledger.log.commit, "MAX_ATTEMPTS", 1)
+    store.armed = True
+    info = table.insert([{"id": 1}])
+    store.armed = False
+    assert info.version == 1
+    reopened = ledger.Warehouse(store).table("t")
+    assert visible_rows(reopened) == [(1,)]  # its data files were kept
+
+
+def test_a_lost_response_on_create_returns_the_created_table(tmp_path):
+    store = LosesLogResponses(str(tmp_path))
+    store.armed = True
+    table = ledger.Warehouse(store).create_table("t", {"id": "BIGINT"}, primary_key="id")
+    assert table.version == 0

@@ -2,8 +2,8 @@
 and what each merge policy writes, on small hand-written ledgers with exact expected entries.
 
 Most tests run on local disk; the ones whose behaviour depends on how files are read and written
-(output layout, rewrites) run on S3 as well. Race hazards live in test_icedb_hazards.py and bad
-input in test_maintenance_bad_input.py.
+(output layout, rewrites) run on S3 as well. Races live in test_maintenance_concurrency.py and
+test_vacuum_running_work.py, bad input in test_maintenance_bad_input.py.
 """
 
 from __future__ import annotations

@@ -35,11 +35,23 @@ from typing import Any
 import pytest
 
 import ledger
+from ledger.maintenance import merge as merging
+from ledger.maintenance import partitions as partition_ops
 from ledger.storage import Store
 from tests.conftest import Location
 from tests.support.failing import FailingStore
-from tests.support.ledger_reads import policy_answer
-from tests.support.maintenance import POLICIES, set_clock_skew
+from tests.support.ledger_reads import policy_answer, visible_rows
+from tests.support.maintenance import (
+    LOCAL_ONLY,
+    POLICIES,
+    add_rows,
+    assert_files_consistent,
+    other_handle,
+    region_table,
+    run_once_before,
+    set_clock_skew,
+    vacuum_now,
+)
 from tests.support.workers import (
     APPEND,
     DROP,
@@ -668,3 +680,84 @@ def _location(request: pytest.FixtureRequest, tmp_path: Any, backend: str) -> Lo
 
     endpoint = request.getfixturevalue("s3_endpoint")
     return Location("s3", f"s3://{BUCKET}/{uuid.uuid4().hex}", endpoint.options())
+
+
+# --- drops staged against appends and merges (IceDB's hazards (a) and (b): its drop rewrote the
+# alive list it had read, and a merge after a drop could resurrect dropped files) ----------------
+
+# --- a drop of one partition, then vacuum, keeps every other partition
+
+
+def test_dropping_one_partition_then_vacuum_keeps_every_other_partition(location, monkeypatch):
+    table = region_table(location)
+    for region, first in (("eu", 0), ("us", 10), ("ap", 20)):
+        add_rows(table, region, [first, first + 1])
+        add_rows(table, region, [first + 2])
+    table.merge({"region": "us"})  # us: one alive file, two tombstoned ones for vacuum
+    other = other_handle(location)
+    # IceDB's drop rewrote the alive list it had read, losing files committed meanwhile: an
+    # append to another partition lands between this drop's read and its commit.
+    racing = run_once_before(
+        monkeypatch,
+        partition_ops,
+        "commit_entry",
+        lambda: other.insert([{"id": 30, "region": "ap", "v": 30}]),
+    )
+
+    dropped = table.drop_partitions({"region": "eu"})
+    assert dropped.version == racing[0].version + 1  # the drop committed after the append
+    assert (dropped.files_removed, dropped.entries_removed) == (2, 3)
+    vacuumed = vacuum_now(table)
+    assert vacuumed.data_files_deleted == 4  # eu's two files and us's merged inputs
+
+    fresh = other_handle(location)
+    assert [r[0] for r in visible_rows(fresh)] == [10, 11, 12, 20, 21, 22, 30]
+    assert {m.partition["region"] for m in fresh.snapshot().markers()} == {"us", "ap"}
+    assert fresh.count() == 7
+    assert_files_consistent(location, tombstones_allowed=False)
+
+
+# --- a merge after a drop does not resurrect dropped files
+
+
+@LOCAL_ONLY
+def test_a_merge_after_a_drop_does_not_resurrect_dropped_files(location):
+    table = region_table(location)
+    for region, first in (("eu", 0), ("us", 10)):
+        add_rows(table, region, [first])
+        add_rows(table, region, [first + 1])
+    table.drop_partitions({"region": "eu"})
+
+    merged = table.merge()
+    assert [p.partition for p in merged.merged] == [{"region": "us"}]
+    vacuum_now(table)
+    assert table.merge(min_files=1).files_in == 1  # only us's merged file is left to pick
+    fresh = other_handle(location)
+    assert [r[0] for r in visible_rows(fresh)] == [10, 11]
+    assert fresh.count() == 2
+    assert_files_consistent(location)
+
+
+def test_a_merge_racing_a_drop_gives_the_dropped_partition_up(location, monkeypatch):
+    table = region_table(location)
+    for region, first in (("eu", 0), ("us", 10)):
+        add_rows(table, region, [first])
+        add_rows(table, region, [first + 1])
+    other = other_handle(location)
+    # The merge has read both partitions and written their new files when the drop commits.
+    dropped = run_once_before(
+        monkeypatch, merging, "_commit", lambda: other.drop_partitions({"region": "eu"})
+    )
+
+    result = table.merge()
+    assert dropped[0].files_removed == 2
+    assert result.version == dropped[0].version + 1
+    assert [p.partition for p in result.merged] == [{"region": "us"}]
+    assert result.conflicts == ({"region": "eu"},)
+    fresh = other_handle(location)
+    assert [r[0] for r in visible_rows(fresh)] == [10, 11]
+    assert {m.partition["region"] for m in fresh.snapshot().markers()} == {"us"}
+    assert_files_consistent(location)  # eu's merged output was deleted, not left behind
+    vacuum_now(fresh)
+    assert fresh.count() == 2
+    assert_files_consistent(location, tombstones_allowed=False)

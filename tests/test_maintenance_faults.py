@@ -32,17 +32,20 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-import pyarrow.fs as pafs
 import pytest
 
 import ledger
 import ledger.maintenance.vacuum as vacuuming
 from ledger.storage import Store
 from tests.conftest import Location
-from tests.support.failing import CallCounter, FailingStore, InjectedFault, _FailingHandler
+from tests.support.failing import (
+    FAULTS,
+    CrashingStore,
+    FailingStore,
+    caused_by_fault,
+)
 from tests.support.ledger_reads import policy_answer
 from tests.support.maintenance import POLICIES
-from tests.support.s3server import BUCKET, S3Endpoint
 
 SCHEMA = {"k": "BIGINT", "v": "BIGINT", "n": "BIGINT"}
 PARTITION_BY = ["bucket(2, k)"]
@@ -53,34 +56,6 @@ GRACE_S = 60
 
 
 # --- stores that fail --------------------------------------------------------------------------
-
-
-class CrashCounter(CallCounter):
-    """Fails the ``fail_at``-th call and every call after it."""
-
-    def tick(self, what: str) -> None:
-        self.calls += 1
-        self.log.append(what)
-        if self.fail_at is not None and self.calls >= self.fail_at:
-            self.failed = True
-            raise InjectedFault(f"injected crash at storage call {self.calls} ({what})")
-
-
-class CrashingStore(FailingStore):
-    """A process dying at its ``fail_at``-th storage call: no later call reaches the store."""
-
-    def __init__(self, inner: Store, fail_at: int | None) -> None:
-        super().__init__(inner, fail_at)
-        self.counter = CrashCounter(fail_at)
-        self._fs = pafs.PyFileSystem(_FailingHandler(inner.filesystem, self.counter))
-
-
-FAULTS: dict[str, type[FailingStore]] = {"fail once": FailingStore, "crash": CrashingStore}
-
-
-@pytest.fixture
-def s3_location(s3_endpoint: S3Endpoint) -> Location:
-    return Location("s3", f"s3://{BUCKET}/{uuid.uuid4().hex}", s3_endpoint.options())
 
 
 # --- the tables --------------------------------------------------------------------------------
@@ -227,15 +202,6 @@ def read_table(warehouse: ledger.Warehouse, name: str) -> Reading:
         keys = [row[0] for row in answer["visible"]]
         assert len(set(keys)) == len(keys), f"a key is visible twice: {answer['visible']}"
     return Reading(table.version, answer, frozenset(state.files), alive, present)
-
-
-def caused_by_fault(error: BaseException) -> bool:
-    seen: BaseException | None = error
-    while seen is not None:
-        if isinstance(seen, InjectedFault) or "injected" in str(seen):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
 
 
 def attempt(store: Store, name: str, operation: Operation) -> tuple[Any, BaseException | None]:

@@ -208,3 +208,16 @@ def test_a_row_is_found_by_its_own_zoned_timestamp_in_every_time_partition(insta
                 utc_day = zoned.astimezone(dt.UTC).strftime("%Y-%m-%d")
                 if field == "ts_day":
                     assert t.count(partitions={field: utc_day}) == 1
+
+
+def test_partition_values_that_join_alike_stay_apart(tmp_path):
+    table = ledger.connect(str(tmp_path)).create_table(
+        "t",
+        {"id": "BIGINT", "a": "VARCHAR", "b": "VARCHAR"},
+        primary_key="id",
+        partition_by=["a", "b"],
+    )
+    table.insert([{"id": 1, "a": "x\x1fvy", "b": "z"}, {"id": 2, "a": "x", "b": "y\x1fvz"}])
+    assert table.count(partitions={"a": "x"}) == 1
+    assert table.count(partitions={"a": "x\x1fvy"}) == 1
+    assert len(table.files()) == 2

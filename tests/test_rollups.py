@@ -25,7 +25,6 @@ import random
 import shutil
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from decimal import Decimal
@@ -53,10 +52,16 @@ from ledger.rollup import Rollup
 from ledger.snapshot import Snapshot
 from ledger.storage import Store
 from tests.conftest import Location, examples
-from tests.support.failing import CallCounter, FailingStore, InjectedFault, _FailingHandler
+from tests.support.failing import (
+    FAULTS,
+    CallCounter,
+    FailingStore,
+    InjectedFault,
+    _FailingHandler,
+    caused_by_fault,
+)
 from tests.support.lost_responses import LateFailingStore, LostCommitResponseStore
 from tests.support.maintenance import POLICIES, set_clock_skew, vacuum_now
-from tests.support.s3server import BUCKET, S3Endpoint
 from tests.support.scratch import make_scratch_dir
 
 SCHEMA = {"k": "BIGINT", "g": "VARCHAR", "p": "BIGINT", "x": "BIGINT", "d": "DECIMAL(10,2)"}
@@ -459,36 +464,6 @@ TestRollupModel.settings = settings(
 
 
 # --- fault injection -----------------------------------------------------------------------------
-
-
-class CrashCounter(CallCounter):
-    """Fails the ``fail_at``-th call and every call after it (the process died there)."""
-
-    def tick(self, what: str) -> None:
-        self.calls += 1
-        self.log.append(what)
-        if self.fail_at is not None and self.calls >= self.fail_at:
-            self.failed = True
-            raise InjectedFault(f"injected crash at storage call {self.calls} ({what})")
-
-
-class CrashingStore(FailingStore):
-    def __init__(self, inner: Store, fail_at: int | None) -> None:
-        super().__init__(inner, fail_at)
-        self.counter = CrashCounter(fail_at)
-        self._fs = pafs.PyFileSystem(_FailingHandler(inner.filesystem, self.counter))
-
-
-FAULTS: dict[str, type[FailingStore]] = {"fail once": FailingStore, "crash": CrashingStore}
-
-
-def caused_by_fault(error: BaseException) -> bool:
-    seen: BaseException | None = error
-    while seen is not None:
-        if isinstance(seen, InjectedFault) or "injected" in str(seen):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
 
 
 def clone_table(warehouse: ledger.Warehouse, source: str, name: str) -> None:
@@ -1215,11 +1190,6 @@ def test_an_explicit_refresh_catches_up_after_a_failed_auto_refresh(
 
 
 # --- 5. S3 ---------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def s3_location(s3_endpoint: S3Endpoint) -> Location:
-    return Location("s3", f"s3://{BUCKET}/{uuid.uuid4().hex}", s3_endpoint.options())
 
 
 @pytest.mark.timeout(300)

@@ -410,3 +410,20 @@ def test_s3_store_without_the_check_trusts_the_store(
     calls = ignore_if_none_match(store, monkeypatch)
     assert store.put_if_absent("a", b"1") is True
     assert [c["Key"].rsplit("/", 1)[-1] for c in calls] == ["a"]  # no probe
+
+
+def test_committed_local_data_files_are_fsynced(tmp_path, monkeypatch):
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def spy(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", spy)
+    table = ledger.connect(str(tmp_path)).create_table("t", {"id": "BIGINT"}, primary_key="id")
+    table.insert([{"id": 1}])
+    (data_file,) = table.files()
+    assert data_file in synced
+    commit_sync = max(i for i, path in enumerate(synced) if "/_log/" in path)
+    assert synced.index(data_file) < commit_sync

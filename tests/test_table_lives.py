@@ -94,3 +94,24 @@ def test_a_dropped_lifes_files_go_once_the_log_no_longer_names_it(
     assert _data_keys(new) == alive  # the dropped life's file is gone
     fresh = location.connect().table("t")
     assert fresh.count() == 3
+
+
+def test_a_dropped_table_keeps_its_snapshots_unless_purged(tmp_path):
+    warehouse = ledger.connect(str(tmp_path))
+    table = warehouse.create_table("t", {"id": "BIGINT"}, primary_key="id")
+    table.insert([{"id": 1}])
+    snapshot = table.snapshot()
+    warehouse.drop_table("t")
+    assert snapshot.scan().fetchall() == [(1, 1, 0, 1)]  # readable until vacuum
+    again = warehouse.create_table("t", {"id": "BIGINT"}, primary_key="id")
+    again.insert([{"id": 2}])
+    history = again.history()
+    trx_ids = [h.trx_id for h in history if h.trx_id is not None]
+    assert len(trx_ids) == len(set(trx_ids)) == 2
+    with pytest.raises(ledger.SnapshotNotFoundError, match="before"):
+        again.snapshot(version=1)  # a version of the table's earlier life
+    kept = set((tmp_path / "t").glob("_data*/**/*.parquet"))  # each life has its own folder
+    assert len(kept) == 2
+    warehouse.drop_table("t", purge=True)
+    left = set((tmp_path / "t").glob("_data*/**/*.parquet"))
+    assert len(left) == 1 and left < kept  # the second table's file is gone; vacuum takes the rest

@@ -15,6 +15,10 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import os
+import subprocess
+import sys
+import textwrap
 import zoneinfo
 from decimal import Decimal
 from typing import Any
@@ -281,3 +285,29 @@ def test_a_spark_timestamp_goes_into_a_timestamp_column_as_utc(spark: Any, tmp_p
     want = [(i, _utc_wall_time(v)) for i, v in rows]
     assert _rows(on_spark, "id, ts") == want
     assert _rows(embedded, "id, ts") == want
+
+
+def test_conflicts_on_timestamptz_keys_do_not_depend_on_the_machine_time_zone(tmp_path):
+    script = textwrap.dedent(
+        f"""
+        import datetime as dt, ledger
+        wh = ledger.connect({str(tmp_path)!r})
+        t = wh.create_table("ev", {{"at": "TIMESTAMPTZ", "v": "BIGINT"}}, primary_key="at")
+        k = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
+        t.insert([{{"at": k, "v": 0}}])
+        tx = t.transaction()
+        tx.delete_where("v = 0")
+        tx.delete([k])
+        t.update([{{"at": k, "v": 5}}])
+        try:
+            tx.commit()
+        except ledger.ConflictError:
+            print("conflict")
+        """
+    )
+    env = {**os.environ, "TZ": "America/New_York"}
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "conflict"

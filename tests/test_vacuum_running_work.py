@@ -18,8 +18,22 @@ from typing import Any
 import pytest
 
 import ledger
+from ledger.maintenance import merge as merging
+from ledger.maintenance import vacuum as vacuuming
 from tests.conftest import Location
-from tests.support.maintenance import set_clock_skew, vacuum_now
+from tests.support.ledger_reads import visible_rows
+from tests.support.maintenance import (
+    LOCAL_ONLY,
+    add_rows,
+    assert_files_consistent,
+    data_keys,
+    other_handle,
+    region_table,
+    run_once_before,
+    set_clock_skew,
+    sorted_entries,
+    vacuum_now,
+)
 
 SCHEMA = {"k": "BIGINT", "v": "BIGINT"}
 COUNTER = 0
@@ -41,10 +55,6 @@ def _lookup(table: ledger.Table, keys: list[int]) -> dict[int, int]:
 
 def _value(table: ledger.Table, key: int = COUNTER) -> int | None:
     return _lookup(table.refresh(), [key]).get(key)
-
-
-def _data_keys(table: ledger.Table) -> set[str]:
-    return {info.key for info in table.store.list(table.prefix + "_data/")}
 
 
 def _merge_and_vacuum(table: ledger.Table) -> ledger.maintenance.vacuum.VacuumResult:
@@ -72,7 +82,7 @@ def test_an_open_transaction_reads_its_snapshot_after_a_merge_and_vacuum_0(
 
     # Once the transaction is over, nothing needs the tombstoned files any more.
     assert vacuum_now(other).data_files_deleted == 3
-    assert _data_keys(other) == {other.prefix + m.path for m in other.snapshot().state.alive_files}
+    assert data_keys(other) == {other.prefix + m.path for m in other.snapshot().state.alive_files}
     assert _value(location.connect().table("counter")) == 2
 
 
@@ -197,7 +207,7 @@ def test_increments_racing_merge_and_vacuum_0_each_land_exactly_once(location: L
     assert sorted(markers.values()) == list(range(len(landed)))
     assert table.count() == 1 + len(landed)
     # Nothing any alive marker names is missing.
-    assert {table.prefix + m.path for m in table.snapshot().state.alive_files} <= _data_keys(table)
+    assert {table.prefix + m.path for m in table.snapshot().state.alive_files} <= data_keys(table)
 
 
 def test_a_spark_upsert_in_an_open_transaction_reads_files_merged_and_vacuumed(
@@ -260,3 +270,156 @@ def test_increments_from_processes_racing_merge_and_vacuum_0_land_once(
     assert set(markers) == set(landed)
     assert sorted(markers.values()) == list(range(len(landed)))
     assert table.count() == 1 + len(landed)
+
+
+# --- a merge or append committing while vacuum runs: no duplicate, no lost file (IceDB's hazard
+# (c): it needed an external lock around merges and tombstone cleanup); a writer whose snapshot
+# predates a vacuum that trimmed the log must not land on a version the checkpoint covers ------
+
+
+GRACE_S = 0.2
+
+
+def _table_with_tombstones(location: Location) -> ledger.Table:
+    """eu merged once (two tombstoned files for vacuum), us with two files to merge; quiet for
+    longer than GRACE_S, so a vacuum with that grace expunges eu's inputs but keeps the log."""
+    table = region_table(location)
+    add_rows(table, "eu", [0])
+    add_rows(table, "eu", [1])
+    table.merge({"region": "eu"})
+    add_rows(table, "us", [10, 11])
+    add_rows(table, "us", [12])
+    time.sleep(GRACE_S + 0.1)
+    return table
+
+
+def test_a_vacuum_committing_between_a_merges_write_and_commit(location, monkeypatch):
+    table = _table_with_tombstones(location)
+    entries = sorted_entries(table)
+    other = other_handle(location)
+    vacuumed = run_once_before(monkeypatch, merging, "_commit", lambda: other.vacuum(GRACE_S))
+
+    result = table.merge()
+    assert vacuumed[0].data_files_deleted == 2 and vacuumed[0].orphans_deleted == 0
+    assert result.version == vacuumed[0].version + 1
+    assert result.merged[0].partition == {"region": "us"} and result.conflicts == ()
+    fresh = other_handle(location)
+    assert sorted_entries(fresh) == entries  # each entry exactly once
+    assert len(fresh.snapshot().markers({"region": "us"})) == 1
+    assert_files_consistent(location)
+    vacuum_now(fresh)
+    assert sorted_entries(other_handle(location)) == entries
+    assert_files_consistent(location, tombstones_allowed=False)
+
+
+@LOCAL_ONLY
+def test_a_merge_committing_while_vacuum_is_between_its_listing_and_its_commit(
+    location, monkeypatch
+):
+    table = _table_with_tombstones(location)
+    entries = sorted_entries(table)
+    vacuum_handle = other_handle(location)
+    # Vacuum has listed the data folder and read the state; the merge commits before vacuum's
+    # own commit (which then has to land on top of it).
+    merged = run_once_before(monkeypatch, vacuuming, "commit_entry", lambda: table.merge())
+
+    result = vacuum_handle.vacuum(GRACE_S)
+    assert merged[0].merged[0].partition == {"region": "us"}
+    assert result.version == merged[0].version + 1
+    assert (result.data_files_deleted, result.orphans_deleted) == (2, 0)
+    fresh = other_handle(location)
+    assert len(fresh.snapshot().markers({"region": "us"})) == 1
+    assert sorted_entries(fresh) == entries
+    assert_files_consistent(location)
+
+
+@LOCAL_ONLY
+def test_a_merge_whose_snapshot_predates_a_log_trimming_vacuum_is_not_lost(location, monkeypatch):
+    table = _table_with_tombstones(location)
+    entries = sorted_entries(table)
+    other = other_handle(location)
+
+    def vacuum_and_trim_the_log() -> int:
+        first = vacuum_now(other)  # expunges eu's inputs and writes a checkpoint at its commit
+        second = vacuum_now(other)  # deletes every commit up to that checkpoint (if not done)
+        return first.log_files_deleted + second.log_files_deleted
+
+    log_files_deleted = run_once_before(monkeypatch, merging, "_commit", vacuum_and_trim_the_log)
+    result = table.merge()
+    # The log names a merge that can still commit may aim at are younger than the transaction
+    # timeout, and vacuum keeps them (deleting one would let the merge's put-if-absent land on a
+    # freed name that no reader replays).
+    assert log_files_deleted[0] == 0
+    assert result.version is not None
+    fresh = other_handle(location)
+    assert sorted_entries(fresh) == entries
+    assert fresh.version == result.version
+    assert len(fresh.snapshot().markers({"region": "us"})) == 1
+    assert_files_consistent(location)
+
+
+@LOCAL_ONLY
+def test_an_append_whose_snapshot_predates_a_log_trimming_vacuum_is_not_lost(location):
+    table = region_table(location)
+    add_rows(table, "us", [1])
+    add_rows(table, "us", [2])
+    slow = other_handle(location).transaction()  # its snapshot: version 2
+    slow.insert([{"id": 3, "region": "us", "v": 3}])
+    table.merge()
+    first = vacuum_now(table)
+    second = vacuum_now(table)
+    # slow may still commit, so the log names after its snapshot are kept.
+    assert first.log_files_deleted + second.log_files_deleted == 0
+
+    info = slow.commit()
+    fresh = other_handle(location)
+    assert [r[0] for r in visible_rows(fresh)] == [1, 2, 3]
+    assert fresh.version == info.version
+    assert_files_consistent(location)
+
+
+def test_a_transaction_older_than_the_timeout_cannot_commit_onto_a_trimmed_log(
+    location, monkeypatch
+):
+    set_clock_skew(monkeypatch)
+    table = region_table(location, transaction_timeout=1.5, checkpoint_interval=2)
+    add_rows(table, "us", [1])
+    add_rows(table, "us", [2])
+    slow = other_handle(location).transaction()  # its snapshot: version 2
+    slow.insert([{"id": 3, "region": "us", "v": 3}])
+    add_rows(table, "us", [4])
+    time.sleep(1.7)  # slow is now past the timeout
+    trimmed = vacuum_now(table)
+    assert trimmed.log_files_deleted > 0  # the name slow would aim at is gone
+
+    with pytest.raises(ledger.TransactionTimeoutError):
+        slow.commit()
+    fresh = other_handle(location)
+    assert [r[0] for r in visible_rows(fresh)] == [1, 2, 4]
+    assert_files_consistent(location)
+
+
+@LOCAL_ONLY
+def test_a_merge_paused_past_the_timeout_cannot_commit_files_vacuum_took_for_orphans(
+    location, monkeypatch
+):
+    set_clock_skew(monkeypatch)
+    table = region_table(location, transaction_timeout=1.5)
+    add_rows(table, "us", [10, 11])
+    add_rows(table, "us", [12])
+    entries = sorted_entries(table)
+    version = table.version
+    other = other_handle(location)
+
+    def vacuum_after_the_timeout() -> vacuuming.VacuumResult:
+        time.sleep(1.6)  # the merge's new file is now older than the transaction timeout
+        return vacuum_now(other)
+
+    vacuumed = run_once_before(monkeypatch, merging, "_commit", vacuum_after_the_timeout)
+    with pytest.raises(ledger.TransactionTimeoutError):
+        table.merge()
+    assert vacuumed[0].orphans_deleted == 1  # the merge's output, never committed
+    fresh = other_handle(location)
+    assert fresh.version == version
+    assert sorted_entries(fresh) == entries
+    assert_files_consistent(location, tombstones_allowed=False)

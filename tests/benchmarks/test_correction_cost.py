@@ -23,7 +23,6 @@ time into phases (``correction_breakdown``): information only, never asserted.
 
 from __future__ import annotations
 
-import itertools
 import os
 import shutil
 import statistics
@@ -45,6 +44,7 @@ import ledger.transaction
 import views
 from ledger.engines.duckdb import rmw
 from ledger.writer import ROW_GROUP_ROWS
+from tests.benchmarks.builders import SCHEMA, column_values, keyed_rows, slices
 from tests.benchmarks.timing import env_int, repeats, summary, timed
 
 ROWS = env_int("LEDGER_BENCH_CORRECTION_ROWS", 10_000_000)
@@ -52,14 +52,6 @@ CORRECTIONS = ROWS // 100
 COMMITS = 4
 REPEATS = repeats(5)
 NAME = "ledger"
-SCHEMA = {
-    "k": "BIGINT",
-    "a": "BIGINT",
-    "q": "INTEGER",
-    "b": "DOUBLE",
-    "s": "VARCHAR",
-    "ts": "TIMESTAMP",
-}
 TARGET_RATIO = 10.0
 TARGET = f">= {TARGET_RATIO}"
 CHECKED_KEYS = 20
@@ -78,44 +70,16 @@ class CorrectionInput:
     sum_a_after: int  # sum of a over every row once the corrections are applied
 
 
-def _values(n: int, rng: np.random.Generator) -> dict[str, pa.Array]:
-    """The non-key columns in the table's exact Arrow types: a BIGINT and an INTEGER of moderate
-    cardinality, a DOUBLE, a VARCHAR of 5,000 distinct values, a TIMESTAMP over a month."""
-    notes = pa.array([f"note-{i:05d}-{'x' * (i % 17)}" for i in range(5_000)], pa.string())
-    start = np.datetime64("2024-01-01T00:00:00", "us")
-    month_us = 30 * 86_400 * 1_000_000
-    return {
-        "a": pa.array(rng.integers(0, 10_000, n, dtype=np.int64)),
-        "q": pa.array(rng.integers(-1_000, 1_000, n, dtype=np.int32)),
-        "b": pa.array(rng.random(n) * 100.0),
-        "s": notes.take(pa.array(rng.integers(0, len(notes), n))),
-        "ts": pa.array(
-            start + rng.integers(0, month_us, n).astype("timedelta64[us]"), pa.timestamp("us")
-        ),
-    }
-
-
-def make_rows(n: int) -> pa.Table:
-    """n rows with shuffled distinct keys 0..n-1, so every commit spans the whole key range."""
-    rng = np.random.default_rng(20240501)
-    return pa.table({"k": pa.array(rng.permutation(n).astype(np.int64)), **_values(n, rng)})
-
-
 def make_corrections(rows: pa.Table) -> tuple[pa.Table, int]:
     """CORRECTIONS random existing keys with new values (random order), and the sum of ``a``
     over the whole table once they are applied."""
     rng = np.random.default_rng(17)
     picked = rng.choice(rows.num_rows, CORRECTIONS, replace=False)
     old = rows.take(pa.array(picked))
-    corrections = pa.table({"k": old.column("k"), **_values(CORRECTIONS, rng)})
+    corrections = pa.table({"k": old.column("k"), **column_values(CORRECTIONS, rng)})
     total = pc.sum(rows.column("a")).as_py()
     total += pc.sum(corrections.column("a")).as_py() - pc.sum(old.column("a")).as_py()
     return corrections, int(total)
-
-
-def _slices(n: int, parts: int) -> Iterator[tuple[int, int]]:
-    bounds = np.linspace(0, n, parts + 1).astype(int)
-    yield from ((int(b), int(e - b)) for b, e in itertools.pairwise(bounds))
 
 
 @pytest.fixture(scope="module")
@@ -125,11 +89,11 @@ def correction_input(
     root = tmp_path_factory.mktemp("correction_cost")
     warehouse = root / "ledger"
     delta_path = root / "delta"
-    rows = make_rows(ROWS)
+    rows = keyed_rows(ROWS, seed=20240501)
 
     started = time.perf_counter()
     table = ledger.connect(str(warehouse)).create_table(NAME, SCHEMA, primary_key=["k"])
-    for offset, length in _slices(ROWS, COMMITS):
+    for offset, length in slices(ROWS, COMMITS):
         assert table.insert(rows.slice(offset, length)).inserted == length
     ledger_build_s = time.perf_counter() - started
     markers = table.snapshot().markers()
@@ -138,7 +102,7 @@ def correction_input(
 
     # Delta files of about the ledger's file size, so both tables have about as many files.
     started = time.perf_counter()
-    for number, (offset, length) in enumerate(_slices(ROWS, COMMITS)):
+    for number, (offset, length) in enumerate(slices(ROWS, COMMITS)):
         deltalake.write_deltalake(
             str(delta_path),
             rows.slice(offset, length),

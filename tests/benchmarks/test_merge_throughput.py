@@ -25,7 +25,6 @@ information only, never asserted.
 
 from __future__ import annotations
 
-import itertools
 import os
 import resource
 import shutil
@@ -55,6 +54,7 @@ from ledger.sql.names import ENTRIES as ENTRIES_RELATION
 from ledger.writer import file_schema, sort_columns
 from merge_policies import load_policy
 from merge_policies.base import MergeContext
+from tests.benchmarks.builders import SCHEMA, keyed_rows, slices
 from tests.benchmarks.timing import REPEATS, env_int, summary, timed
 
 ENTRIES = env_int("LEDGER_BENCH_MERGE_ENTRIES", 10_000_000)
@@ -63,14 +63,6 @@ INSERTS = ENTRIES - MARKS
 INSERT_COMMITS = 6
 MARK_COMMITS = 2
 NAME = "ledger"
-SCHEMA = {
-    "k": "BIGINT",
-    "a": "BIGINT",
-    "q": "INTEGER",
-    "b": "DOUBLE",
-    "s": "VARCHAR",
-    "ts": "TIMESTAMP",
-}
 TARGET_RATIO = 0.7
 TARGET = f">= {TARGET_RATIO}"
 
@@ -87,33 +79,6 @@ class MergeInput:
     surviving_key_sum: int  # sum of k over the insertions no delete mark cancels
 
 
-def make_rows(n: int) -> pa.Table:
-    """n rows in the table's exact Arrow types: shuffled distinct BIGINT keys (so every commit
-    spans the whole key range), a BIGINT and an INTEGER of moderate cardinality, a DOUBLE, a
-    VARCHAR of 5,000 distinct values and a TIMESTAMP spread over a month."""
-    rng = np.random.default_rng(20240301)
-    notes = pa.array([f"note-{i:05d}-{'x' * (i % 17)}" for i in range(5_000)], pa.string())
-    start = np.datetime64("2024-01-01T00:00:00", "us")
-    month_us = 30 * 86_400 * 1_000_000
-    return pa.table(
-        {
-            "k": pa.array(rng.permutation(n).astype(np.int64)),
-            "a": pa.array(rng.integers(0, 10_000, n, dtype=np.int64)),
-            "q": pa.array(rng.integers(-1_000, 1_000, n, dtype=np.int32)),
-            "b": pa.array(rng.random(n) * 100.0),
-            "s": notes.take(pa.array(rng.integers(0, len(notes), n))),
-            "ts": pa.array(
-                start + rng.integers(0, month_us, n).astype("timedelta64[us]"), pa.timestamp("us")
-            ),
-        }
-    )
-
-
-def _slices(n: int, parts: int) -> Iterator[tuple[int, int]]:
-    bounds = np.linspace(0, n, parts + 1).astype(int)
-    yield from ((int(b), int(e - b)) for b, e in itertools.pairwise(bounds))
-
-
 @pytest.fixture(scope="module")
 def merge_input(
     tmp_path_factory: pytest.TempPathFactory, bench_results: dict[str, Any]
@@ -124,14 +89,14 @@ def merge_input(
     table = ledger.connect(str(warehouse)).create_table(
         NAME, SCHEMA, primary_key=["k"], policy="collapsing"
     )
-    rows = make_rows(INSERTS)
-    for offset, length in _slices(INSERTS, INSERT_COMMITS):
+    rows = keyed_rows(INSERTS, seed=20240301)
+    for offset, length in slices(INSERTS, INSERT_COMMITS):
         assert table.insert(rows.slice(offset, length)).inserted == length
     # Each mark carries the values of one distinct insertion, so it cancels exactly that one.
     marked = np.random.default_rng(7).choice(INSERTS, MARKS, replace=False)
     marks = rows.take(pa.array(marked))
     marks = marks.append_column(DML_TYPE, pa.repeat(pa.scalar(-1, pa.int8()), MARKS))
-    for offset, length in _slices(MARKS, MARK_COMMITS):
+    for offset, length in slices(MARKS, MARK_COMMITS):
         assert table.append_entries(marks.slice(offset, length)).deleted == length
     build_s = time.perf_counter() - started
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import statistics
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -30,14 +29,6 @@ LATENCY_TARGET_S = 0.030
 SCHEMA = {"id": "BIGINT", "user_id": "BIGINT", "kind": "VARCHAR", "amount": "DOUBLE"}
 
 pytestmark = pytest.mark.timeout(1200)
-
-
-@pytest.fixture(scope="module")
-def counting_server() -> Iterator[CountingS3Server]:
-    server = CountingS3Server()
-    server.start()
-    yield server
-    server.stop()
 
 
 def _rows(start: int) -> list[dict[str, Any]]:

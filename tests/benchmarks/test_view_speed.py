@@ -28,7 +28,6 @@ only. ``LEDGER_BENCH_VIEW_ENTRIES`` shrinks the table (a full run takes about 2 
 
 from __future__ import annotations
 
-import itertools
 import math
 import shutil
 import statistics
@@ -49,8 +48,8 @@ from sqlglot import exp
 import ledger
 import views
 from ledger.engines.duckdb.session import connect
-from ledger.schema import DML_TYPE
 from ledger.writer import FILE_ROWS, ROW_GROUP_ROWS, dictionary_columns
+from tests.benchmarks.builders import SCHEMA, column_values, keyed_rows, slices, with_dml
 from tests.benchmarks.timing import env_int, repeats, summary, timed
 
 ENTRIES = env_int("LEDGER_BENCH_VIEW_ENTRIES", 10_000_000)
@@ -60,14 +59,6 @@ INSERT_COMMITS = 4
 UPDATE_COMMITS = 2
 REPEATS = repeats(5)
 NAME = "ledger"
-SCHEMA = {
-    "k": "BIGINT",
-    "a": "BIGINT",
-    "q": "INTEGER",
-    "b": "DOUBLE",
-    "s": "VARCHAR",
-    "ts": "TIMESTAMP",
-}
 TARGETS = {"totals": 1.3, "visible": 2.0, "merged": 1.1}
 TOTALS_PASSES = 3
 
@@ -84,38 +75,6 @@ class ViewInput:
     entries_sized_files: list[str]  # 10M rows: every entry's values, as insertions
     expected_by_q: pa.Table  # q, count, sum_a, sum_b, avg_b of the visible rows, by q
     sum_a: int
-
-
-def _values(n: int, rng: np.random.Generator) -> dict[str, pa.Array]:
-    """The non-key columns in the table's exact Arrow types: a BIGINT and an INTEGER of moderate
-    cardinality, a DOUBLE, a VARCHAR of 5,000 distinct values, a TIMESTAMP over a month."""
-    notes = pa.array([f"note-{i:05d}-{'x' * (i % 17)}" for i in range(5_000)], pa.string())
-    start = np.datetime64("2024-01-01T00:00:00", "us")
-    month_us = 30 * 86_400 * 1_000_000
-    return {
-        "a": pa.array(rng.integers(0, 10_000, n, dtype=np.int64)),
-        "q": pa.array(rng.integers(-1_000, 1_000, n, dtype=np.int32)),
-        "b": pa.array(rng.random(n) * 100.0),
-        "s": notes.take(pa.array(rng.integers(0, len(notes), n))),
-        "ts": pa.array(
-            start + rng.integers(0, month_us, n).astype("timedelta64[us]"), pa.timestamp("us")
-        ),
-    }
-
-
-def make_rows(n: int) -> pa.Table:
-    """n rows with shuffled distinct keys 0..n-1, so every commit spans the whole key range."""
-    rng = np.random.default_rng(20240401)
-    return pa.table({"k": pa.array(rng.permutation(n).astype(np.int64)), **_values(n, rng)})
-
-
-def _with_dml(rows: pa.Table, sign: int) -> pa.Table:
-    return rows.append_column(DML_TYPE, pa.repeat(pa.scalar(sign, pa.int8()), rows.num_rows))
-
-
-def _slices(n: int, parts: int) -> Iterator[tuple[int, int]]:
-    bounds = np.linspace(0, n, parts + 1).astype(int)
-    yield from ((int(b), int(e - b)) for b, e in itertools.pairwise(bounds))
 
 
 def _by_key(rows: pa.Table) -> pa.Table:
@@ -151,17 +110,17 @@ def view_input(
     table = ledger.connect(str(warehouse)).create_table(
         NAME, SCHEMA, primary_key=["k"], policy="collapsing"
     )
-    rows = make_rows(KEYS)
-    for offset, length in _slices(KEYS, INSERT_COMMITS):
-        assert table.append_entries(_with_dml(rows.slice(offset, length), 1)).inserted == length
+    rows = keyed_rows(KEYS, seed=20240401)
+    for offset, length in slices(KEYS, INSERT_COMMITS):
+        assert table.append_entries(with_dml(rows.slice(offset, length), 1)).inserted == length
     # An update: a mark carrying the key's old values, then an insertion of its new ones.
     rng = np.random.default_rng(11)
     updated = rng.choice(KEYS, UPDATES, replace=False)
     old = rows.take(pa.array(updated))
-    new = pa.table({"k": old.column("k"), **_values(UPDATES, rng)})
-    for offset, length in _slices(UPDATES, UPDATE_COMMITS):
+    new = pa.table({"k": old.column("k"), **column_values(UPDATES, rng)})
+    for offset, length in slices(UPDATES, UPDATE_COMMITS):
         entries = pa.concat_tables(
-            [_with_dml(old.slice(offset, length), -1), _with_dml(new.slice(offset, length), 1)]
+            [with_dml(old.slice(offset, length), -1), with_dml(new.slice(offset, length), 1)]
         )
         info = table.append_entries(entries)
         assert (info.inserted, info.deleted) == (length, length)

@@ -143,3 +143,37 @@ class _FailingHandler(pafs.FileSystemHandler):  # type: ignore[misc]
 
     def open_append_stream(self, path: str, metadata: Any) -> Any:
         raise NotImplementedError
+
+
+class CrashCounter(CallCounter):
+    """Fails the ``fail_at``-th call and every call after it (the process died there)."""
+
+    def tick(self, what: str) -> None:
+        self.calls += 1
+        self.log.append(what)
+        if self.fail_at is not None and self.calls >= self.fail_at:
+            self.failed = True
+            raise InjectedFault(f"injected crash at storage call {self.calls} ({what})")
+
+
+class CrashingStore(FailingStore):
+    """A process dying at its ``fail_at``-th storage call: no later call reaches the store."""
+
+    def __init__(self, inner: Store, fail_at: int | None) -> None:
+        super().__init__(inner, fail_at)
+        self.counter = CrashCounter(fail_at)
+        self._fs = pafs.PyFileSystem(_FailingHandler(inner.filesystem, self.counter))
+
+
+# The two kinds of fault the fault suites inject at each storage call in turn.
+FAULTS: dict[str, type[FailingStore]] = {"fail once": FailingStore, "crash": CrashingStore}
+
+
+def caused_by_fault(error: BaseException) -> bool:
+    """Whether ``error`` is (or was raised because of) an injected fault."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, InjectedFault) or "injected" in str(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False

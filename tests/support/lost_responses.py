@@ -9,6 +9,7 @@ before it reaches the store; these wrappers fail it after.
 from __future__ import annotations
 
 from ledger.storage import Store
+from ledger.storage.local import LocalStore
 from tests.support.failing import FailingStore
 
 MUTATING = ("put ", "put_if_absent ", "delete ")
@@ -53,3 +54,14 @@ class LostCommitResponseStore(FailingStore):
             self.lost = key
             return False
         return created
+
+
+class LosesLogResponses(LocalStore):
+    """Log commits land, but the store answers 'exists' (a retried request answered 412)."""
+
+    armed = False
+
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        created = super().put_if_absent(key, data)
+        lost = self.armed and "/_log/" in key and ".checkpoint." not in key
+        return False if lost else created
