@@ -80,6 +80,55 @@ class _Conversion:
     position: int = 0
 
 
+_UNPLANNED: Any = object()
+# Per value, for rows holding a None: its expected type, integer range, and whether it may be None.
+_ValueChecks: TypeAlias = "tuple[tuple[type, int, int, bool], ...]"
+
+
+@dataclass(frozen=True, slots=True)
+class _RowPlan:
+    """The checks of a row of given names, worked out once per set of names: when every value
+    is of its expected type (one comparison of type tuples), only text, integer ranges and
+    finite floats are left to check, each at its known position."""
+
+    types: tuple[type, ...]
+    checks: _ValueChecks
+    texts: tuple[int, ...]
+    integers: tuple[tuple[int, int, int], ...]
+    floats: tuple[int, ...]
+    fixed_size: int
+
+
+def _checked_value_by_value(
+    row: dict[str, Any], checks: _ValueChecks
+) -> tuple[dict[str, Any], int] | None:
+    """``row`` and its approximate size if each value plainly fits (None allowed outside the
+    key), else None."""
+    size = 0
+    for value, (expected, low, high, nullable) in zip(row.values(), checks, strict=True):
+        kind = type(value)
+        if kind is not expected:
+            if value is None and nullable:
+                size += 1
+                continue
+            return None
+        if kind is str:
+            if not value.isascii() and not _encodes(value):
+                return None
+            size += len(value) + 4
+        elif kind is int:
+            if not low <= value <= high:
+                return None
+            size += 8
+        elif kind is float:
+            if not math.isfinite(value):
+                return None
+            size += 8
+        else:
+            size += 1
+    return row, size
+
+
 # Accepted rows: converted Arrow tables, or plain dicts that convert together at flush time.
 _Part: TypeAlias = "pa.Table | list[dict[str, Any]]"
 
@@ -148,9 +197,13 @@ class BufferedWriter:
         if app_id is not None:
             # Go on after the app's last committed batch: a batch at or below it is a no-op.
             self._next_batch = table.handle.latest_state().apps.get(app_id, -1) + 1
-        self._state = threading.Condition(threading.Lock())
+        # The hot path of write() takes the condition's lock directly (the same lock, without
+        # the Python-level wrapper of Condition.__enter__).
+        self._lock = threading.Lock()
+        self._state = threading.Condition(self._lock)
         self._open = _Buffer()
         self._sealed: deque[_Batch] = deque()
+        self._sealed_bytes = 0  # bytes of the sealed batches, kept for the check of each write
         self._accepted = 0  # position of the last accepted row
         self._committed = 0  # position of the last committed row
         self._failures = 0
@@ -166,6 +219,7 @@ class BufferedWriter:
         self._plain_types: dict[str, type] = {}
         self._int_bounds: dict[str, tuple[int, int]] = {}
         self._plain_keys: frozenset[str] = frozenset()
+        self._row_plans: dict[tuple[str, ...], _RowPlan | None] = {}
         self._checks_for: TableSchema | None = None
         self._converting = False
         self._thread = threading.Thread(
@@ -223,6 +277,14 @@ class BufferedWriter:
         rows stay buffered and are tried again), and
         :class:`~ledger.errors.WriterClosedError` after ``close()``.
         """
+        if type(data) is dict:  # the hot path: one row of plain values, one lock round
+            checked = self._plain_row(data)
+            if checked is not None:
+                row, size = checked
+                with self._lock:
+                    if self._closed or self._error is not None or self._backlog_full():
+                        self._admit_locked()
+                    return self._accept_row(row, size)
         if type(data) is dict or isinstance(data, list):
             rows: list[Any] = data if isinstance(data, list) else [data]
             plain, size = self._plain_rows(rows)
@@ -328,7 +390,7 @@ class BufferedWriter:
 
     def _backlog_full(self) -> bool:
         pending = self._accepted - self._committed
-        backlog_bytes = self._open.bytes + sum(b.bytes for b in self._sealed)
+        backlog_bytes = self._open.bytes + self._sealed_bytes
         return (
             pending >= BACKLOG_FACTOR * self._max_rows
             or backlog_bytes >= BACKLOG_FACTOR * self._max_bytes
@@ -437,6 +499,69 @@ class BufferedWriter:
                 self._state.notify_all()
         return self._accepted
 
+    def _accept_row(self, row: dict[str, Any], size: int) -> int:
+        """:meth:`_accept_part` of one plain row, inline (the state lock is held)."""
+        buffer = self._open
+        parts = buffer.parts
+        if parts and type(parts[-1]) is list:
+            parts[-1].append(row)
+        else:
+            parts.append([row])
+            if buffer.oldest is None:
+                buffer.oldest = time.monotonic()
+        buffer.rows += 1
+        buffer.bytes += size
+        self._accepted += 1
+        if buffer.rows >= self._max_rows or buffer.bytes >= self._max_bytes:
+            self._state.notify_all()
+        return self._accepted
+
+    def _plain_row(self, row: dict[str, Any]) -> tuple[dict[str, Any], int] | None:
+        """A copy of one row and its approximate size if every value plainly fits its column,
+        else None: :meth:`_plain_rows` for one row, with the checks of its names looked up once
+        per set of names (few in practice), not once per value."""
+        if self._checks_for is not self._table._state.schema:
+            self._plain_checks()
+        names = tuple(row)
+        plan = self._row_plans.get(names, _UNPLANNED)
+        if plan is _UNPLANNED:
+            plan = self._row_plans[names] = self._plan_row(names)
+        if plan is None:
+            return None
+        copy = row.copy()  # the caller may change its dict after write() returns
+        values = tuple(copy.values())
+        if tuple(map(type, values)) != plan.types:
+            return _checked_value_by_value(copy, plan.checks)  # a None, or a value to refuse
+        size = plan.fixed_size
+        for i in plan.texts:
+            text = values[i]
+            if not text.isascii() and not _encodes(text):
+                return None
+            size += len(text)
+        for i, low, high in plan.integers:
+            if not low <= values[i] <= high:
+                return None
+        for i in plan.floats:
+            if not math.isfinite(values[i]):
+                return None
+        return copy, size
+
+    def _plan_row(self, names: tuple[str, ...]) -> _RowPlan | None:
+        """The checks of a row naming ``names``; None when a value needs a conversion whatever
+        it is (a column without a plain type, an unknown column) or a key column is missing."""
+        expected_types, bounds, keys = self._plain_types, self._int_bounds, self._plain_keys
+        if not names or not keys.issubset(names) or not all(n in expected_types for n in names):
+            return None
+        types = tuple(expected_types[n] for n in names)
+        return _RowPlan(
+            types=types,
+            checks=tuple((expected_types[n], *bounds.get(n, (0, 0)), n not in keys) for n in names),
+            texts=tuple(i for i, kind in enumerate(types) if kind is str),
+            integers=tuple((i, *bounds[n]) for i, n in enumerate(names) if types[i] is int),
+            floats=tuple(i for i, kind in enumerate(types) if kind is float),
+            fixed_size=sum({str: 4, int: 8, float: 8}.get(kind, 1) for kind in types),
+        )
+
     def _plain_rows(self, rows: list[Any]) -> tuple[list[dict[str, Any]] | None, int]:
         """Copies of ``rows`` and their approximate size if every value plainly fits its column
         (see the module docstring); (None, 0) if any row needs a conversion first. On the hot
@@ -480,6 +605,7 @@ class BufferedWriter:
             config = state.config
             self._plain_types, self._int_bounds = _plain_types(state.schema)
             self._plain_keys = frozenset(() if config.generated_row_id else config.key_columns)
+            self._row_plans = {}
             self._checks_for = state.schema
         return self._plain_types, self._int_bounds, self._plain_keys
 
@@ -497,6 +623,7 @@ class BufferedWriter:
             batch, self._next_batch = self._next_batch, self._next_batch + 1
         opened = self._open
         self._sealed.append(_Batch(opened.parts, opened.rows, opened.bytes, self._accepted, batch))
+        self._sealed_bytes += opened.bytes
         self._open = _Buffer()
 
     def _commit_sealed(self, *, in_background: bool) -> int:
@@ -524,6 +651,7 @@ class BufferedWriter:
                     raise
                 with self._state:
                     self._sealed.popleft()
+                    self._sealed_bytes -= head.bytes
                     self._committed = head.end_position
                     self._error = None
                     self._retry_delay = RETRY_DELAY_SECONDS

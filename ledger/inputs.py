@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -288,14 +289,63 @@ def _csv_batches(
         strings_can_be_null=True,
         quoted_strings_can_be_null=False,
     )
-    with filesystem.open_input_stream(path) as source:
-        yield from pacsv.open_csv(
-            source,
-            read_options=pacsv.ReadOptions(block_size=TEXT_BLOCK_BYTES),
-            # A quoted value may hold a line break (slower to split into blocks, but right).
-            parse_options=pacsv.ParseOptions(newlines_in_values=True),
-            convert_options=convert,
-        )
+    try:
+        with filesystem.open_input_stream(path) as source:
+            yield from pacsv.open_csv(
+                source,
+                read_options=pacsv.ReadOptions(block_size=TEXT_BLOCK_BYTES),
+                # A quoted value may hold a line break (slower to split into blocks, but right).
+                parse_options=pacsv.ParseOptions(newlines_in_values=True),
+                convert_options=convert,
+            )
+    except pa.ArrowInvalid as e:
+        where = _csv_error_row(filesystem, path, str(e))
+        if where is None:
+            raise
+        raise pa.ArrowInvalid(f"{e} ({where})") from e
+
+
+_CSV_CONVERSION_ERROR = re.compile(
+    r"In CSV column #(\d+): (?:Row #\d+: )?"
+    r"(?:CSV conversion error to [^:]+: invalid value '(.*)'$|The string '(.*)' is not a valid)",
+    re.DOTALL,
+)
+
+
+def _csv_error_row(filesystem: pafs.FileSystem, path: str, message: str) -> str | None:
+    """Where in the file the value Arrow's CSV reader refused is: its column's name and its row
+    (counted from 1 after the header), found by reading that column again as text. None when
+    the message is not a conversion error or the value is not found."""
+    match = _CSV_CONVERSION_ERROR.search(message)
+    if match is None:
+        return None
+    index, value = int(match.group(1)), match.group(2) or match.group(3)
+    try:
+        with filesystem.open_input_stream(path) as source:
+            reader = pacsv.open_csv(
+                source,
+                read_options=pacsv.ReadOptions(block_size=TEXT_BLOCK_BYTES),
+                parse_options=pacsv.ParseOptions(newlines_in_values=True),
+            )
+            name = reader.schema.names[index]
+        with filesystem.open_input_stream(path) as source:
+            reader = pacsv.open_csv(
+                source,
+                read_options=pacsv.ReadOptions(block_size=TEXT_BLOCK_BYTES),
+                parse_options=pacsv.ParseOptions(newlines_in_values=True),
+                convert_options=pacsv.ConvertOptions(
+                    column_types={name: pa.string()}, include_columns=[name]
+                ),
+            )
+            seen = 0
+            for batch in reader:
+                found = pc.index(batch.column(0), value).as_py()
+                if found >= 0:
+                    return f"column {name!r}, row {seen + found + 1}"
+                seen += batch.num_rows
+    except (pa.ArrowException, OSError, IndexError):
+        return None
+    return None
 
 
 def _json_batches(
@@ -307,8 +357,17 @@ def _json_batches(
     (``ledger.schema.parse_text``): the JSON reader itself takes ``"19.99"`` for a DECIMAL but
     refuses ``"7"`` for an integer and ``"2024-02-29"`` for a DATE."""
     read_options = pajson.ReadOptions(block_size=TEXT_BLOCK_BYTES)
-    with filesystem.open_input_stream(path) as source:
-        inferred = pajson.open_json(source, read_options=read_options).schema
+    try:
+        with filesystem.open_input_stream(path) as source:
+            inferred = pajson.open_json(source, read_options=read_options).schema
+    except pa.ArrowInvalid as e:
+        if _starts_with_array(filesystem, path):
+            raise pa.ArrowInvalid(
+                "the file holds one JSON array, and JSON files are read as JSON lines (one "
+                "object per line); turn it into lines (jq -c '.[]' in.json > out.jsonl) or "
+                "json.load it and pass the list"
+            ) from e
+        raise
     typed = pa.schema(
         [
             pa.field(f.name, pa.string())
@@ -320,6 +379,14 @@ def _json_batches(
     parse = pajson.ParseOptions(explicit_schema=typed, unexpected_field_behavior="infer")
     with filesystem.open_input_stream(path) as source:
         yield from pajson.open_json(source, read_options=read_options, parse_options=parse)
+
+
+def _starts_with_array(filesystem: pafs.FileSystem, path: str) -> bool:
+    """Whether the file's first character other than white space (and a UTF-8 byte order
+    mark) is ``[``."""
+    with filesystem.open_input_stream(path) as source:
+        head = source.read(4096)
+    return bytes(head).removeprefix(b"\xef\xbb\xbf").lstrip()[:1] == b"["
 
 
 def _is_json_text(inferred: pa.DataType) -> bool:

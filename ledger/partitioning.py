@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -72,20 +73,77 @@ class PartitionField:
             return pc.strftime(in_utc(column), format=_TIME_FORMATS[self.transform])
         if self.transform != "bucket" or not self.buckets:
             raise InvalidArgumentError(f"unknown partition transform {self.transform!r}")
-        text = canonical_text(column)
-        uniques = pc.unique(text)
-        bucket_of = pa.array(
-            [
-                None if v is None else str(zlib.crc32(v.encode("utf-8")) % self.buckets)
-                for v in uniques.to_pylist()
-            ],
-            pa.string(),
-        )
-        return pc.take(bucket_of, pc.index_in(text, value_set=uniques))
+        # Each distinct value is hashed once, in one vectorised pass over its canonical text.
+        uniques = pc.unique(column)
+        hashes = crc32_of_texts(canonical_text(uniques))
+        buckets = pa.array(hashes % np.uint64(self.buckets)).cast(pa.string())
+        bucket_of = pc.if_else(pc.is_null(uniques), pa.scalar(None, pa.string()), buckets)
+        return pc.take(bucket_of, pc.index_in(column, value_set=uniques))
 
     def value_of(self, value: Any) -> str | None:
         """The partition value of one source value (for pruning by source value)."""
         return self.values(pa.table({self.source: [value]})).to_pylist()[0]  # type: ignore[no-any-return]
+
+
+def _crc32_table() -> np.ndarray[Any, np.dtype[np.uint32]]:
+    """The byte table of the CRC-32 that zlib computes (reflected polynomial 0xEDB88320)."""
+    table = np.arange(256, dtype=np.uint32)
+    for _ in range(8):
+        table = np.where(table & 1, (table >> 1) ^ np.uint32(0xEDB88320), table >> 1)
+    return table.astype(np.uint32)
+
+
+_CRC32_TABLE = _crc32_table()
+# Values longer than this many bytes are hashed one by one (see crc32_of_texts).
+_VECTOR_CRC_BYTES = 64
+
+
+def crc32_of_texts(texts: pa.Array) -> np.ndarray[Any, np.dtype[np.uint64]]:
+    """``zlib.crc32`` of each value's UTF-8 bytes (0 for NULL), for a whole string array at once.
+
+    The bytes are consumed one position at a time across every value still that long (values
+    ordered longest first, so those are a prefix), so the Python loop runs once per byte of the
+    longest value, not once per value.
+
+    >>> int(crc32_of_texts(pa.array(["ledger"]))[0]) == zlib.crc32(b"ledger")
+    True
+    """
+    texts = texts.cast(pa.large_string())  # 64-bit offsets, whatever the input's size
+    count = len(texts)
+    if count == 0:
+        return np.zeros(0, dtype=np.uint64)
+    _, offsets_buffer, data_buffer = texts.buffers()
+    offsets = np.frombuffer(offsets_buffer, dtype=np.int64)[texts.offset : texts.offset + count + 1]
+    data = (
+        np.frombuffer(data_buffer, dtype=np.uint8)
+        if data_buffer is not None
+        else np.zeros(0, dtype=np.uint8)
+    )
+    lengths = np.diff(offsets)
+    if texts.null_count:
+        lengths = np.where(texts.is_null().to_numpy(zero_copy_only=False), 0, lengths)
+    # A few long values would make the loop long: zlib takes them one by one.
+    long_values = np.nonzero(lengths > _VECTOR_CRC_BYTES)[0]
+    lengths[long_values] = 0
+    order = np.argsort(-lengths, kind="stable")
+    starts = offsets[:-1][order]
+    sorted_lengths = lengths[order]
+    crc = np.full(count, 0xFFFFFFFF, dtype=np.uint32)
+    longest = int(sorted_lengths[0])
+    # How many values are longer than each position: the prefix still being consumed.
+    active = np.searchsorted(-sorted_lengths, -np.arange(longest), side="left")
+    for position in range(longest):
+        n = int(active[position])
+        state = crc[:n]
+        byte = data[starts[:n] + position]
+        crc[:n] = _CRC32_TABLE[(state ^ byte) & 0xFF] ^ (state >> 8)
+    result = np.empty(count, dtype=np.uint64)
+    result[order] = crc ^ np.uint32(0xFFFFFFFF)
+    if texts.null_count:
+        result[texts.is_null().to_numpy(zero_copy_only=False)] = 0
+    for index in long_values.tolist():
+        result[index] = zlib.crc32(data[offsets[index] : offsets[index + 1]].tobytes())
+    return result
 
 
 def in_utc(column: pa.Array) -> pa.Array:

@@ -8,6 +8,8 @@ the user columns followed by the system columns ``trx_id``, ``trx_seq`` and ``dm
 from __future__ import annotations
 
 import datetime as dt
+import json
+import operator
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -464,26 +466,88 @@ def _from_pandas(frame: Any, schema: TableSchema) -> pa.Table:
 def _from_pylist(rows: list[Any], schema: TableSchema) -> pa.Table:
     """A list of dicts as Arrow, every column any row names (NULL where a row does not).
 
-    Arrow converts the rows in one pass, inferring each column's type from its Python values
-    exactly as it does for one column's values; conform() then converts it to the table's type
-    under the same rules as Arrow input (1.5 never becomes an INTEGER). Only when that pass
-    fails are the columns converted one by one, to name the column whose values do not fit.
+    Arrow converts the values column by column (as ``pa.Table.from_pylist`` does), inferring
+    each column's type from its Python values; conform() then converts it to the table's type
+    under the same rules as Arrow input (1.5 never becomes an INTEGER). Where that refuses a
+    column, the rows go through Arrow's one pass over the rows as structs, whose inference takes
+    a few more mixes (``[True, 0.5]`` as doubles, as ``[0.5, True]`` is read either way); only
+    when that pass fails too is the column whose values do not fit named.
     """
     if not all(issubclass(kind, Mapping) for kind in set(map(type, rows))):
         raise InvalidArgumentError("a list given as data must hold one dict per row")
     try:
-        structs = pa.array(rows)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError, ValueError):
-        table = _from_pylist_by_column(rows, schema)
-    else:
-        if not pa.types.is_struct(structs.type):  # Mappings that are not dicts convert otherwise
-            table = _from_pylist_by_column(rows, schema)
-        elif not structs.type.num_fields:
-            return pa.table({})
-        else:
-            table = pa.Table.from_struct_array(structs)
+        table = pa.table(_gathered_columns(rows)) if rows else pa.table({})
+    except _CONVERSION_ERRORS:
+        table = _from_pylist_as_structs(rows, schema)
     _refuse_mixed_times(rows, table)
+    return _numbers_as_text(rows, table, schema)
+
+
+def _numbers_as_text(rows: list[Any], table: pa.Table, schema: TableSchema) -> pa.Table:
+    """Numbers and booleans given for a VARCHAR column as their JSON text (see :func:`_as_text`),
+    whether or not text is among them, so a row's value never depends on its neighbours."""
+    for index, field in enumerate(table.schema):
+        numeric = pa.types.is_integer(field.type) or pa.types.is_floating(field.type)
+        if not (numeric or pa.types.is_boolean(field.type)):
+            continue
+        if field.name not in schema.names or schema.type_of(field.name) != pa.string():
+            continue
+        text = _as_text([row.get(field.name) for row in rows])
+        if text is not None:
+            table = table.set_column(index, field.name, text)
     return table
+
+
+_CONVERSION_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError, ValueError)
+
+
+def _gathered_columns(rows: list[Any]) -> dict[str, pa.Array]:
+    """Each column's values, converted by Arrow's inference; raises what Arrow raises.
+
+    When every row has as many names as the first and each of the first row's names is in
+    every row, every row names the same columns: the common case, where values are gathered
+    without a lookup that can miss."""
+    names = list(rows[0])
+    columns: dict[str, list[Any]] | None = None
+    if set(map(len, rows)) <= {len(names)}:
+        try:
+            columns = {name: list(map(operator.itemgetter(name), rows)) for name in names}
+        except KeyError:
+            columns = None
+    if columns is None:
+        names = list(dict.fromkeys(name for row in rows for name in row))
+        columns = {name: [row.get(name) for row in rows] for name in names}
+    return {name: pa.array(values) for name, values in columns.items()}
+
+
+def _from_pylist_as_structs(rows: list[Any], schema: TableSchema) -> pa.Table:
+    """Arrow's one pass over the rows as structs, or the column that does not convert named."""
+    try:
+        structs = pa.array(rows)
+    except _CONVERSION_ERRORS:
+        return _from_pylist_by_column(rows, schema)
+    if not pa.types.is_struct(structs.type):  # Mappings that are not dicts convert otherwise
+        return _from_pylist_by_column(rows, schema)
+    if not structs.type.num_fields:
+        return pa.table({})
+    return pa.Table.from_struct_array(structs)
+
+
+def _as_text(values: list[Any]) -> pa.Array | None:
+    """Text, numbers and booleans for a VARCHAR column, as text: each number or boolean as its
+    JSON text (``7``, ``7.5``, ``true``), as a JSON document would spell it. None when another
+    kind of value is among them (a date, a list): those are refused."""
+    if not all(v is None or type(v) in _JSON_SCALARS for v in values):
+        return None
+    try:
+        return pa.array(
+            [v if v is None or type(v) is str else json.dumps(v) for v in values], pa.string()
+        )
+    except _CONVERSION_ERRORS:  # text that is no UTF-8 (a lone surrogate): refused as it was
+        return None
+
+
+_JSON_SCALARS = frozenset({str, int, float, bool})
 
 
 def _refuse_mixed_times(rows: list[Any], table: pa.Table) -> None:
@@ -517,7 +581,12 @@ def _from_pylist_by_column(rows: list[Any], schema: TableSchema) -> pa.Table:
         values = [row.get(name) for row in rows]
         try:
             columns[name] = pa.array(values)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError, ValueError) as e:
+        except _CONVERSION_ERRORS as e:
+            is_text = name in known and schema.type_of(name) == pa.string()
+            text = _as_text(values) if is_text else None
+            if text is not None:
+                columns[name] = text
+                continue
             raise TypeMismatchError(
                 f"column {name!r} ({known.get(name, 'new column')}): its values do not form one "
                 f"type ({e})"

@@ -6,6 +6,8 @@ and every reservation listed above it, so it exceeds the id of any transaction t
 before this one began (that transaction reserved its id before committing, and the listing sees
 it). Two writers can never create the same reservation key, so ids are unique without a lock.
 Reservations at or below the committed maximum are garbage that vacuum may delete.
+A reservation need not survive a machine crash (``Store.reserve``): the crash ends the
+transaction that made it, and an id that committed is in the log, which new ids stay above.
 
 A transaction's reservation also holds ``{"snapshot": V}``: a version at or below the snapshot
 it reads. Vacuum keeps the data files such a transaction may still read or check for conflicts
@@ -70,7 +72,7 @@ def reserve_trx_id(store: Store, table_prefix: str, committed_max: int, body: by
                 f"table {table_prefix[:-1]!r} has used every trx_id up to {MAX_TRX_ID}; copy its "
                 "rows into a new table"
             )
-        if store.put_if_absent(reservation_key(table_prefix, candidate), body):
+        if store.reserve(reservation_key(table_prefix, candidate), body):
             return candidate
         candidate += 1
     raise ConflictError("could not reserve a trx_id: too many concurrent transactions; retry")

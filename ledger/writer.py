@@ -12,12 +12,13 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -40,6 +41,43 @@ _PART = "__ledger_partition_"
 # Files of an object store whose rows take at most this much memory in Arrow are encoded in
 # memory and stored with one request (their Parquet bytes are smaller still).
 ONE_REQUEST_BYTES = 32 << 20
+
+
+_pools: dict[bool, ThreadPoolExecutor] = {}
+_pools_lock = threading.Lock()
+
+
+def _pool(*, local: bool) -> ThreadPoolExecutor:
+    """The process's threads for writing the files of one write: kept between writes, since
+    starting threads for each small write cost more than the writes on a busy machine. Tasks
+    never wait on other tasks of the same pool, so sharing it cannot deadlock."""
+    with _pools_lock:
+        pool = _pools.get(local)
+        if pool is None:
+            pool = ThreadPoolExecutor(
+                max_workers=_WRITE_THREADS if local else _UPLOAD_THREADS,
+                thread_name_prefix="ledger-write",
+            )
+            _pools[local] = pool
+        return pool
+
+
+_T = TypeVar("_T")
+_R = TypeVar("_R")
+
+
+def _in_parallel(action: Callable[[_T], _R], items: list[_T], *, local: bool) -> list[_R]:
+    """``action`` of every item, on the shared threads; in this thread when there is one item,
+    or when the interpreter is shutting down (a buffered writer's last flush at exit), when no
+    thread can be started. Every item is finished (or failed) before an error is raised."""
+    if len(items) < 2:
+        return [action(item) for item in items]
+    try:
+        futures = [_pool(local=local).submit(action, item) for item in items]
+    except RuntimeError:  # "cannot schedule new futures after interpreter shutdown"
+        return [action(item) for item in items]
+    wait(futures)
+    return [f.result() for f in futures]
 
 
 def file_schema(schema: TableSchema, config: TableConfig) -> pa.Schema:
@@ -129,15 +167,46 @@ class DataWriter:
         ]
         for _, values in pieces:  # a partition path that cannot be stored fails before any write
             self.partition_spec.path(values)
+        # Chosen once for the whole write: sampling every file's columns again cost more than
+        # encoding a small partition's file.
+        dictionary = dictionary_columns(entries)
+        folders = self._make_folders([values for _, values in pieces])
         if len(pieces) == 1:
-            return [self._write_file(*pieces[0])]
-        # pyarrow encodes and compresses without the GIL: large writes use every core. Files
-        # bound for an object store spend most of their time waiting on the network, so more
-        # of them are in flight at once.
-        local = self.store.local_path(self.table_prefix) is not None
-        threads = _WRITE_THREADS if local else _UPLOAD_THREADS
-        with ThreadPoolExecutor(max_workers=min(len(pieces), threads)) as pool:
-            return list(pool.map(lambda piece: self._write_file(*piece), pieces))
+            markers = [self._write_file(*pieces[0], dictionary)]
+        else:
+            # pyarrow encodes and compresses without the GIL: large writes use every core.
+            # Files bound for an object store spend most of their time waiting on the network,
+            # so more of them are in flight at once.
+            markers = _in_parallel(
+                lambda piece: self._write_file(*piece, dictionary), pieces, local=bool(folders)
+            )
+        # Each file was fsynced by its writer; its folder's entry for it (and the entry of a
+        # folder this write made) once per folder, however many files it holds.
+        _in_parallel(fsync_path, sorted(folders), local=True)
+        return markers
+
+    def _make_folders(self, partitions: list[dict[str, str | None]]) -> set[str]:
+        """Create the local folders of ``partitions``; return the folders whose entries must be
+        made durable before a commit points at files in them (empty for an object store)."""
+        data_folder = self.store.local_path(self.table_prefix + self.config.data_folder)
+        if data_folder is None:
+            return set()
+        table_folder = (self.store.local_path(self.table_prefix) or "").rstrip("/")
+        folders: set[str] = set()
+        for values in partitions:
+            path = self.partition_spec.path(values)
+            folder = os.path.join(data_folder, *path.split("/")) if path else data_folder
+            if folder in folders:
+                continue
+            folders.add(folder)
+            if not os.path.isdir(folder):
+                os.makedirs(folder, exist_ok=True)
+                # A new folder's own entry lives in its parent: up to the table's folder.
+                parent = os.path.dirname(folder)
+                while len(parent) >= len(table_folder) > 0:
+                    folders.add(parent)
+                    parent = os.path.dirname(parent)
+        return folders
 
     def _split(self, entries: pa.Table) -> Iterator[tuple[pa.Table, dict[str, str | None]]]:
         keys = [(c, "ascending") for c in sort_columns(self.config)]
@@ -189,21 +258,30 @@ class DataWriter:
             fsync_path(local)
             fsync_path(os.path.dirname(local))
 
-    def _write_file(self, part: pa.Table, partition: dict[str, str | None]) -> FileMarker:
-        relative, key = self.new_file_key(partition)
-        if self.store.local_path(key) is None and part.nbytes <= ONE_REQUEST_BYTES:
+    def _write_file(
+        self, part: pa.Table, partition: dict[str, str | None], dictionary: list[str]
+    ) -> FileMarker:
+        """Write one file (fsynced when local: the caller syncs its folder)."""
+        folder = self.partition_spec.path(partition)
+        relative = (
+            f"{self.config.data_folder}/{folder + '/' if folder else ''}{uuid.uuid4().hex}.parquet"
+        )
+        key = self.table_prefix + relative
+        local = self.store.local_path(key)
+        if local is None and part.nbytes <= ONE_REQUEST_BYTES:
             # An object store takes a small file in one request; streaming it costs three (a
             # multipart upload's start, part and completion).
             buffer = pa.BufferOutputStream()
-            _write_parquet(part, buffer)
+            _write_parquet(part, buffer, dictionary)
             encoded = buffer.getvalue()
             self.store.put(key, encoded.to_pybytes())
             size = encoded.size
         else:
             with self.store.filesystem.open_output_stream(self.store.fs_path(key)) as out:
-                _write_parquet(part, out)
+                _write_parquet(part, out, dictionary)
                 size = out.tell()
-        self.make_durable(key)
+            if local is not None:
+                fsync_path(local)
         trx = pc.min_max(part.column(TRX_ID))
         key_min, key_max = [], []
         for column in self.config.key_columns:
@@ -241,13 +319,13 @@ def statistics_columns(schema: pa.Schema) -> list[str]:
     return [f.name for f in schema if not pa.types.is_floating(f.type)]
 
 
-def _write_parquet(part: pa.Table, out: pa.NativeFile) -> None:
+def _write_parquet(part: pa.Table, out: pa.NativeFile, dictionary: list[str]) -> None:
     pq.write_table(
         part,
         out,
         row_group_size=ROW_GROUP_ROWS,
         compression="snappy",
-        use_dictionary=dictionary_columns(part),
+        use_dictionary=dictionary,
         write_statistics=statistics_columns(part.schema),
         column_encoding={
             c: "DELTA_BINARY_PACKED" for c in _DELTA_ENCODED if c in part.column_names

@@ -263,7 +263,7 @@ def test_bad_rows_among_concurrent_writes_never_poison_the_good_ones(
 
         def write_events(thread: int) -> None:
             for i in range(thread, 400, 8):
-                row: dict[str, Any] = _event(i) if i % 10 else {"event_id": i, "user": 5}
+                row: dict[str, Any] = _event(i) if i % 10 else {"event_id": i, "user": [5]}
                 try:
                     writer.write(row)
                 except ledger.LedgerError as e:

@@ -146,7 +146,7 @@ def test_dicts_inserted_read_back_as_given(location: Location, partition_by: str
         ({"id": 7, "amount": 1.234}, r"column 'amount' \(DECIMAL\(12,2\)\).*1\.234"),
         ({"id": 7, "user_id": 2**70}, r"column 'user_id'"),
         ({"id": 7, "price": "cheap"}, r"column 'price'"),
-        ({"id": 7, "note": 5}, r"column 'note'"),
+        ({"id": 7, "note": [5]}, r"column 'note'"),
     ],
 )
 def test_a_bad_value_among_many_dicts_is_named_and_nothing_is_written(

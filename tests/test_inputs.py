@@ -267,6 +267,33 @@ def test_a_malformed_csv_raises_and_writes_nothing(local_location, tmp_path):
     assert _visible(table) == ROWS
 
 
+def test_a_csv_value_that_does_not_parse_is_named_with_its_column_and_row(local_accounts, tmp_path):
+    lines = [f"{i},n{i},1.00" for i in range(1, 30_000)]
+    lines[20_000] = '20001,"two\nlines",1.00'  # a value spanning lines still counts one row
+    lines[25_000] = "25001,x,twelve"
+    (tmp_path / "late.csv").write_text("id,name,amount\n" + "\n".join(lines) + "\n")
+    with pytest.raises(ledger.MalformedSourceError, match=r"column 'amount', row 25001\b"):
+        local_accounts.insert(str(tmp_path / "late.csv"))
+    assert local_accounts.version == 0
+
+
+def test_a_json_file_holding_one_array_is_refused_with_what_to_do(local_accounts, tmp_path):
+    (tmp_path / "array.json").write_text("\ufeff  " + json.dumps([{"id": 1, "name": "a"}]))
+    with pytest.raises(ledger.MalformedSourceError, match=r"one JSON array.*one object per line"):
+        local_accounts.insert(str(tmp_path / "array.json"))
+    assert local_accounts.version == 0
+
+
+def test_text_mixed_with_numbers_goes_into_a_text_column_as_text(local_accounts):
+    names: list[Any] = ["a", 7, 7.5, True, None]
+    local_accounts.insert([{"id": i, "name": name} for i, name in enumerate(names, start=1)])
+    assert [r["name"] for r in _visible(local_accounts)] == ["a", "7", "7.5", "true", None]
+    with pytest.raises(ledger.TypeMismatchError, match="'amount'"):  # not text: refused
+        local_accounts.insert([{"id": 6, "amount": "1.00"}, {"id": 7, "amount": [1]}])
+    local_accounts.insert([{"id": 8, "name": 8}])  # alone too: never up to its neighbours
+    assert _visible(local_accounts)[-1]["name"] == "8"
+
+
 def test_an_unknown_file_extension_is_refused(local_accounts, tmp_path):
     (tmp_path / "rows.txt").write_text("id\n1\n")
     with pytest.raises(ledger.InvalidArgumentError, match="cannot tell the format"):

@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import zlib
 
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ledger
-from ledger.partitioning import escape, unescape
+from ledger.partitioning import (
+    PartitionField,
+    canonical_text,
+    crc32_of_texts,
+    escape,
+    unescape,
+)
 from tests.conftest import examples
 from tests.support.ledger_reads import visible_rows
 from tests.support.scratch import scratch_dir
@@ -75,8 +83,6 @@ def test_time_and_bucket_transforms(warehouse):
     partitions = sorted(
         (m.partition["at_month"], m.partition["user_bucket"]) for m in table.snapshot().markers()
     )
-    import zlib
-
     ann, bob = str(zlib.crc32(b"ann") % 4), str(zlib.crc32(b"bob") % 4)
     expected = sorted({("2026-01", ann), ("2026-02", ann), ("2026-02", bob)})
     assert partitions == expected
@@ -221,3 +227,53 @@ def test_partition_values_that_join_alike_stay_apart(tmp_path):
     assert table.count(partitions={"a": "x"}) == 1
     assert table.count(partitions={"a": "x\x1fvy"}) == 1
     assert len(table.files()) == 2
+
+
+def _bucket_one_by_one(values: pa.Array, buckets: int) -> list[str | None]:
+    """The bucket transform as it was first written (docs/format.md): crc32 of each value's
+    canonical UTF-8 text, one value at a time."""
+    return [
+        None if text is None else str(zlib.crc32(text.encode("utf-8")) % buckets)
+        for text in canonical_text(values).to_pylist()
+    ]
+
+
+_BUCKET_SOURCES = st.one_of(
+    st.lists(st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1)), max_size=60).map(
+        lambda v: pa.array(v, pa.int64())
+    ),
+    st.lists(st.one_of(st.none(), st.integers(-(2**31), 2**31 - 1)), max_size=60).map(
+        lambda v: pa.array(v, pa.int32())
+    ),
+    st.lists(st.one_of(st.none(), st.text(max_size=90)), max_size=60).map(
+        lambda v: pa.array(v, pa.string())
+    ),
+    st.lists(st.one_of(st.none(), st.dates()), max_size=60).map(lambda v: pa.array(v, pa.date32())),
+    st.lists(
+        st.one_of(
+            st.none(),
+            st.decimals(min_value=-(10**15), max_value=10**15, places=3, allow_nan=False),
+        ),
+        max_size=60,
+    ).map(lambda v: pa.array(v, pa.decimal128(19, 3))),
+    st.lists(st.one_of(st.none(), st.datetimes()), max_size=60).map(
+        lambda v: pa.array(v, pa.timestamp("us"))
+    ),
+    st.lists(st.one_of(st.none(), st.booleans()), max_size=60).map(
+        lambda v: pa.array(v, pa.bool_())
+    ),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_BUCKET_SOURCES, st.sampled_from([1, 2, 7, 16, 1000, 2**31, 2**63 - 1]))
+def test_vectorised_bucket_matches_the_value_by_value_crc32(values, buckets):
+    field = PartitionField("v_bucket", "bucket", "v", buckets)
+    assert field.values(pa.table({"v": values})).to_pylist() == _bucket_one_by_one(values, buckets)
+
+
+@given(st.lists(st.one_of(st.none(), st.text(max_size=300)), max_size=40))
+def test_crc32_of_texts_is_zlibs_crc32(values):
+    expected = [0 if v is None else zlib.crc32(v.encode("utf-8")) for v in values]
+    array = pa.array(["pad", *values, "pad"], pa.string()).slice(1, len(values))
+    assert crc32_of_texts(array).tolist() == expected

@@ -45,6 +45,12 @@ class Store(ABC):
     def put_if_absent(self, key: str, data: bytes) -> bool:
         """Create the object only if no object has that key. Return False if one exists."""
 
+    def reserve(self, key: str, data: bytes) -> bool:
+        """:meth:`put_if_absent` for a claim that only matters while its writer lives (a
+        ``trx_id`` reservation): as atomic, but a store may skip making it survive a machine
+        crash, which ends its writer too. Return False if an object has that key."""
+        return self.put_if_absent(key, data)
+
     @abstractmethod
     def list(self, prefix: str, start_after: str | None = None) -> Iterator[ObjectInfo]:
         """Yield the objects whose key starts with ``prefix``, sorted, after ``start_after``."""
