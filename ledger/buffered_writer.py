@@ -520,7 +520,7 @@ class BufferedWriter:
         """A copy of one row and its approximate size if every value plainly fits its column,
         else None: :meth:`_plain_rows` for one row, with the checks of its names looked up once
         per set of names (few in practice), not once per value."""
-        if self._checks_for is not self._table._state.schema:
+        if self._checks_for is not self._table.handle.state.schema:
             self._plain_checks()
         names = tuple(row)
         plan = self._row_plans.get(names, _UNPLANNED)
