@@ -587,11 +587,43 @@ def _from_pylist_by_column(rows: list[Any], schema: TableSchema) -> pa.Table:
             if text is not None:
                 columns[name] = text
                 continue
+            if name in known:
+                columns[name] = _by_kind(name, values, schema)
+                continue
             raise TypeMismatchError(
                 f"column {name!r} ({known.get(name, 'new column')}): its values do not form one "
                 f"type ({e})"
             ) from e
     return pa.table(columns) if columns else pa.table({})
+
+
+def _by_kind(name: str, values: list[Any], schema: TableSchema) -> pa.Array:
+    """A column of an existing table whose Python values are of several kinds (floats and
+    Decimals, datetimes and ISO text): each kind converted apart to the column's type under the
+    usual rules, then put back in row order, so a value converts as it would alone."""
+    positions: dict[type, list[int]] = {}
+    for index, value in enumerate(values):
+        if value is not None:
+            positions.setdefault(type(value), []).append(index)
+    parts: list[pa.Array] = []
+    order: list[int] = []
+    for indices in positions.values():
+        try:
+            part = pa.array([values[i] for i in indices])
+        except _CONVERSION_ERRORS as e:
+            raise TypeMismatchError(
+                f"column {name!r} ({schema.type_of(name)}): its values do not form one type ({e})"
+            ) from e
+        converted, _ = conform(pa.table({name: part}), schema, require_all_keys=False)
+        parts.append(converted.column(name).combine_chunks())
+        order.extend(indices)
+    target = schema.type_of(name)
+    missing = [i for i, value in enumerate(values) if value is None]
+    parts.append(pa.nulls(len(missing), target))
+    order.extend(missing)
+    gathered = pa.concat_arrays([p.cast(target) for p in parts])
+    place = pa.array(order, pa.int64())
+    return gathered.take(pc.sort_indices(place))
 
 
 def conform(

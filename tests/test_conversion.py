@@ -15,9 +15,11 @@ at the end).
 
 from __future__ import annotations
 
+import datetime as dt
 import decimal
 import math
 import struct
+import tempfile
 import time
 from decimal import Context, Decimal
 from typing import Any
@@ -589,3 +591,54 @@ def test_a_write_gets_the_same_answer_on_every_engine(
         stored = table.scan().project("k, f, x").fetchall()
         expected = [(1, 1.0, 1.0)] + ([PROMISED_ROWS[case]] if case in PROMISED_ROWS else [])
         assert sorted(stored, key=repr) == sorted(expected, key=repr), case
+
+
+# --- one dict column, values of several Python kinds ------------------------------------------
+
+_CENTS = st.integers(-(10**8), 10**8)
+_AMOUNT_KINDS = st.one_of(
+    st.none(),
+    _CENTS.map(lambda c: c / 100),  # a float with two decimals, as users type them
+    _CENTS.map(lambda c: Decimal(c).scaleb(-2)),
+    _CENTS.map(lambda c: str(Decimal(c).scaleb(-2))),
+    st.integers(-(10**6), 10**6),
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(_AMOUNT_KINDS, min_size=1, max_size=12))
+def test_a_dict_column_of_mixed_kinds_stores_what_each_value_stores_alone(
+    values: list[Any],
+) -> None:
+    """Floats, Decimals, text and ints for one DECIMAL column, mixed in one list of dicts: each
+    row stores what it would store inserted alone (the buffered writer's rule too)."""
+    with tempfile.TemporaryDirectory() as folder:
+        warehouse = ledger.connect(folder)
+        mixed = _fresh(warehouse, "DECIMAL(12,2)", "mixed")
+        mixed.insert([{"id": i, "v": v} for i, v in enumerate(values)])
+        alone = _fresh(warehouse, "DECIMAL(12,2)", "alone")
+        for i, v in enumerate(values):
+            alone.insert([{"id": i, "v": v}])
+        assert _stored(mixed, "v") == _stored(alone, "v")
+
+
+def test_datetimes_and_iso_text_mix_in_one_dict_column(tmp_path: Any) -> None:
+    table = _fresh(ledger.connect(str(tmp_path)), "TIMESTAMPTZ")
+    table.insert(
+        [
+            {"id": 1, "v": dt.datetime(2026, 3, 1, tzinfo=dt.UTC)},
+            {"id": 2, "v": "2026-03-02 08:00+00:00"},
+            {"id": 3, "v": None},
+        ]
+    )
+    stored = _stored(table, "v")
+    assert stored[1] == dt.datetime(2026, 3, 1, tzinfo=dt.UTC)
+    assert stored[2] == dt.datetime(2026, 3, 2, 8, tzinfo=dt.UTC)
+    assert stored[3] is None
+
+
+def test_a_mixed_dict_column_with_one_value_that_would_round_is_refused(tmp_path: Any) -> None:
+    table = _fresh(ledger.connect(str(tmp_path)), "DECIMAL(10,2)")
+    with pytest.raises(ledger.TypeMismatchError, match=r"1\.234"):
+        table.insert([{"id": 1, "v": Decimal("1.00")}, {"id": 2, "v": 1.234}])
+    assert table.count() == 0 and not _table_files(table)

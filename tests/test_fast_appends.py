@@ -142,7 +142,7 @@ def test_dicts_inserted_read_back_as_given(location: Location, partition_by: str
     ("bad_row", "message"),
     [
         ({"id": 7, "qty": 1.5}, r"column 'qty' \(INTEGER\).*1\.5"),
-        ({"id": 7, "qty": "3"}, r"column 'qty'"),
+        ({"id": 7, "qty": "three"}, r"column 'qty'"),
         ({"id": 7, "amount": 1.234}, r"column 'amount' \(DECIMAL\(12,2\)\).*1\.234"),
         ({"id": 7, "user_id": 2**70}, r"column 'user_id'"),
         ({"id": 7, "price": "cheap"}, r"column 'price'"),
