@@ -20,6 +20,7 @@ stays a string in a VARCHAR column).
 
 from __future__ import annotations
 
+import decimal
 import fnmatch
 import os
 import re
@@ -299,7 +300,7 @@ def _csv_batches(
                 convert_options=convert,
             )
     except pa.ArrowInvalid as e:
-        where = _csv_error_row(filesystem, path, str(e))
+        where = _csv_error_row(filesystem, path, str(e), table_types)
         if where is None:
             raise
         raise pa.ArrowInvalid(f"{e} ({where})") from e
@@ -312,13 +313,27 @@ _CSV_CONVERSION_ERROR = re.compile(
 )
 
 
-def _csv_error_row(filesystem: pafs.FileSystem, path: str, message: str) -> str | None:
+_CSV_RESCALE_ERROR = re.compile(
+    r"In CSV column #(\d+): (?:Row #\d+: )?Rescaling Decimal value would cause data loss"
+)
+
+
+def _csv_error_row(
+    filesystem: pafs.FileSystem,
+    path: str,
+    message: str,
+    table_types: Mapping[str, pa.DataType] | None = None,
+) -> str | None:
     """Where in the file the value Arrow's CSV reader refused is: its column's name and its row
     (counted from 1 after the header), found by reading that column again as text. None when
     the message is not a conversion error or the value is not found."""
     match = _CSV_CONVERSION_ERROR.search(message)
-    if match is None:
+    rescale = _CSV_RESCALE_ERROR.search(message)
+    if match is None and rescale is None:
         return None
+    if match is None:
+        assert rescale is not None
+        return _csv_rounded_decimal(filesystem, path, int(rescale.group(1)), table_types or {})
     index, value = int(match.group(1)), match.group(2) or match.group(3)
     try:
         with filesystem.open_input_stream(path) as source:
@@ -342,6 +357,51 @@ def _csv_error_row(filesystem: pafs.FileSystem, path: str, message: str) -> str 
                 found = pc.index(batch.column(0), value).as_py()
                 if found >= 0:
                     return f"column {name!r}, row {seen + found + 1}"
+                seen += batch.num_rows
+    except (pa.ArrowException, OSError, IndexError):
+        return None
+    return None
+
+
+def _csv_rounded_decimal(
+    filesystem: pafs.FileSystem, path: str, index: int, table_types: Mapping[str, pa.DataType]
+) -> str | None:
+    """The first value of DECIMAL column ``index`` with more decimal places than its scale."""
+    try:
+        with filesystem.open_input_stream(path) as source:
+            reader = pacsv.open_csv(
+                source,
+                read_options=pacsv.ReadOptions(block_size=TEXT_BLOCK_BYTES),
+                parse_options=pacsv.ParseOptions(newlines_in_values=True),
+                convert_options=pacsv.ConvertOptions(column_types={}, include_columns=[]),
+            )
+            name = reader.schema.names[index]
+        kind = table_types.get(name)
+        if not isinstance(kind, pa.Decimal128Type | pa.Decimal256Type):
+            return None
+        with filesystem.open_input_stream(path) as source:
+            reader = pacsv.open_csv(
+                source,
+                read_options=pacsv.ReadOptions(block_size=TEXT_BLOCK_BYTES),
+                parse_options=pacsv.ParseOptions(newlines_in_values=True),
+                convert_options=pacsv.ConvertOptions(
+                    column_types={name: pa.string()}, include_columns=[name]
+                ),
+            )
+            seen = 0
+            for batch in reader:
+                for offset, text in enumerate(batch.column(0).to_pylist()):
+                    if text is None:
+                        continue
+                    try:
+                        exponent = decimal.Decimal(text.strip()).as_tuple().exponent
+                    except decimal.InvalidOperation:
+                        continue
+                    if isinstance(exponent, int) and -exponent > kind.scale:
+                        return (
+                            f"column {name!r}, row {seen + offset + 1}: {text!r} has more than "
+                            f"{kind.scale} decimal place(s) for {kind}; round it in the file"
+                        )
                 seen += batch.num_rows
     except (pa.ArrowException, OSError, IndexError):
         return None

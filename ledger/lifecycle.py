@@ -137,7 +137,11 @@ def load_table(store: Store, name: str) -> TableState:
     exist or was dropped."""
     state = table_log(store, name).load()
     if state.dropped:
-        raise TableNotFoundError(f"table {name!r} was dropped")
+        raise TableNotFoundError(
+            f"table {name!r} does not exist in {store.uri}: it was dropped (or its creation "
+            "failed, as a rollup that cannot be filled is dropped), at version "
+            f"{state.version}; create it again to use the name"
+        )
     return state
 
 

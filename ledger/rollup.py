@@ -31,7 +31,13 @@ from ledger.arguments import column_names
 from ledger.changes import ChangeSet, change_set
 from ledger.engines import engine_named
 from ledger.engines.duckdb.session import bind_relations, connect
-from ledger.errors import ConflictError, InvalidArgumentError, LedgerError, UnknownColumnError
+from ledger.errors import (
+    ConflictError,
+    InvalidArgumentError,
+    LedgerError,
+    MissingKeyError,
+    UnknownColumnError,
+)
 from ledger.log.commit import next_timestamp
 from ledger.log.entries import LogFile
 from ledger.log.state import TableState
@@ -412,8 +418,15 @@ def create_rollup(
     rollup = Rollup(_table_like(base, name, created), base, definition)
     try:
         rollup.refresh()
+    except MissingKeyError as e:
+        # A rollup that cannot be filled (NULL in a by column) is not left behind.
+        lifecycle.drop_table(base.store, name, purge=True)
+        raise MissingKeyError(
+            f"rollup {name!r} of {base.name!r} was not created: its by columns "
+            f"{list(by_columns)} are its primary key, and a key cannot be NULL ({e}); filter "
+            "the NULLs out of the base, or roll up a view that replaces them"
+        ) from e
     except BaseException:
-        # A rollup that cannot be filled (e.g. NULL in a by column) is not left behind.
         lifecycle.drop_table(base.store, name, purge=True)
         raise
     if auto_refresh:

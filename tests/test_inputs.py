@@ -277,6 +277,20 @@ def test_a_csv_value_that_does_not_parse_is_named_with_its_column_and_row(local_
     assert local_accounts.version == 0
 
 
+@pytest.mark.parametrize("value", ["12.345", "-0.001", " 7.000001 "])
+def test_a_csv_decimal_with_too_many_places_is_named_with_its_column_and_row(
+    local_accounts, tmp_path, value
+):
+    lines = [f"{i},n{i},{i}.25" for i in range(1, 10)]
+    lines[6] = f"7,n7,{value}"
+    (tmp_path / "places.csv").write_text("id,name,amount\n" + "\n".join(lines) + "\n")
+    with pytest.raises(
+        ledger.MalformedSourceError, match=rf"column 'amount', row 7: '{re.escape(value)}'"
+    ):
+        local_accounts.insert(str(tmp_path / "places.csv"))
+    assert local_accounts.version == 0
+
+
 def test_a_json_file_holding_one_array_is_refused_with_what_to_do(local_accounts, tmp_path):
     (tmp_path / "array.json").write_text("\ufeff  " + json.dumps([{"id": 1, "name": "a"}]))
     with pytest.raises(ledger.MalformedSourceError, match=r"one JSON array.*one object per line"):
