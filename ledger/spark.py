@@ -19,13 +19,18 @@ import datetime as dt
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ledger.changes import change_set
 from ledger.errors import InvalidArgumentError
 from ledger.maintenance.merge import MergeResult
+from ledger.reads.history import history_request
 from ledger.rollup import RefreshResult, Rollup
 from ledger.snapshot import PartitionFilter, Snapshot
+from ledger.sql.spec import TableSpec
+from ledger.sql.view_text import view_text
 from ledger.table import AUTO_RETRIES, Table
 from ledger.transaction import Transaction
 from ledger.writer import file_schema
+from views.publish import PublishResult, target_plan
 
 if TYPE_CHECKING:
     from ledger.engines.spark.session import DataFrame, SparkSession
@@ -102,13 +107,12 @@ def read(
 def _view(
     snap: Snapshot, kind: str, spark: SparkSession | None, reader: str, **options: Any
 ) -> DataFrame:
-    import views
     from ledger.engines.spark import query
     from ledger.engines.spark.session import session
 
     entries = read(snap, spark=session(spark), reader=reader)
     names = query.bind_relations({"entries": entries})
-    text = views.sql(snap, kind, dialect="spark", source=names["entries"], **options)
+    text = view_text(TableSpec.of(snap.state), kind, "spark", names["entries"], **options)
     return query.run(entries.sparkSession, text)
 
 
@@ -170,11 +174,10 @@ def history(
     from ledger.engines.spark import query
     from ledger.engines.spark.scan import scan_files
     from ledger.engines.spark.session import session as spark_session
-    from views.reading import history_request
 
     _check_reader(reader)
     session = spark_session(spark)
-    request = history_request(table, key, version=version, timestamp=timestamp)
+    request = history_request(_snapshot(table, version, timestamp), key)
     snap = request.snapshot
     entries = scan_files(
         session, snap.store, snap.prefix, request.files, request.file_schema, reader=reader
@@ -210,8 +213,6 @@ def changes(
 
     >>> ledger.spark.changes(accounts, since_version=10).show()              # doctest: +SKIP
     """
-    import views
-    from ledger.changes import change_set
     from ledger.engines.spark import query
     from ledger.engines.spark.changes import change_entries
     from ledger.engines.spark.session import session as spark_session
@@ -227,7 +228,8 @@ def changes(
     schema = file_schema(snap.state.schema, snap.state.config)
     entries = change_entries(session, snap.store, snap.prefix, found, schema, reader=reader)
     names = query.bind_relations({"changes": entries})
-    return query.run(session, views.sql(snap, "changes", dialect="spark", source=names["changes"]))
+    text = view_text(TableSpec.of(snap.state), "changes", "spark", names["changes"])
+    return query.run(session, text)
 
 
 def register(
@@ -440,7 +442,6 @@ def publish_delta(source: Table | Rollup, target: str, *, spark: SparkSession | 
     """
     from ledger.engines.spark.publish import delta_publish, require_delta
     from ledger.engines.spark.session import session as spark_session
-    from views.publish import PublishResult, target_plan
 
     session = spark_session(spark)
     require_delta(session)

@@ -397,3 +397,47 @@ def test_heading_anchors_follow_github() -> None:
     assert heading_anchor("## 6. `views.connect(warehouse)` / `views.register(con, wh)`") == (
         "6-viewsconnectwarehouse--viewsregistercon-wh"
     )
+
+
+# --- the module map (docs/concepts.md, "Module map") ------------------------------------------
+
+MAP_PACKAGES = ("ledger", "merge_policies", "views")
+_MAP_ROW = re.compile(r"^\| `([\w/]+/)` \|(.*)\|\s*$")
+_MAP_PATH = re.compile(r"`([\w/]+(?:\.py|/))`")
+
+
+def module_map(text: str) -> dict[str, set[str]]:
+    """Folder -> the module paths its row of the map names (relative to the repository)."""
+    section = text.split("## 13. Module map", 1)[1].split("\n## ", 1)[0]
+    found: dict[str, set[str]] = {}
+    for line in section.splitlines():
+        row = _MAP_ROW.match(line)
+        if row:
+            folder, described = row.groups()
+            found[folder] = {folder + name for name in _MAP_PATH.findall(described)}
+    return found
+
+
+def test_the_map_reader_reads_rows() -> None:
+    text = "## 13. Module map\n| `a/` | x `b.py`, `c/d.py`, `connect()` |\n## 14. Next\n| `e/` | |"
+    assert module_map(text) == {"a/": {"a/b.py", "a/c/d.py"}}
+
+
+def test_the_module_map_names_every_module_and_only_modules_that_exist() -> None:
+    rows = module_map((ROOT / "docs" / "concepts.md").read_text(encoding="utf-8"))
+    named = {path for paths in rows.values() for path in paths}
+    missing_folders = sorted(f for f in rows if not (ROOT / f).is_dir())
+    missing = sorted(p for p in named if not (ROOT / p).exists())
+    modules = {
+        path.relative_to(ROOT).as_posix()
+        for package in MAP_PACKAGES
+        for path in (ROOT / package).rglob("*.py")
+    }
+    # A package's __init__.py is its folder's row.
+    folders = {m.removesuffix("__init__.py") for m in modules if m.endswith("/__init__.py")}
+    unnamed = sorted(
+        m for m in modules if m not in named and m.removesuffix("__init__.py") not in rows
+    )
+    assert not missing_folders and not missing, (missing_folders, missing)
+    assert not unnamed, f"docs/concepts.md's module map does not name {unnamed}"
+    assert folders <= set(rows), sorted(folders - set(rows))

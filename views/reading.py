@@ -20,22 +20,16 @@ from ledger.reads import changes as change_reads
 from ledger.reads import history as history_reads
 from ledger.reads import totals as total_reads
 from ledger.reads import visible as visible_reads
-from ledger.reads.history import HistoryRequest
 from ledger.rollup import Rollup
 from ledger.snapshot import PartitionFilter, Snapshot
-from ledger.sql.changes import changes as changes_tree
-from ledger.sql.dialects import dialect_named
 from ledger.sql.spec import TableSpec
 from ledger.sql.totals import check_totals_request
-from ledger.sql.totals import totals as totals_tree
-from ledger.sql.trees import Sources, render
-from ledger.sql.visible import visible as visible_tree
+from ledger.sql.trees import render
+from ledger.sql.view_text import view_text
 from ledger.table import Table
 
 if TYPE_CHECKING:
     import duckdb
-
-KINDS = ("visible", "totals", "changes")
 
 
 def _snapshot(
@@ -158,19 +152,8 @@ def history(
 
     >>> views.history(accounts, "A-1").fetchall()                           # doctest: +SKIP
     """
-    request = history_request(table, key, version=version, timestamp=timestamp)
+    request = history_reads.history_request(_snapshot(table, version, timestamp), key)
     return history_reads.history(request, _connection(con))
-
-
-def history_request(
-    table: Table | Rollup | Snapshot,
-    key: Any,
-    *,
-    version: int | None = None,
-    timestamp: dt.datetime | int | None = None,
-) -> HistoryRequest:
-    """The inputs of :func:`history` (which engines other than DuckDB run themselves)."""
-    return history_reads.history_request(_snapshot(table, version, timestamp), key)
 
 
 def changes(
@@ -213,17 +196,16 @@ def sql(
 
     >>> print(views.sql(accounts, "visible", dialect="spark"))              # doctest: +SKIP
     """
-    target = dialect_named(dialect)
     snap = _snapshot(table, None, None)
-    spec = TableSpec.of(snap.state)
-    sources = Sources(entries=source if source is not None else snap.name)
-    if kind == "visible":
-        query = visible_tree(spec, target, sources, system_columns=system_columns)
-    elif kind == "totals":
-        request = check_totals_request(spec, by, sum, count, avg, where)
-        query = totals_tree(spec, target, sources, request)
-    elif kind == "changes":
-        query = changes_tree(spec, sources)
-    else:
-        raise InvalidArgumentError(f"unknown view kind {kind!r}; choose one of {list(KINDS)}")
-    return render(query, target)
+    return view_text(
+        TableSpec.of(snap.state),
+        kind,
+        dialect,
+        source if source is not None else snap.name,
+        system_columns=system_columns,
+        by=by,
+        sum=sum,
+        count=count,
+        avg=avg,
+        where=where,
+    )

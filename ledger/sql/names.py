@@ -47,7 +47,6 @@ COMMIT_VERSION = "_commit_version"
 COMMIT_TIMESTAMP = "_commit_timestamp"
 
 # Helper columns of the Spark engine's DataFrame code.
-COPY = "__ledger_copy"  # one row per unit of a positive count (an exploded sequence)
 ENTRY_COUNT = "__ledger_n"  # entries of a key
 NULL_KEY = "__ledger_null"  # whether a key column is NULL
 COMMITS_TRX_ID = "__ledger_trx"  # a relation of commits: trx_id, version, time in ms

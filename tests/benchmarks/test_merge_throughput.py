@@ -306,18 +306,18 @@ def instrumented_merge(
 ) -> dict[str, float]:
     """One merge with its phases timed by wrapping the functions the merge calls."""
     clock = _Clock()
-    query_entries = rewrite.query_entries
+    rewrite_entries = rewrite.rewrite_entries
 
     @contextmanager
-    def timed_query_entries(*args: Any, **kwargs: Any) -> Iterator[_TimedReader]:
+    def timed_rewrite_entries(*args: Any, **kwargs: Any) -> Iterator[_TimedReader]:
         start = time.perf_counter()
-        with query_entries(*args, **kwargs) as reader:
+        with rewrite_entries(*args, **kwargs) as reader:
             # DuckDB runs the whole query before the reader exists: scan, policy, blocking sort.
             clock.add("duckdb_scan_policy_sort_s", time.perf_counter() - start)
             yield _TimedReader(reader, clock)
 
     with monkeypatch.context() as patch:
-        patch.setattr(rewrite, "query_entries", timed_query_entries)
+        patch.setattr(rewrite, "rewrite_entries", timed_rewrite_entries)
         patch.setattr(
             merging.SortedFileSink,
             "write",
@@ -343,7 +343,7 @@ def drain_query(source: MergeInput, sql: str) -> tuple[float, int]:
     schema = file_schema(state.schema, state.config)
 
     def drain() -> int:
-        with rewrite.query_entries(
+        with rewrite.rewrite_entries(
             snapshot.store,
             snapshot.prefix,
             snapshot.markers(),
@@ -395,7 +395,7 @@ def breakdown(
                 "close (waiting for the encoders, footers and fsync), the log commit, the rest"
             ),
             "policy_query_drained_s": (
-                "rewrite.query_entries with the collapsing SQL, every batch read, nothing written"
+                "rewrite.rewrite_entries with the collapsing SQL, every batch read, nothing written"
             ),
             "identity_query_drained_s": "the same with SELECT * FROM entries (scan + sort only)",
             "duckdb_copy_unsorted_s": "the baseline COPY without ORDER BY (scan + write only)",

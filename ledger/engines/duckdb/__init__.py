@@ -74,7 +74,9 @@ class DuckDBEngine:
         order_by: Sequence[str],
         batch_rows: int,
     ) -> AbstractContextManager[pa.RecordBatchReader]:
-        return rewrite.query_entries(store, table_prefix, files, schema, sql, order_by, batch_rows)
+        return rewrite.rewrite_entries(
+            store, table_prefix, files, schema, sql, order_by, batch_rows
+        )
 
     def change_entries(
         self,

@@ -18,7 +18,7 @@ from ledger.storage import Store
 
 
 @contextmanager
-def query_entries(
+def rewrite_entries(
     store: Store,
     table_prefix: str,
     files: Sequence[FileMarker],

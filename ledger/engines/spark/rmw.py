@@ -73,7 +73,7 @@ def read_modify_write(tx: Transaction, data: DataFrame, operation: str) -> int:
     entries = scan_files(session, tx.table.store, tx.table.prefix, files, schema)
     value_columns = [*tx.schema.names, *([ROW_ID] if config.generated_row_id else [])]
     latest_first = _policy(state).latest_order()
-    current, live = live_entries(entries, rows, key_columns, value_columns, latest_first)
+    current, live = live_rows(entries, rows, key_columns, value_columns, latest_first)
     if operation == "update":
         absent = rows.join(current.select(*map(col, key_columns)), key_columns, "left_anti")
         examples = absent.select(*map(col, key_columns)).limit(3).collect()
@@ -144,7 +144,7 @@ def _version_column(latest_order: Sequence[str] | None) -> str | None:
     return ranked[0] if ranked else None
 
 
-def live_entries(
+def live_rows(
     entries: DataFrame,
     keys: DataFrame,
     key_columns: Sequence[str],
