@@ -37,6 +37,11 @@ SYSTEM_TYPES: dict[str, pa.DataType] = {
 }
 RESERVED = frozenset({TRX_ID, TRX_SEQ, DML_TYPE, ROW_ID})
 INTERNAL_PREFIX = "__ledger"  # names of generated views' own columns and relations
+# The change feed's own columns (views.changes adds them beside the table's columns).
+CHANGE_TYPE = "_change_type"
+COMMIT_VERSION = "_commit_version"
+COMMIT_TIMESTAMP = "_commit_timestamp"
+CHANGE_FEED_COLUMNS = frozenset({CHANGE_TYPE, COMMIT_VERSION, COMMIT_TIMESTAMP})
 
 _SIMPLE_TYPES: dict[str, pa.DataType] = {
     "BOOLEAN": pa.bool_(),
@@ -158,6 +163,7 @@ def _folded_char(char: str) -> str:
 
 
 _FOLDED_RESERVED = {folded_name(n): n for n in RESERVED}
+_FOLDED_FEED_COLUMNS = frozenset(folded_name(n) for n in CHANGE_FEED_COLUMNS)
 
 
 def check_column_names(names: Sequence[str]) -> None:
@@ -179,6 +185,12 @@ def check_column_names(names: Sequence[str]) -> None:
                 f"column name {name!r} is reserved for the ledger's system column "
                 f"{_FOLDED_RESERVED[folded]!r} (names are compared without case, as DuckDB and "
                 f"Spark compare them; system columns: {sorted(RESERVED)}); rename the column"
+            )
+        if folded in _FOLDED_FEED_COLUMNS:
+            raise SchemaError(
+                f"column name {name!r} is the name of a change feed column "
+                f"({sorted(CHANGE_FEED_COLUMNS)}, compared without case), which views.changes "
+                "adds beside the table's columns; rename the column"
             )
         if folded.startswith(INTERNAL_PREFIX):
             raise SchemaError(

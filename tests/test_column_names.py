@@ -27,6 +27,10 @@ CLASHING_SCHEMAS = [
     ({"id": "BIGINT", "DML_TYPE": "INTEGER"}, "'DML_TYPE' is reserved .* 'dml_type'"),
     ({"id": "BIGINT", "_ROW_ID": "INTEGER"}, "'_ROW_ID' is reserved .* '_row_id'"),
     ({"id": "BIGINT", "__LEDGER_x": "INTEGER"}, "'__LEDGER_x' starts with '__ledger'"),
+    # The change feed adds these beside the table's columns: a user column would shadow them.
+    ({"id": "BIGINT", "_change_type": "VARCHAR"}, "'_change_type' is the name of a change feed"),
+    ({"id": "BIGINT", "_Commit_Version": "INTEGER"}, "'_Commit_Version' is the name of a change"),
+    ({"id": "BIGINT", "_COMMIT_TIMESTAMP": "TIMESTAMP"}, "the name of a change feed column"),
     # Spark compares names with Java's equalsIgnoreCase: one-character case mappings count.
     ({"id": "BIGINT", "é": "INTEGER", "É": "INTEGER"}, "'é' and 'É' differ only in case"),
     ({"id": "BIGINT", "ß": "INTEGER", "ẞ": "INTEGER"}, "'ß' and 'ẞ' differ only in case"),
@@ -91,6 +95,7 @@ EVOLUTIONS = [
     ([{"id": 2, "Trx_Id": 1}], "'Trx_Id' is reserved"),
     ([{"id": 2, "_Row_Id": 1}], "'_Row_Id' is reserved"),
     ([{"id": 2, "__Ledger_n": 1}], "starts with '__ledger'"),
+    ([{"id": 2, "_commit_version": 98}], "name of a change feed column"),
     ([{"id": 2, "Ü": 1, "ü": 2}], "'Ü' and 'ü', which differ only in case"),
     (pa.table({"id": [2], "v": [1], "V": [2]}), "'v' and 'V', which differ only in case"),
     (pa.table([[2], [1], [2]], names=["id", "v", "v"]), "column 'v' twice"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import zlib
+from decimal import Decimal
 
 import pyarrow as pa
 import pytest
@@ -277,3 +278,18 @@ def test_crc32_of_texts_is_zlibs_crc32(values):
     expected = [0 if v is None else zlib.crc32(v.encode("utf-8")) for v in values]
     array = pa.array(["pad", *values, "pad"], pa.string()).slice(1, len(values))
     assert crc32_of_texts(array).tolist() == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 20), st.integers(-(10**17), 10**17))
+def test_decimal_canonical_text_is_the_to_scientific_string_of_the_value(
+    scale: int, unscaled: int
+) -> None:
+    """docs/format.md: DECIMAL canonical text is Python's str() of the value at the column's
+    scale (plain while the adjusted exponent is >= -6, else scientific), zero without a sign."""
+    value = Decimal(unscaled).scaleb(-scale)
+    [text] = canonical_text(pa.array([value], pa.decimal128(38, scale))).to_pylist()
+    expected = str(value.quantize(Decimal(1).scaleb(-scale)))
+    if unscaled == 0:
+        expected = expected.lstrip("-")
+    assert text == expected

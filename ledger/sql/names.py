@@ -6,9 +6,25 @@ collide with a table's own columns. Engines and merge policies import them from 
 
 from __future__ import annotations
 
-from ledger.schema import DML_TYPE, ROW_ID, TRX_ID, TRX_SEQ
+from ledger.schema import (
+    CHANGE_TYPE,
+    COMMIT_TIMESTAMP,
+    COMMIT_VERSION,
+    DML_TYPE,
+    ROW_ID,
+    TRX_ID,
+    TRX_SEQ,
+)
 
-__all__ = ["DML_TYPE", "ROW_ID", "TRX_ID", "TRX_SEQ"]
+__all__ = [
+    "CHANGE_TYPE",
+    "COMMIT_TIMESTAMP",
+    "COMMIT_VERSION",
+    "DML_TYPE",
+    "ROW_ID",
+    "TRX_ID",
+    "TRX_SEQ",
+]
 
 # The order of entries in the ledger as one number: trx_id in the high bits, trx_seq (32 bits)
 # low, so that order = trx_id * ORDER_SHIFT + trx_seq.
@@ -41,10 +57,6 @@ PART_NAN = "__ledger_nan_"
 PART_POSITIVE_INF = "__ledger_pinf_"
 PART_NEGATIVE_INF = "__ledger_ninf_"
 
-# Columns of the change feed.
-CHANGE_TYPE = "_change_type"
-COMMIT_VERSION = "_commit_version"
-COMMIT_TIMESTAMP = "_commit_timestamp"
 
 # Helper columns of the Spark engine's DataFrame code.
 ENTRY_COUNT = "__ledger_n"  # entries of a key
