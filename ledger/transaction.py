@@ -133,6 +133,9 @@ class Transaction:
         self._added: list[FileMarker] = []
         self._touched: list[pa.Table] = []
         self._predicates: list[str] = []
+        # Commits after the snapshot already found not to conflict: a retried commit (after
+        # losing the race to an append) checks only the commits that landed since.
+        self._checked_through = self._base.version
         self._read_partitions: set[tuple[tuple[str, str | None], ...]] = set()
         self._operations: list[str] = []
         self._inserted = 0
@@ -801,7 +804,9 @@ class Transaction:
         or a row matching a predicate it deleted by."""
         if not self._touched and not self._predicates:
             return
-        for entry in intervening:
+        unchecked = [e for e in intervening if e.version > self._checked_through]
+        writing: list[LogFile] = []
+        for entry in unchecked:
             if entry.operation in MEANING_PRESERVING:
                 continue
             if entry.operation in PARTITION_REMOVING:
@@ -813,15 +818,27 @@ class Transaction:
                         f"({entry.operation}) removed entries of partitions this transaction "
                         "read; nothing was committed. Retry the transaction"
                     )
-            written = [m for m in entry.files if m.alive]
-            if not written:
-                continue
-            if self._conflicts_with(latest, written):
-                raise ConflictError(
-                    f"table {self._table.name!r}: version {entry.version} ({entry.operation}) "
-                    f"wrote rows this transaction read after its snapshot (version "
-                    f"{self._base.version}); nothing was committed. Retry the transaction"
-                )
+            if any(m.alive for m in entry.files):
+                writing.append(entry)
+        # One read over the files of every unchecked commit (a steady stream of appends would
+        # otherwise outpace a check per commit); the commit is named only when one conflicts.
+        everything = [m for entry in writing for m in entry.files if m.alive]
+        if everything and self._conflicts_with(latest, everything):
+            for entry in writing:
+                if self._conflicts_with(latest, [m for m in entry.files if m.alive]):
+                    raise ConflictError(
+                        f"table {self._table.name!r}: version {entry.version} "
+                        f"({entry.operation}) wrote rows this transaction read after its "
+                        f"snapshot (version {self._base.version}); nothing was committed. "
+                        "Retry the transaction"
+                    )
+            raise ConflictError(
+                f"table {self._table.name!r}: versions {[e.version for e in writing]} wrote "
+                "rows this transaction read after its snapshot; nothing was committed. Retry "
+                "the transaction"
+            )
+        if unchecked:
+            self._checked_through = max(e.version for e in unchecked)
 
     def _conflicts_with(self, latest: TableState, written: list[FileMarker]) -> bool:
         keys = pa.concat_tables(self._touched) if self._touched else None

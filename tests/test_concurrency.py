@@ -329,6 +329,48 @@ def test_a_key_read_by_lookup_and_written_meanwhile_fails_the_commit(location: L
     assert visible_rows(table) == [(1, 5, "other"), (2, 1, "reader"), (3, 0, "unrelated")]
 
 
+def test_a_read_modify_write_checks_each_commit_once_while_appends_keep_landing(
+    location: Location, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A steady stream of appends to other keys must not starve a read-modify-write: its
+    conflict check reads the files of every commit since its snapshot once, in one read per
+    commit attempt, however often it loses the race for the next version."""
+    table = location.connect().create_table("stream", SCHEMA, primary_key=["k"])
+    table.insert([{"k": k, "v": 0, "who": SEED_WHO} for k in (1, 2)])
+    other = location.connect().table("stream")
+    reader = table.transaction()
+    reader.lookup([1])
+    reader.update([{"k": 2, "v": 1, "who": "reader"}])
+    for k in range(10, 30):  # landed after the snapshot, before the first attempt
+        other.insert([{"k": k, "v": 0, "who": "appender"}])
+
+    checked: list[int] = []
+    real_touch = ledger.transaction.rmw.entries_touch
+
+    def counting_touch(*args: Any, **kwargs: Any) -> Any:
+        checked.append(len(kwargs["predicate_files"]))
+        return real_touch(*args, **kwargs)
+
+    monkeypatch.setattr(ledger.transaction.rmw, "entries_touch", counting_touch)
+    store = table.store
+    real_put = store.put_if_absent
+    losses = iter(range(3))  # the first three commit attempts lose to one more append each
+
+    def losing_put(key: str, data: bytes) -> bool:
+        if "/_log/" in key and next(losses, None) is not None:
+            other.insert([{"k": 100 + len(checked), "v": 0, "who": "appender"}])
+        return bool(real_put(key, data))
+
+    monkeypatch.setattr(store, "put_if_absent", losing_put)
+    committed = reader.commit()
+    assert committed.version == 1 + 20 + 3 + 1  # seed, appends, lost races, this commit
+    # Every intervening commit's file read once, one read per attempt that found new commits
+    # (the first attempt's put already lost to one append, so it saw 21).
+    assert sum(checked) == 20 + 3 and checked == [21, 1, 1]
+    rows = visible_rows(table)
+    assert (1, 0, SEED_WHO) in rows and (2, 1, "reader") in rows and len(rows) == 2 + 23
+
+
 def test_retrying_reruns_a_transaction_on_conflict_and_checks_its_retries(tmp_path):
     """``Table.retrying`` (the loop behind upsert/update/delete on every engine): a rival
     commit between the read and the commit makes it rerun on the newer state."""
@@ -476,6 +518,9 @@ def test_two_appends_at_the_same_instant_whose_first_attempts_collide_both_survi
             return created
 
         monkeypatch.setattr(store, "put_if_absent", racing_put)
+        # A trx_id reservation is a put-if-absent that may skip durability (Store.reserve):
+        # it races the same way.
+        monkeypatch.setattr(store, "reserve", racing_put)
 
     results: dict[int, Any] = {}
     errors: list[BaseException] = []

@@ -36,7 +36,6 @@ import pytest
 
 import ledger
 from ledger.maintenance import merge as merging
-from ledger.maintenance import partitions as partition_ops
 from ledger.storage import Store
 from tests.conftest import Location
 from tests.support.failing import FailingStore
@@ -699,8 +698,8 @@ def test_dropping_one_partition_then_vacuum_keeps_every_other_partition(location
     # append to another partition lands between this drop's read and its commit.
     racing = run_once_before(
         monkeypatch,
-        partition_ops,
-        "commit_entry",
+        table.handle,
+        "commit",
         lambda: other.insert([{"id": 30, "region": "ap", "v": 30}]),
     )
 

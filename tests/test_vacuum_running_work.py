@@ -321,7 +321,7 @@ def test_a_merge_committing_while_vacuum_is_between_its_listing_and_its_commit(
     vacuum_handle = other_handle(location)
     # Vacuum has listed the data folder and read the state; the merge commits before vacuum's
     # own commit (which then has to land on top of it).
-    merged = run_once_before(monkeypatch, vacuuming, "commit_entry", lambda: table.merge())
+    merged = run_once_before(monkeypatch, vacuum_handle.handle, "commit", lambda: table.merge())
 
     result = vacuum_handle.vacuum(GRACE_S)
     assert merged[0].merged[0].partition == {"region": "us"}

@@ -40,6 +40,7 @@ import pyarrow.dataset as pads
 import pytest
 
 import ledger
+import ledger.log.handle
 import ledger.transaction
 import views
 from ledger.engines.duckdb import rmw
@@ -376,9 +377,9 @@ def breakdown(
         patch.setattr(tx, "_keyed_rows", clock.wrap("input_checks_s", tx._keyed_rows))
         patch.setattr(tx, "_write", clock.wrap("write_entries_s", tx._write))
         patch.setattr(
-            ledger.transaction,
+            ledger.log.handle,
             "commit_entry",
-            clock.wrap("log_commit_s", ledger.transaction.commit_entry),
+            clock.wrap("log_commit_s", ledger.log.handle.commit_entry),
         )
         run = run_ledger(source, tmp_path / "instrumented")
     phases = {k: round(v, 3) for k, v in clock.seconds.items()}
