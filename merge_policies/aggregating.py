@@ -26,7 +26,7 @@ from ledger.log.entries import TableConfig
 from ledger.schema import DML_TYPE, TRX_ID, TRX_SEQ, TableSchema, arrow_to_sql
 from ledger.sql import ident, idents
 from ledger.sql.names import ORDER_SHIFT
-from merge_policies.base import AGGREGATED, ENTRY_ORDER, MergeContext, check_options
+from merge_policies.base import AGGREGATED, ENTRY_ORDER, MergeContext, PolicyDefaults, check_options
 
 NAME = "aggregating"
 FUNCTIONS = ("sum", "count", "min", "max")
@@ -35,7 +35,7 @@ _EXAMPLE = '{"name": "aggregating", "measures": {"amount": "sum", "events": "cou
 
 
 @dataclass(frozen=True)
-class AggregatingPolicy:
+class AggregatingPolicy(PolicyDefaults):
     measures: tuple[tuple[str, str, str], ...]  # (column, function, SQL type)
     insert_only: bool
     name: str = NAME
@@ -45,25 +45,8 @@ class AggregatingPolicy:
         return AGGREGATED
 
     @property
-    def signs_consistent(self) -> bool:
-        return False
-
-    @property
     def files_isolatable(self) -> bool:
         return False
-
-    @property
-    def keys_independent(self) -> bool:
-        return True
-
-    def repeat_columns(self, key_columns: tuple[str, ...]) -> list[str] | None:
-        return None
-
-    def latest_order(self) -> list[str] | None:
-        return None
-
-    def check_against_files(self, files: pa.Schema) -> None:
-        return None  # its query returns the merged entries' own columns
 
     def aggregates(self) -> tuple[tuple[str, str, str], ...]:
         return self.measures

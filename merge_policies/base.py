@@ -108,6 +108,40 @@ class MergePolicy(Protocol):
         ...
 
 
+class PolicyDefaults:
+    """The answers most policies give (a policy keeping every entry, whose latest entry is the
+    newest, with no measures and a query that returns the entries' own columns); a policy
+    inherits them and overrides only the answers it differs in."""
+
+    @property
+    def visible_rows(self) -> str:
+        return SIGNED
+
+    @property
+    def signs_consistent(self) -> bool:
+        return False
+
+    @property
+    def files_isolatable(self) -> bool:
+        return True
+
+    @property
+    def keys_independent(self) -> bool:
+        return True
+
+    def repeat_columns(self, key_columns: tuple[str, ...]) -> list[str] | None:
+        return None
+
+    def latest_order(self) -> list[str] | None:
+        return None
+
+    def aggregates(self) -> tuple[tuple[str, str, str], ...]:
+        return ()
+
+    def check_against_files(self, files: pa.Schema) -> None:
+        return None  # a built-in policy's query returns the merged entries' own columns
+
+
 def check_options(
     name: str, options: Mapping[str, Any], allowed: Sequence[str], example: str
 ) -> None:

@@ -24,43 +24,19 @@ from ledger.schema import DML_TYPE, TRX_ID, TRX_SEQ, TableSchema
 from ledger.sql import ident, idents
 from ledger.sql.live import negative_zero_flags
 from ledger.sql.names import ORDER_SHIFT
-from merge_policies.base import ENTRY_ORDER, SIGNED, MergeContext, check_options
+from merge_policies.base import ENTRY_ORDER, MergeContext, PolicyDefaults, check_options
 
 NAME = "collapsing"
 
 
 @dataclass(frozen=True)
-class CollapsingPolicy:
+class CollapsingPolicy(PolicyDefaults):
     name: str = NAME
     float_columns: tuple[str, ...] = ()  # grouped with their sign of zero (ledger.sql.live)
 
     @property
-    def visible_rows(self) -> str:
-        return SIGNED
-
-    @property
     def signs_consistent(self) -> bool:
         return True
-
-    @property
-    def files_isolatable(self) -> bool:
-        return True
-
-    @property
-    def keys_independent(self) -> bool:
-        return True
-
-    def repeat_columns(self, key_columns: tuple[str, ...]) -> list[str] | None:
-        return None
-
-    def latest_order(self) -> list[str] | None:
-        return None
-
-    def check_against_files(self, files: pa.Schema) -> None:
-        return None  # its query returns the merged entries' own columns
-
-    def aggregates(self) -> tuple[tuple[str, str, str], ...]:
-        return ()
 
     def merge_sql(self, context: MergeContext) -> str:
         keys = idents(list(context.key_columns))

@@ -20,7 +20,7 @@ from ledger.log.entries import TableConfig
 from ledger.maintenance.merge import check_query
 from ledger.schema import TableSchema
 from ledger.sql_guard import checked_select
-from merge_policies.base import SIGNED, MergeContext, check_options
+from merge_policies.base import MergeContext, PolicyDefaults, check_options
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -34,39 +34,18 @@ _EXAMPLE = (
 
 
 @dataclass(frozen=True)
-class CustomPolicy:
+class CustomPolicy(PolicyDefaults):
     sql: str
     name: str = NAME
-
-    @property
-    def visible_rows(self) -> str:
-        return SIGNED
 
     @property
     def signs_consistent(self) -> bool:
         return True
 
-    @property
-    def files_isolatable(self) -> bool:
-        return True
-
-    @property
-    def keys_independent(self) -> bool:
-        return True
-
-    def repeat_columns(self, key_columns: tuple[str, ...]) -> list[str] | None:
-        return None
-
-    def latest_order(self) -> list[str] | None:
-        return None
-
     def check_against_files(self, files: pa.Schema) -> None:
         """Bind the query over empty entries of schema ``files``: it must return exactly their
         columns, in types that convert to theirs (no data is read)."""
         check_query(self.sql, files, "custom merge query")
-
-    def aggregates(self) -> tuple[tuple[str, str, str], ...]:
-        return ()
 
     def merge_sql(self, context: MergeContext) -> str:
         if context.source != SOURCE:

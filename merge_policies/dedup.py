@@ -16,26 +16,18 @@ from typing import TYPE_CHECKING, Any
 from ledger.log.entries import TableConfig
 from ledger.schema import DML_TYPE, TRX_ID, TRX_SEQ, TableSchema
 from ledger.sql import ident, idents
-from merge_policies.base import SIGNED, MergeContext, check_columns, check_options
+from merge_policies.base import MergeContext, PolicyDefaults, check_columns, check_options
 
 if TYPE_CHECKING:
-    import pyarrow as pa
+    pass
 
 NAME = "dedup"
 
 
 @dataclass(frozen=True)
-class DedupPolicy:
+class DedupPolicy(PolicyDefaults):
     dedup_key: tuple[str, ...] | None = None
     name: str = NAME
-
-    @property
-    def visible_rows(self) -> str:
-        return SIGNED
-
-    @property
-    def signs_consistent(self) -> bool:
-        return False
 
     @property
     def files_isolatable(self) -> bool:
@@ -48,19 +40,10 @@ class DedupPolicy:
     def repeat_columns(self, key_columns: tuple[str, ...]) -> list[str] | None:
         return self.repeat_partition(key_columns)
 
-    def latest_order(self) -> list[str] | None:
-        return None
-
     def repeat_partition(self, key_columns: tuple[str, ...]) -> list[str]:
         """The columns that make two entries repeats of each other."""
         columns = list(self.dedup_key or (*key_columns, TRX_ID, TRX_SEQ))
         return [*columns, DML_TYPE] if DML_TYPE not in columns else columns
-
-    def check_against_files(self, files: pa.Schema) -> None:
-        return None  # its query returns the merged entries' own columns
-
-    def aggregates(self) -> tuple[tuple[str, str, str], ...]:
-        return ()
 
     def merge_sql(self, context: MergeContext) -> str:
         partition = idents(self.repeat_partition(context.key_columns))

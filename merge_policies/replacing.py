@@ -35,34 +35,25 @@ from ledger.errors import InvalidArgumentError
 from ledger.log.entries import TableConfig
 from ledger.schema import DML_TYPE, TRX_ID, TRX_SEQ, TableSchema
 from ledger.sql import ident, idents
-from merge_policies.base import LATEST_VERSION, MergeContext, check_columns, check_options
+from merge_policies.base import (
+    LATEST_VERSION,
+    MergeContext,
+    PolicyDefaults,
+    check_columns,
+    check_options,
+)
 
 NAME = "replacing"
 
 
 @dataclass(frozen=True)
-class ReplacingPolicy:
+class ReplacingPolicy(PolicyDefaults):
     version_column: str | None = None
     name: str = NAME
 
     @property
     def visible_rows(self) -> str:
         return LATEST_VERSION
-
-    @property
-    def signs_consistent(self) -> bool:
-        return False
-
-    @property
-    def files_isolatable(self) -> bool:
-        return True
-
-    @property
-    def keys_independent(self) -> bool:
-        return True
-
-    def repeat_columns(self, key_columns: tuple[str, ...]) -> list[str] | None:
-        return None
 
     def latest_order(self) -> list[str]:
         """The columns putting each key's latest entry first, each descending, NULLs last."""
@@ -74,12 +65,6 @@ class ReplacingPolicy:
     def latest_first(self) -> str:
         """ORDER BY text putting each key's latest entry first."""
         return ", ".join(f"{ident(c)} DESC NULLS LAST" for c in self.latest_order())
-
-    def check_against_files(self, files: pa.Schema) -> None:
-        return None  # its query returns the merged entries' own columns
-
-    def aggregates(self) -> tuple[tuple[str, str, str], ...]:
-        return ()
 
     def merge_sql(self, context: MergeContext) -> str:
         keys = idents(list(context.key_columns))
