@@ -336,46 +336,31 @@ def _csv_error_row(
         return _csv_rounded_decimal(filesystem, path, int(rescale.group(1)), table_types or {})
     index, value = int(match.group(1)), match.group(2) or match.group(3)
     try:
-        name = _csv_column_name(filesystem, path, index)
-        for row, text in _csv_column_text(filesystem, path, name):
-            if text == value:
-                return f"column {name!r}, row {row}"
+        with filesystem.open_input_stream(path) as source:
+            reader = pacsv.open_csv(
+                source,
+                read_options=pacsv.ReadOptions(block_size=TEXT_BLOCK_BYTES),
+                parse_options=pacsv.ParseOptions(newlines_in_values=True),
+            )
+            name = reader.schema.names[index]
+        with filesystem.open_input_stream(path) as source:
+            reader = pacsv.open_csv(
+                source,
+                read_options=pacsv.ReadOptions(block_size=TEXT_BLOCK_BYTES),
+                parse_options=pacsv.ParseOptions(newlines_in_values=True),
+                convert_options=pacsv.ConvertOptions(
+                    column_types={name: pa.string()}, include_columns=[name]
+                ),
+            )
+            seen = 0
+            for batch in reader:
+                found = pc.index(batch.column(0), value).as_py()
+                if found >= 0:
+                    return f"column {name!r}, row {seen + found + 1}"
+                seen += batch.num_rows
     except (pa.ArrowException, OSError, IndexError):
         return None
     return None
-
-
-def _csv_open(
-    filesystem: pafs.FileSystem, path: str, convert: pacsv.ConvertOptions | None = None
-) -> Iterator[pacsv.CSVStreamingReader]:
-    with filesystem.open_input_stream(path) as source:
-        yield pacsv.open_csv(
-            source,
-            read_options=pacsv.ReadOptions(block_size=TEXT_BLOCK_BYTES),
-            parse_options=pacsv.ParseOptions(newlines_in_values=True),
-            convert_options=convert,
-        )
-
-
-def _csv_column_name(filesystem: pafs.FileSystem, path: str, index: int) -> str:
-    """The name of the CSV file's column ``index`` (its header only is read)."""
-    empty = pacsv.ConvertOptions(column_types={}, include_columns=[])
-    for reader in _csv_open(filesystem, path, empty):
-        return str(reader.schema.names[index])
-    raise IndexError(index)
-
-
-def _csv_column_text(
-    filesystem: pafs.FileSystem, path: str, name: str
-) -> Iterator[tuple[int, str | None]]:
-    """Each row of column ``name`` as its text, with its row counted from 1 after the header."""
-    as_text = pacsv.ConvertOptions(column_types={name: pa.string()}, include_columns=[name])
-    seen = 0
-    for reader in _csv_open(filesystem, path, as_text):
-        for batch in reader:
-            for offset, text in enumerate(batch.column(0).to_pylist()):
-                yield seen + offset + 1, text
-            seen += batch.num_rows
 
 
 def _csv_rounded_decimal(
@@ -383,22 +368,41 @@ def _csv_rounded_decimal(
 ) -> str | None:
     """The first value of DECIMAL column ``index`` with more decimal places than its scale."""
     try:
-        name = _csv_column_name(filesystem, path, index)
+        with filesystem.open_input_stream(path) as source:
+            reader = pacsv.open_csv(
+                source,
+                read_options=pacsv.ReadOptions(block_size=TEXT_BLOCK_BYTES),
+                parse_options=pacsv.ParseOptions(newlines_in_values=True),
+                convert_options=pacsv.ConvertOptions(column_types={}, include_columns=[]),
+            )
+            name = reader.schema.names[index]
         kind = table_types.get(name)
         if not isinstance(kind, pa.Decimal128Type | pa.Decimal256Type):
             return None
-        for row, text in _csv_column_text(filesystem, path, name):
-            if text is None:
-                continue
-            try:
-                exponent = decimal.Decimal(text.strip()).as_tuple().exponent
-            except decimal.InvalidOperation:
-                continue
-            if isinstance(exponent, int) and -exponent > kind.scale:
-                return (
-                    f"column {name!r}, row {row}: {text!r} has more than {kind.scale} decimal "
-                    f"place(s) for {kind}; round it in the file"
-                )
+        with filesystem.open_input_stream(path) as source:
+            reader = pacsv.open_csv(
+                source,
+                read_options=pacsv.ReadOptions(block_size=TEXT_BLOCK_BYTES),
+                parse_options=pacsv.ParseOptions(newlines_in_values=True),
+                convert_options=pacsv.ConvertOptions(
+                    column_types={name: pa.string()}, include_columns=[name]
+                ),
+            )
+            seen = 0
+            for batch in reader:
+                for offset, text in enumerate(batch.column(0).to_pylist()):
+                    if text is None:
+                        continue
+                    try:
+                        exponent = decimal.Decimal(text.strip()).as_tuple().exponent
+                    except decimal.InvalidOperation:
+                        continue
+                    if isinstance(exponent, int) and -exponent > kind.scale:
+                        return (
+                            f"column {name!r}, row {seen + offset + 1}: {text!r} has more than "
+                            f"{kind.scale} decimal place(s) for {kind}; round it in the file"
+                        )
+                seen += batch.num_rows
     except (pa.ArrowException, OSError, IndexError):
         return None
     return None
