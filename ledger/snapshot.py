@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ledger.engines.duckdb.scan import scan_files
-from ledger.engines.duckdb.session import connect
+from ledger.engines.duckdb.session import read_connection
 from ledger.log.entries import FileMarker, sum_markers
 from ledger.log.state import TableState
 from ledger.partitioning import PartitionSpec
@@ -74,7 +74,7 @@ class Snapshot:
         con: duckdb.DuckDBPyConnection | None = None,
     ) -> duckdb.DuckDBPyRelation:
         """The raw ledger (every entry, system columns included) as a DuckDB relation."""
-        connection = con if con is not None else connect()
+        connection = read_connection(self.store, con)
         schema = file_schema(self.state.schema, self.state.config)
         return scan_files(connection, self.store, self.prefix, self.markers(partitions), schema)
 

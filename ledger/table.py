@@ -25,6 +25,7 @@ from ledger.buffered_writer import (
     DEFAULT_MAX_SECONDS,
     BufferedWriter,
 )
+from ledger.engines.duckdb.session import release_read_sessions
 from ledger.errors import (
     ConflictError,
     InvalidArgumentError,
@@ -559,6 +560,24 @@ class Table:
         if change.version is not None:
             hooks.run_after_commit(self)
         return change
+
+    # --- resources -----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Release the DuckDB database reads of this table (and the other tables of its
+        warehouse) run on; relations views returned can no longer run. A later read opens a
+        new one.
+
+        >>> with wh.table("accounts") as accounts:                            # doctest: +SKIP
+        ...     views.totals(accounts).fetchall()
+        """
+        release_read_sessions(self.store)
+
+    def __enter__(self) -> Table:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def _backoff_seconds(attempt: int, attempt_seconds: float) -> float:

@@ -14,6 +14,7 @@ from typing import Any
 import pyarrow as pa
 
 from ledger import lifecycle
+from ledger.engines.duckdb.session import release_read_sessions
 from ledger.errors import InvalidArgumentError
 from ledger.lifecycle import DEFAULT_CHECKPOINT_INTERVAL, DEFAULT_TRANSACTION_TIMEOUT_S
 from ledger.rollup import Rollup, open_rollup
@@ -116,3 +117,19 @@ class Warehouse:
         then fail to read).
         """
         lifecycle.drop_table(self.store, name, purge=purge)
+
+    def close(self) -> None:
+        """Release the DuckDB database the reads of this warehouse's tables run on (kept
+        between calls so each view call does not open one); relations views returned can no
+        longer run. A later read opens a new one.
+
+        >>> with ledger.connect("./warehouse") as wh:                          # doctest: +SKIP
+        ...     views.totals(wh.table("accounts")).fetchall()
+        """
+        release_read_sessions(self.store)
+
+    def __enter__(self) -> Warehouse:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

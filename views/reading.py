@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from ledger.engines.duckdb.query import check_condition
-from ledger.engines.duckdb.session import connect
+from ledger.engines.duckdb.session import read_connection
 from ledger.errors import InvalidArgumentError
 from ledger.reads import changes as change_reads
 from ledger.reads import history as history_reads
@@ -53,8 +53,10 @@ def _table(table: Table | Rollup) -> Table:
     return table
 
 
-def _connection(con: duckdb.DuckDBPyConnection | None) -> duckdb.DuckDBPyConnection:
-    return con if con is not None else connect()
+def _connection(
+    con: duckdb.DuckDBPyConnection | None, snap: Snapshot | Table
+) -> duckdb.DuckDBPyConnection:
+    return read_connection(snap.store, con)
 
 
 def visible(
@@ -78,7 +80,7 @@ def visible(
     """
     snap = _snapshot(table, version, timestamp)
     return visible_reads.visible(
-        snap, _connection(con), partitions=partitions, system_columns=system_columns
+        snap, _connection(con, snap), partitions=partitions, system_columns=system_columns
     )
 
 
@@ -131,7 +133,7 @@ def totals(
             render(request.where, visible_reads.DUCKDB),
             shown=where,
         )
-    return total_reads.totals(snap, _connection(con), request, partitions=partitions)
+    return total_reads.totals(snap, _connection(con, snap), request, partitions=partitions)
 
 
 def history(
@@ -153,7 +155,7 @@ def history(
     >>> views.history(accounts, "A-1").fetchall()                           # doctest: +SKIP
     """
     request = history_reads.history_request(_snapshot(table, version, timestamp), key)
-    return history_reads.history(request, _connection(con))
+    return history_reads.history(request, _connection(con, request.snapshot))
 
 
 def changes(
@@ -173,7 +175,8 @@ def changes(
     """
     if isinstance(table, Snapshot):
         raise InvalidArgumentError("changes read a Table (its log), not a snapshot")
-    return change_reads.changes(_table(table), since_version, until_version, _connection(con))
+    source = _table(table)
+    return change_reads.changes(source, since_version, until_version, _connection(con, source))
 
 
 def sql(

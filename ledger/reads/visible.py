@@ -11,7 +11,7 @@ import pyarrow as pa
 from ledger.engines.duckdb.errors import storage_errors
 from ledger.engines.duckdb.query import check_condition
 from ledger.engines.duckdb.scan import scan_files
-from ledger.engines.duckdb.session import bind_relations, connect
+from ledger.engines.duckdb.session import bind_relations, read_sessions
 from ledger.errors import InvalidArgumentError, UnknownColumnError
 from ledger.log.entries import FileMarker
 from ledger.reads.files import split_isolated
@@ -75,7 +75,7 @@ def rows(
     condition = parse_predicate(spec, where)
     if condition is not None:
         check_condition(snap.state.schema.arrow(), render(condition, DUCKDB), shown=where)
-    connection = connect()
+    connection = read_sessions(snap.store).cursor()
     try:
         relation = visible(snap, connection, partitions=partitions)
         if condition is not None:

@@ -1,15 +1,32 @@
-"""DuckDB connections: in memory, never downloading extensions, computing in UTC."""
+"""DuckDB connections: in memory, never downloading extensions, computing in UTC.
+
+Reads without a caller's connection run on a :class:`ReadSessions`: one in-memory database per
+store (a warehouse and its tables), opened once per process, with a child connection per read.
+Opening a database costs tens of milliseconds; a child connection costs microseconds.
+"""
 
 from __future__ import annotations
 
+import os
+import threading
 import uuid
+import weakref
+from typing import TYPE_CHECKING
 
 import duckdb
+
+if TYPE_CHECKING:
+    from ledger.storage import Store
 
 DuckDBConnection = duckdb.DuckDBPyConnection
 Relation = duckdb.DuckDBPyRelation
 
 _CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+_UTC = "SET TimeZone = 'UTC'"
+
+# Databases opened by a parent process, never closed in a forked child: closing one would tear
+# down worker threads and file handles that belong to the parent.
+_INHERITED: list[duckdb.DuckDBPyConnection] = []
 
 
 def connect() -> duckdb.DuckDBPyConnection:
@@ -22,19 +39,108 @@ def connect() -> duckdb.DuckDBPyConnection:
     """
     con = duckdb.connect(config=dict(_CONFIG))
     # Compute in UTC whatever the machine's zone: TIMESTAMPTZ values then come back as stored.
-    con.execute("SET TimeZone = 'UTC'")
+    con.execute(_UTC)
     return con
+
+
+class ReadSessions:
+    """The DuckDB database reads of one store run on, kept between calls.
+
+    :meth:`cursor` gives each read its own child connection of one database: DuckDB
+    connections are not thread-safe, and the temporary views a read registers live exactly as
+    long as its child (and the lazy relation made on it). Each thread opens children from a
+    parent of its own. The database is opened again in a forked process, never shared with
+    the parent. :meth:`close` releases it (relations made on it can no longer run); a later
+    read opens a new one.
+
+    >>> sessions = ReadSessions()
+    >>> sessions.cursor().sql("SELECT current_setting('TimeZone')").fetchall()
+    [('UTC',)]
+    >>> sessions.close()
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._database: duckdb.DuckDBPyConnection | None = None
+        self._pid = 0
+        self._threads = threading.local()
+
+    def cursor(self) -> duckdb.DuckDBPyConnection:
+        """A new child connection for one read, in UTC, never loading extensions."""
+        child = self._thread_parent().cursor()
+        child.execute(_UTC)
+        return child
+
+    def close(self) -> None:
+        """Release the database (and every connection of every thread made from it)."""
+        with self._lock:
+            database, self._database = self._database, None
+            if database is not None and self._pid == os.getpid():
+                database.close()
+
+    def _thread_parent(self) -> duckdb.DuckDBPyConnection:
+        database = self._current_database()
+        threads = self._threads
+        if getattr(threads, "database", None) is not database:
+            with self._lock:
+                threads.parent = database.cursor()
+            threads.database = database
+        parent: duckdb.DuckDBPyConnection = threads.parent
+        return parent
+
+    def _current_database(self) -> duckdb.DuckDBPyConnection:
+        with self._lock:
+            if self._database is not None and self._pid != os.getpid():
+                _INHERITED.append(self._database)
+                self._database = None
+            if self._database is None:
+                self._database = connect()
+                self._pid = os.getpid()
+            return self._database
+
+
+_SESSIONS: weakref.WeakKeyDictionary[Store, ReadSessions] = (
+    weakref.WeakKeyDictionary()
+)  # by identity
+_SESSIONS_LOCK = threading.Lock()
+
+
+def read_sessions(store: Store) -> ReadSessions:
+    """The :class:`ReadSessions` of ``store``, shared by every table and snapshot read through
+    it (a warehouse opens one store; its tables share it)."""
+    with _SESSIONS_LOCK:
+        sessions = _SESSIONS.get(store)
+        if sessions is None:
+            sessions = _SESSIONS[store] = ReadSessions()
+        return sessions
+
+
+def release_read_sessions(store: Store) -> None:
+    """Close the DuckDB database reads of ``store`` run on (a later read opens a new one)."""
+    with _SESSIONS_LOCK:
+        sessions = _SESSIONS.pop(store, None)
+    if sessions is not None:
+        sessions.close()
+
+
+def read_connection(
+    store: Store, con: duckdb.DuckDBPyConnection | None
+) -> duckdb.DuckDBPyConnection:
+    """``con`` when the caller passed one, else a child connection of ``store``'s
+    :class:`ReadSessions`."""
+    return con if con is not None else read_sessions(store).cursor()
 
 
 def bind_relations(
     con: duckdb.DuckDBPyConnection, relations: dict[str, duckdb.DuckDBPyRelation]
 ) -> dict[str, str]:
     """Make each relation readable by name in SQL on ``con`` (a temporary view under a fresh
-    name, so several views on one connection never collide); returns the names."""
+    name, so several views on one connection never collide, and none outlives ``con``);
+    returns the names."""
     names = {}
     for role, relation in relations.items():
         name = f"__ledger_{role}_{uuid.uuid4().hex[:12]}"
-        relation.create_view(name, replace=True)
+        con.register(name, relation)
         names[role] = name
     return names
 
