@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -46,9 +47,14 @@ class HistoryRequest:
     def sql(self, dialect: str, *, entries: str, keys: str, commits: str) -> str:
         """The history query in ``dialect`` over relations of the files' entries, the keys
         and the commits, named ``entries``, ``keys`` and ``commits``."""
-        spec = TableSpec.of(self.snapshot.state)
-        query = history_tree(spec, entries, keys, commits)
-        return render(query, dialect_named(dialect))
+        return _history_text(TableSpec.of(self.snapshot.state), dialect, entries, keys, commits)
+
+
+@functools.lru_cache(maxsize=256)
+def _history_text(spec: TableSpec, dialect: str, entries: str, keys: str, commits: str) -> str:
+    """Rendered once per table shape, dialect and relation names (rendering costs more than
+    reading a key's few entries)."""
+    return render(history_tree(spec, entries, keys, commits), dialect_named(dialect))
 
 
 def history_request(snap: Snapshot, key: Any) -> HistoryRequest:

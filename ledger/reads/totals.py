@@ -1,8 +1,17 @@
 """Sign-weighted totals of a snapshot: the tree of :mod:`ledger.sql.totals` over the
-snapshot's files, files of insertions only read apart where signs are consistent."""
+snapshot's files, files of insertions only read apart where signs are consistent.
+
+A dashboard asks the same question many times, so what does not change between calls is kept:
+the SQL text of each query shape (keyed by everything that shapes it, the names of the
+relations it reads included) and, per set of files holding delete marks, which measured
+FLOAT/DOUBLE columns hold NaN or an infinity in a mark (data files never change).
+"""
 
 from __future__ import annotations
 
+import functools
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -28,6 +37,8 @@ if TYPE_CHECKING:
 
 DUCKDB = DIALECTS["duckdb"]
 INSERTIONS = "insertions"  # the relation of files holding no delete mark
+SHAPES_KEPT = 512  # SQL texts kept (one per table shape, request and relation names)
+PROBES_KEPT = 1024  # answers of the non-finite probe kept (one per set of marked files)
 
 
 def totals(
@@ -52,8 +63,26 @@ def totals(
     names = bind_relations(con, relations)
     sources = Sources(entries=names[ENTRIES], insertions=names.get(INSERTIONS))
     non_finite = non_finite_marks(con, spec, request, names[ENTRIES], markers)
+    return con.sql(totals_text(spec, sources, request, non_finite))
+
+
+@functools.lru_cache(maxsize=SHAPES_KEPT)
+def totals_text(
+    spec: TableSpec, sources: Sources, request: TotalsRequest, non_finite: frozenset[str]
+) -> str:
+    """The totals query's DuckDB text: rendered once per shape (building and rendering the
+    tree costs more than running the query on a small table)."""
     query = totals_tree(spec, DUCKDB, sources, request, non_finite_marks=non_finite)
-    return con.sql(render(query, DUCKDB))
+    return render(query, DUCKDB)
+
+
+@functools.lru_cache(maxsize=SHAPES_KEPT)
+def _probe_text(entries: str, measured: tuple[str, ...]) -> str:
+    return render(non_finite_marks_probe(entries, measured), DUCKDB)
+
+
+_PROBED: OrderedDict[tuple[tuple[str, ...], tuple[str, ...]], frozenset[str]] = OrderedDict()
+_PROBED_LOCK = threading.Lock()
 
 
 def non_finite_marks(
@@ -62,11 +91,24 @@ def non_finite_marks(
     request: TotalsRequest,
     entries: str,
     markers: Sequence[FileMarker],
-) -> set[str]:
+) -> frozenset[str]:
     """The measured FLOAT/DOUBLE columns with NaN or an infinity in a delete mark (only files
-    holding marks are read): the only ones whose weighted sum needs the slower exact form."""
-    measured = measured_floats(spec, request)
+    holding marks are read, once per set of files): the only ones whose weighted sum needs the
+    slower exact form."""
+    measured = tuple(measured_floats(spec, request))
     if not measured or all(insertions_only(m) for m in markers):
-        return set()
-    [found] = con.sql(render(non_finite_marks_probe(entries, measured), DUCKDB)).fetchall()
-    return {c for c, flag in zip(measured, found, strict=True) if flag}
+        return frozenset()
+    # Data file names are unique (a uuid each) and files are never rewritten in place.
+    key = (tuple(sorted(m.path for m in markers)), measured)
+    with _PROBED_LOCK:
+        found = _PROBED.get(key)
+        if found is not None:
+            _PROBED.move_to_end(key)
+            return found
+    [flags] = con.sql(_probe_text(entries, measured)).fetchall()
+    found = frozenset(c for c, flag in zip(measured, flags, strict=True) if flag)
+    with _PROBED_LOCK:
+        _PROBED[key] = found
+        while len(_PROBED) > PROBES_KEPT:
+            _PROBED.popitem(last=False)
+    return found

@@ -3,6 +3,7 @@ bind a predicate before any file is read."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from contextlib import closing
 
@@ -62,15 +63,22 @@ def check_condition(schema: pa.Schema, predicate: str, *, shown: str | None = No
     before any file is read). Messages quote ``shown`` (the predicate as the user wrote it,
     when ``predicate`` is a rendering of it), never the query built around it."""
     quoted = predicate if shown is None else shown
+    try:
+        kind = _condition_type(schema, predicate)
+    except QUERY_ERRORS as e:
+        raise InvalidPredicateError(
+            f"predicate {quoted!r} does not fit the table: {engine_reason(e)}"
+        ) from e
+    if kind != "BOOLEAN":
+        raise InvalidPredicateError(
+            f"predicate {quoted!r} is {kind}, not a condition (true or false)"
+        )
+
+
+@functools.lru_cache(maxsize=256)
+def _condition_type(schema: pa.Schema, predicate: str) -> str:
+    """The type ``predicate`` binds to over rows of ``schema``: kept, since binding needs a
+    connection and the same filter comes back with every call of a dashboard."""
     with closing(connect()) as con:
         con.register("checked_rows", schema.empty_table())
-        try:
-            kind = con.sql(f"SELECT ({predicate}) FROM checked_rows").types[0]
-        except QUERY_ERRORS as e:
-            raise InvalidPredicateError(
-                f"predicate {quoted!r} does not fit the table: {engine_reason(e)}"
-            ) from e
-        if str(kind) != "BOOLEAN":
-            raise InvalidPredicateError(
-                f"predicate {quoted!r} is {kind}, not a condition (true or false)"
-            )
+        return str(con.sql(f"SELECT ({predicate}) FROM checked_rows").types[0])

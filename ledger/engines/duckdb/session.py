@@ -7,10 +7,12 @@ Opening a database costs tens of milliseconds; a child connection costs microsec
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 import uuid
 import weakref
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import duckdb
@@ -139,10 +141,28 @@ def bind_relations(
     returns the names."""
     names = {}
     for role, relation in relations.items():
-        name = f"__ledger_{role}_{uuid.uuid4().hex[:12]}"
+        name = f"__ledger_{role}_{_view_number(con)}"
         con.register(name, relation)
         names[role] = name
     return names
+
+
+_VIEW_NUMBERS: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, Iterator[int]] = (
+    weakref.WeakKeyDictionary()
+)
+_VIEW_NUMBERS_LOCK = threading.Lock()
+
+
+def _view_number(con: duckdb.DuckDBPyConnection) -> int | str:
+    """The next number of a view on ``con``: each connection counts from 0, so a read on a
+    fresh child connection names its views alike every time and its SQL text can be reused
+    (see :func:`ledger.reads.totals.totals`)."""
+    with _VIEW_NUMBERS_LOCK:
+        try:
+            numbers = _VIEW_NUMBERS.setdefault(con, itertools.count())
+        except TypeError:  # a connection that takes no weak reference: never reuse a name
+            return uuid.uuid4().hex[:12]
+        return next(numbers)
 
 
 def function_kinds() -> list[tuple[str, str]]:
