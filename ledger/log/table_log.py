@@ -228,6 +228,8 @@ class TableLog:
 
     def refresh(self, state: TableState) -> TableState:
         """The latest state, reading only what was committed after ``state``."""
+        if self._unchanged_since(state.version):
+            return state
         listing = self.listing(start_after=self.commit_key(state.version))
         newer = [v for v in listing.checkpoints if v > state.version]
         vacuumed = state.version + 1 not in listing.commits  # removed by vacuum, or no commits
@@ -236,3 +238,19 @@ class TableLog:
             rest = [listing.commits[v] for v in sorted(listing.commits) if v > base_version]
             return self._replay(listing.checkpoints[base_version], rest)
         return state.apply(self._read_commits(listing, state.version))
+
+    def _unchanged_since(self, version: int) -> bool:
+        """Whether nothing was committed after ``version``, from two existence checks instead
+        of a listing (which grows with the log on a local disk): the next version's commit is
+        not there, and ``version``'s own commit still is. Vacuum deletes commits oldest first,
+        so while ``version``'s commit stands no newer one was deleted."""
+        return not self._exists(self.commit_key(version + 1)) and self._exists(
+            self.commit_key(version)
+        )
+
+    def _exists(self, key: str) -> bool:
+        try:
+            self.store.size(key)
+        except FileNotFoundError:
+            return False
+        return True
