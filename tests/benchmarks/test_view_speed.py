@@ -24,6 +24,13 @@ the files an insert writes, while a merge writes one file per writer thread and 
 to choose dictionary columns, so the merged ledger can read faster than the clean table (a ratio
 below 1). ``view_speed_breakdown`` times parts of the unmerged visible query once: information
 only. ``LEDGER_BENCH_VIEW_ENTRIES`` shrinks the table (a full run takes about 2 minutes).
+
+Small tables (``view_speed_small_100k``, ``view_speed_small_5k``: 100k and 5k entries built the
+same way) measure what a dashboard sees: the fixed cost of a call. There every view call reuses
+the warehouse's DuckDB database and the baseline runs on one DuckDB connection kept open, as a
+DuckDB user's program would; each repetition runs ``SMALL_PASSES`` calls of each. For
+information they also time a view call that opens its own connection (``ledger_new_connection``)
+and a per-call breakdown (``view_speed_small_breakdown``).
 """
 
 from __future__ import annotations
@@ -395,3 +402,155 @@ def test_views_10m_entries_after_full_merge(
         }
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+# --- small tables: the fixed cost of a call ------------------------------------------------------
+
+SMALL_SIZES = {"view_speed_small_100k": 100_000, "view_speed_small_5k": 5_000}
+SMALL_PASSES = 20
+
+
+def build_small(root: Path, entries: int) -> tuple[ledger.Table, list[str]]:
+    """A ledger of ``entries`` entries built as the 10M one (10% of them marks, 4 insert commits
+    and an update commit) and the clean files of its visible rows."""
+    updates = entries // 10
+    keys = entries - 2 * updates
+    table = ledger.connect(str(root / "warehouse")).create_table(
+        NAME, SCHEMA, primary_key=["k"], policy="collapsing"
+    )
+    rows = keyed_rows(keys, seed=entries)
+    for offset, length in slices(keys, INSERT_COMMITS):
+        table.append_entries(with_dml(rows.slice(offset, length), 1))
+    rng = np.random.default_rng(entries)
+    updated = rng.choice(keys, updates, replace=False)
+    old = rows.take(pa.array(updated))
+    new = pa.table({"k": old.column("k"), **column_values(updates, rng)})
+    table.append_entries(pa.concat_tables([with_dml(old, -1), with_dml(new, 1)]))
+    kept = np.ones(keys, dtype=bool)
+    kept[updated] = False
+    visible_rows = _by_key(pa.concat_tables([rows.filter(pa.array(kept)), new]))
+    assert table.count() == keys
+    return table, write_clean(visible_rows, root / "clean")
+
+
+def small_cases(
+    table: ledger.Table, clean_files: list[str], con: Any
+) -> dict[str, list[tuple[str, Callable[[], pa.Table], int]]]:
+    def clean(sql: str) -> Callable[[], pa.Table]:
+        return lambda: con.sql(sql).to_arrow_table()
+
+    def fresh_totals(by_q: bool) -> pa.Table:
+        with closing(connect()) as own:
+            by = ["q"] if by_q else None
+            return views.totals(table, by=by, sum=["a", "b"], avg=["b"], con=own).to_arrow_table()
+
+    rows = table.count()
+    groups = clean(clean_totals_sql(clean_files, True))().num_rows
+    cases: dict[str, list[tuple[str, Callable[[], pa.Table], int]]] = {}
+    for case, by_q, expected in (("totals_by_q", True, groups), ("totals_grand", False, 1)):
+        cases[case] = [
+            ("ledger", lambda by_q=by_q: ledger_totals(table, by_q), expected),
+            ("clean", clean(clean_totals_sql(clean_files, by_q)), expected),
+            ("ledger_new_connection", lambda by_q=by_q: fresh_totals(by_q), expected),
+        ]
+    cases["visible"] = [
+        ("ledger", lambda: ledger_visible(table), rows),
+        ("clean", clean(clean_visible_sql(clean_files)), rows),
+    ]
+    return cases
+
+
+def measure_small(
+    cases: dict[str, list[tuple[str, Callable[[], pa.Table], int]]],
+) -> dict[str, dict[str, list[float]]]:
+    """As :func:`measure`, with ``SMALL_PASSES`` samples per repetition (calls take
+    milliseconds); repetition 0 warms up and is not kept."""
+    samples: dict[str, dict[str, list[float]]] = {
+        case: {name: [] for name, _, _ in runners} for case, runners in cases.items()
+    }
+    for repetition in range(REPEATS + 1):
+        for case, runners in cases.items():
+            for number in range(SMALL_PASSES):
+                ordered = runners if (repetition + number) % 2 == 0 else runners[::-1]
+                for name, action, rows in ordered:
+                    elapsed, result = timed(action)
+                    assert result.num_rows == rows
+                    if repetition:
+                        samples[case][name].append(elapsed)
+    return samples
+
+
+def small_figures(case: dict[str, list[float]], target: float) -> dict[str, Any]:
+    out = figures(case, target)
+    out["comparison"] = "the same query over a clean table, on a DuckDB connection kept open"
+    if "ledger_new_connection" in case:
+        fresh = summary(case["ledger_new_connection"])["median_s"]
+        out["ledger_new_connection_s"] = fresh
+        out["ratio_new_connection"] = round(fresh / out["clean_s"], 3)
+    for key in ("ledger_samples_s", "clean_samples_s"):
+        out.pop(key)  # hundreds of samples: the medians say enough
+    return out
+
+
+@pytest.mark.parametrize("name", list(SMALL_SIZES))
+def test_views_small_tables(name: str, tmp_path: Path, bench_results: dict[str, Any]) -> None:
+    table, clean_files = build_small(tmp_path, SMALL_SIZES[name])
+    with closing(connect()) as con:
+        for by_q in (True, False):
+            ours = ledger_totals(table, by_q)
+            theirs = con.sql(clean_totals_sql(clean_files, by_q)).to_arrow_table()
+            if by_q:
+                ours, theirs = ours.sort_by("q"), theirs.sort_by("q")
+            assert ours.column("count").to_pylist() == theirs.column("count").to_pylist()
+            assert ours.column("sum_a").to_pylist() == theirs.column("sum_a").to_pylist()
+        samples = measure_small(small_cases(table, clean_files, con))
+    bench_results[name] = {
+        "entries": SMALL_SIZES[name],
+        "visible_rows": table.count(),
+        "repeats": REPEATS,
+        "samples_per_repeat": SMALL_PASSES,
+        "totals_by_q": small_figures(samples["totals_by_q"], TARGETS["totals"]),
+        "totals_grand": small_figures(samples["totals_grand"], TARGETS["totals"]),
+        "visible": small_figures(samples["visible"], TARGETS["visible"]),
+    }
+    if name == "view_speed_small_100k":
+        bench_results["view_speed_small_breakdown"] = call_breakdown(table)
+    table.close()
+
+
+def call_breakdown(table: ledger.Table) -> dict[str, Any]:
+    """Medians of the parts of one ``views.totals(by q, sum a and b, avg b)`` call on the
+    100k-entry table (information only)."""
+    from ledger.engines.duckdb.session import read_sessions
+    from ledger.reads.totals import totals_text
+    from ledger.sql.spec import TableSpec
+    from ledger.sql.totals import check_totals_request
+    from ledger.sql.trees import Sources
+
+    spec = TableSpec.of(table.snapshot().state)
+    request = check_totals_request(spec, ["q"], ["a", "b"], True, ["b"], None)
+    sources = Sources(entries="__ledger_entries_0", insertions="__ledger_insertions_1")
+
+    def relation() -> Any:
+        return views.totals(table, by=["q"], sum=["a", "b"], avg=["b"])
+
+    parts: dict[str, Callable[[], Any]] = {
+        "new_connection_s": lambda: connect().close(),
+        "kept_database_child_connection_s": lambda: read_sessions(table.store).cursor().close(),
+        "log_check_s": table.snapshot,
+        "render_uncached_s": lambda: totals_text.__wrapped__(spec, sources, request, frozenset()),
+        "render_cached_s": lambda: totals_text(spec, sources, request, frozenset()),
+        "relation_built_s": relation,
+        "executed_one_row_out_s": lambda: relation().aggregate("count(*)").fetchall(),
+        "executed_to_arrow_s": lambda: relation().to_arrow_table(),
+    }
+    out: dict[str, Any] = {"note": "medians of single calls, information only"}
+    for part, action in parts.items():
+        action()
+        out[part] = round(statistics.median(timed(action)[0] for _ in range(15)), 5)
+    out["explain"] = {
+        "relation_built_s": "a whole call up to the lazy relation: log check, scans, names, text",
+        "executed_one_row_out_s": "the call, its query run, one row handed over",
+        "executed_to_arrow_s": "the call, its query run, every group handed over as Arrow",
+    }
+    return out
