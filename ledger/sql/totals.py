@@ -196,7 +196,12 @@ def _partial_totals(
     def counted(condition: exp.Expr) -> exp.Expr:
         return exp.Sum(this=exp.If(this=condition, true=one.copy(), false=number(0)))
 
-    selected: list[exp.Expr] = [*cols(request.by), alias(exp.Sum(this=one), PART_COUNT)]
+    # Plain aggregates where they are exact: CASE expressions per entry cost more than the
+    # sums themselves. Over insertions only, COUNT(*) and COUNT(x) are the counts; over signed
+    # entries, the sign sum of the entries whose value is not NULL is a FILTER. Either gives 0
+    # where the CASE form gave NULL (no row at all), which the combining step reads alike.
+    count_all: exp.Expr = exp.Sum(this=one) if weighted else exp.Count(this=exp.Star())
+    selected: list[exp.Expr] = [*cols(request.by), alias(count_all, PART_COUNT)]
     for i, column in enumerate(_measured(request)):
         value: exp.Expr = col(column)
         if weighted and wide is not None and column in integers:
@@ -204,13 +209,7 @@ def _partial_totals(
             value = exp.cast(value, wide)
         if column in floats:
             value = exp.If(this=_finite(column), true=value, false=exp.Null())
-        present = exp.Sum(
-            this=exp.If(
-                this=exp.Is(this=col(column), expression=exp.Null()),
-                true=number(0),
-                false=one.copy(),
-            )
-        )
+        present = _present(column, weighted)
         selected += [
             alias(exp.Sum(this=weigh(value)), f"{PART_SUM}{i}"),
             alias(present, f"{PART_PRESENT}{i}"),
@@ -240,6 +239,14 @@ def _partial_totals(
     if request.by:
         query = query.group_by(*cols(request.by))
     return query
+
+
+def _present(column: str, weighted: bool) -> exp.Expr:
+    """The (sign-weighted) count of entries whose ``column`` is not NULL."""
+    if not weighted:
+        return exp.Count(this=col(column))
+    not_null = exp.Not(this=exp.Is(this=col(column), expression=exp.Null()))
+    return exp.Filter(this=exp.Sum(this=dml()), expression=exp.Where(this=not_null))
 
 
 def _combine_partials(
