@@ -39,6 +39,9 @@ _SYNC_THREADS = 16
 # Arithmetic sequences (entry numbers, generated row ids) shrink to almost nothing this way.
 _DELTA_ENCODED = (TRX_SEQ, ROW_ID)
 _PART = "__ledger_partition_"
+# Files of an object store whose rows take at most this much memory in Arrow are encoded in
+# memory and stored with one request (their Parquet bytes are smaller still).
+ONE_REQUEST_BYTES = 32 << 20
 
 
 _pools: dict[str, ThreadPoolExecutor] = {}
@@ -273,11 +276,19 @@ class DataWriter:
         )
         key = self.table_prefix + relative
         local = self.store.local_path(key)
-        # An object store's filesystem opens lazily (see S3Store.filesystem), so a file smaller
-        # than one upload part is sent as one PutObject, from C++ without holding the GIL.
-        with self.store.filesystem.open_output_stream(self.store.fs_path(key)) as out:
-            _write_parquet(part, out, dictionary)
-            size = out.tell()
+        if local is None and part.nbytes <= ONE_REQUEST_BYTES:
+            # An object store takes a small file in one request. Through the store's own client:
+            # against a Python S3 server (moto), 16 concurrent uploads of small files took a
+            # third longer through pyarrow's filesystem.
+            buffer = pa.BufferOutputStream()
+            _write_parquet(part, buffer, dictionary)
+            encoded = buffer.getvalue()
+            self.store.put(key, encoded.to_pybytes())
+            size = encoded.size
+        else:
+            with self.store.filesystem.open_output_stream(self.store.fs_path(key)) as out:
+                _write_parquet(part, out, dictionary)
+                size = out.tell()
         trx = pc.min_max(part.column(TRX_ID))
         key_min, key_max = [], []
         for column in self.config.key_columns:

@@ -109,8 +109,9 @@ class S3Store(Store):
             region = self._options.get("region") or self.client.meta.region_name
             if region:
                 kwargs["region"] = region
-            # A delayed open sends a file smaller than one upload part as a single PutObject
-            # when it is closed, instead of a multipart upload's three requests.
+            # A delayed open sends a stream smaller than one upload part (a merged file, say)
+            # as a single PutObject when it is closed, instead of a multipart upload's three
+            # requests.
             self._fs = pafs.S3FileSystem(allow_delayed_open=True, **kwargs)
         return self._fs
 
