@@ -221,6 +221,9 @@ class BufferedWriter:
         self._plain_keys: frozenset[str] = frozenset()
         self._row_plans: dict[tuple[str, ...], _RowPlan | None] = {}
         self._checks_for: TableSchema | None = None
+        self._plain_checks()
+        self._backlog_rows = BACKLOG_FACTOR * self._max_rows
+        self._backlog_bytes = BACKLOG_FACTOR * self._max_bytes
         self._converting = False
         self._thread = threading.Thread(
             target=self._flush_in_background, name=f"ledger-writer-{table.name}", daemon=True
@@ -282,7 +285,12 @@ class BufferedWriter:
             if checked is not None:
                 row, size = checked
                 with self._lock:
-                    if self._closed or self._error is not None or self._backlog_full():
+                    if (
+                        self._closed
+                        or self._error is not None
+                        or self._accepted - self._committed >= self._backlog_rows
+                        or self._open.bytes + self._sealed_bytes >= self._backlog_bytes
+                    ):  # _backlog_full(), inline: it is checked at every write
                         self._admit_locked()
                     return self._accept_row(row, size)
         if type(data) is dict or isinstance(data, list):
@@ -391,10 +399,7 @@ class BufferedWriter:
     def _backlog_full(self) -> bool:
         pending = self._accepted - self._committed
         backlog_bytes = self._open.bytes + self._sealed_bytes
-        return (
-            pending >= BACKLOG_FACTOR * self._max_rows
-            or backlog_bytes >= BACKLOG_FACTOR * self._max_bytes
-        )
+        return pending >= self._backlog_rows or backlog_bytes >= self._backlog_bytes
 
     def _ensure_open(self) -> None:
         if self._closed:
@@ -519,9 +524,11 @@ class BufferedWriter:
     def _plain_row(self, row: dict[str, Any]) -> tuple[dict[str, Any], int] | None:
         """A copy of one row and its approximate size if every value plainly fits its column,
         else None: :meth:`_plain_rows` for one row, with the checks of its names looked up once
-        per set of names (few in practice), not once per value."""
-        if self._checks_for is not self._table.handle.state.schema:
-            self._plain_checks()
+        per set of names (few in practice), not once per value.
+
+        The checks are those of the schema as of the last flush (or the writer's start), not
+        looked up at every write: a schema only gains columns and widens integer and float
+        columns, so an older schema's checks accept nothing the latest schema would refuse."""
         names = tuple(row)
         plan = self._row_plans.get(names, _UNPLANNED)
         if plan is _UNPLANNED:
@@ -616,6 +623,7 @@ class BufferedWriter:
 
     def _seal(self) -> None:
         """Turn the open buffer into the next batch to commit (the state lock is held)."""
+        self._plain_checks()  # later writes are checked against the schema as it is now
         if not self._open.rows:
             return
         batch = None

@@ -24,7 +24,7 @@ import decimal
 import fnmatch
 import os
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -335,32 +335,17 @@ def _csv_error_row(
         assert rescale is not None
         return _csv_rounded_decimal(filesystem, path, int(rescale.group(1)), table_types or {})
     index, value = int(match.group(1)), match.group(2) or match.group(3)
+
+    def is_refused(texts: pa.Array) -> int | None:
+        found = pc.index(texts, value).as_py()
+        return found if found >= 0 else None
+
     try:
-        with filesystem.open_input_stream(path) as source:
-            reader = pacsv.open_csv(
-                source,
-                read_options=pacsv.ReadOptions(block_size=TEXT_BLOCK_BYTES),
-                parse_options=pacsv.ParseOptions(newlines_in_values=True),
-            )
-            name = reader.schema.names[index]
-        with filesystem.open_input_stream(path) as source:
-            reader = pacsv.open_csv(
-                source,
-                read_options=pacsv.ReadOptions(block_size=TEXT_BLOCK_BYTES),
-                parse_options=pacsv.ParseOptions(newlines_in_values=True),
-                convert_options=pacsv.ConvertOptions(
-                    column_types={name: pa.string()}, include_columns=[name]
-                ),
-            )
-            seen = 0
-            for batch in reader:
-                found = pc.index(batch.column(0), value).as_py()
-                if found >= 0:
-                    return f"column {name!r}, row {seen + found + 1}"
-                seen += batch.num_rows
+        name = _csv_column_name(filesystem, path, index)
+        found = _first_csv_text(filesystem, path, name, is_refused)
     except (pa.ArrowException, OSError, IndexError):
         return None
-    return None
+    return None if found is None else f"column {name!r}, row {found[0]}"
 
 
 def _csv_rounded_decimal(
@@ -368,43 +353,75 @@ def _csv_rounded_decimal(
 ) -> str | None:
     """The first value of DECIMAL column ``index`` with more decimal places than its scale."""
     try:
-        with filesystem.open_input_stream(path) as source:
-            reader = pacsv.open_csv(
-                source,
-                read_options=pacsv.ReadOptions(block_size=TEXT_BLOCK_BYTES),
-                parse_options=pacsv.ParseOptions(newlines_in_values=True),
-                convert_options=pacsv.ConvertOptions(column_types={}, include_columns=[]),
-            )
-            name = reader.schema.names[index]
+        name = _csv_column_name(filesystem, path, index)
         kind = table_types.get(name)
         if not isinstance(kind, pa.Decimal128Type | pa.Decimal256Type):
             return None
-        with filesystem.open_input_stream(path) as source:
-            reader = pacsv.open_csv(
-                source,
-                read_options=pacsv.ReadOptions(block_size=TEXT_BLOCK_BYTES),
-                parse_options=pacsv.ParseOptions(newlines_in_values=True),
-                convert_options=pacsv.ConvertOptions(
-                    column_types={name: pa.string()}, include_columns=[name]
-                ),
-            )
-            seen = 0
-            for batch in reader:
-                for offset, text in enumerate(batch.column(0).to_pylist()):
-                    if text is None:
-                        continue
-                    try:
-                        exponent = decimal.Decimal(text.strip()).as_tuple().exponent
-                    except decimal.InvalidOperation:
-                        continue
-                    if isinstance(exponent, int) and -exponent > kind.scale:
-                        return (
-                            f"column {name!r}, row {seen + offset + 1}: {text!r} has more than "
-                            f"{kind.scale} decimal place(s) for {kind}; round it in the file"
-                        )
-                seen += batch.num_rows
+        scale = kind.scale
+
+        def is_rounded(texts: pa.Array) -> int | None:
+            for offset, text in enumerate(texts.to_pylist()):
+                if text is not None and _decimal_places(text) > scale:
+                    return offset
+            return None
+
+        found = _first_csv_text(filesystem, path, name, is_rounded)
     except (pa.ArrowException, OSError, IndexError):
         return None
+    if found is None:
+        return None
+    row, text = found
+    return (
+        f"column {name!r}, row {row}: {text!r} has more than {scale} decimal place(s) for "
+        f"{kind}; round it in the file"
+    )
+
+
+def _decimal_places(text: str) -> int:
+    """Decimal places written in ``text`` (0 for text that is no number)."""
+    try:
+        exponent = decimal.Decimal(text.strip()).as_tuple().exponent
+    except decimal.InvalidOperation:
+        return 0
+    return -exponent if isinstance(exponent, int) else 0
+
+
+def _open_csv_text(source: pa.NativeFile, columns: list[str]) -> pacsv.CSVStreamingReader:
+    """A reader of ``columns`` of a CSV file as text, split as :func:`_csv_batches` splits it."""
+    return pacsv.open_csv(
+        source,
+        read_options=pacsv.ReadOptions(block_size=TEXT_BLOCK_BYTES),
+        parse_options=pacsv.ParseOptions(newlines_in_values=True),
+        convert_options=pacsv.ConvertOptions(
+            column_types=dict.fromkeys(columns, pa.string()), include_columns=columns
+        ),
+    )
+
+
+def _csv_column_name(filesystem: pafs.FileSystem, path: str, index: int) -> str:
+    """The name of the CSV file's column ``index``, from its header (no values are read)."""
+    with filesystem.open_input_stream(path) as source:
+        return str(_open_csv_text(source, []).schema.names[index])
+
+
+def _first_csv_text(
+    filesystem: pafs.FileSystem,
+    path: str,
+    name: str,
+    find: Callable[[pa.Array], int | None],
+) -> tuple[int, str | None] | None:
+    """The first value of column ``name``, read as text, that ``find`` points at in its batch
+    (``find`` returns an offset or None): its row, counted from 1 after the header, and its
+    text. The file is open only inside this call, so nothing is left for a garbage collector
+    to close."""
+    with filesystem.open_input_stream(path) as source:
+        seen = 0
+        for batch in _open_csv_text(source, [name]):
+            texts = batch.column(0)
+            offset = find(texts)
+            if offset is not None:
+                return seen + offset + 1, texts[offset].as_py()
+            seen += batch.num_rows
     return None
 
 

@@ -64,7 +64,24 @@ class PartitionField:
 
     def values(self, table: pa.Table) -> pa.Array:
         """The partition value of every row, as strings (None for NULL)."""
+        return self._transform(table.column(self.source).combine_chunks())
+
+    def ranked_values(self, table: pa.Table) -> tuple[pa.Array, pa.Array]:
+        """The distinct partition values of ``table``'s rows in ascending order (NULL last), and
+        each row's index among them.
+
+        Only the column's distinct values are transformed (a bucket hashed, a day formatted)
+        and ranked; the rows are then matched to them by one hash lookup.
+        """
         column = table.column(self.source).combine_chunks()
+        uniques = pc.unique(column)
+        texts = self._transform(uniques)
+        distinct = pc.unique(texts)
+        distinct = distinct.take(pc.sort_indices(distinct))
+        rank_of_unique = pc.index_in(texts, value_set=distinct)
+        return distinct, rank_of_unique.take(pc.index_in(column, value_set=uniques))
+
+    def _transform(self, column: pa.Array) -> pa.Array:
         if self.transform == "identity":
             return canonical_text(column)
         if self.transform in _TIME_FORMATS:

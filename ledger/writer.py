@@ -35,6 +35,7 @@ ROW_GROUP_ROWS = 128 * 1024
 FILE_ROWS = 512 * 1024  # a larger write becomes several files (of sorted, disjoint key ranges)
 _WRITE_THREADS = max(2, min(8, os.cpu_count() or 2))
 _UPLOAD_THREADS = 8
+_SYNC_THREADS = 16
 # Arithmetic sequences (entry numbers, generated row ids) shrink to almost nothing this way.
 _DELTA_ENCODED = (TRX_SEQ, ROW_ID)
 _PART = "__ledger_partition_"
@@ -43,22 +44,25 @@ _PART = "__ledger_partition_"
 ONE_REQUEST_BYTES = 32 << 20
 
 
-_pools: dict[bool, ThreadPoolExecutor] = {}
+_pools: dict[str, ThreadPoolExecutor] = {}
 _pools_lock = threading.Lock()
+# Encoding is CPU work (one thread per core); uploads and fsyncs wait on the network or the disk,
+# and a disk's journal makes many fsyncs in flight at once cost little more than one.
+_POOL_THREADS = {"encode": _WRITE_THREADS, "upload": _UPLOAD_THREADS, "sync": _SYNC_THREADS}
 
 
-def _pool(*, local: bool) -> ThreadPoolExecutor:
-    """The process's threads for writing the files of one write: kept between writes, since
-    starting threads for each small write cost more than the writes on a busy machine. Tasks
-    never wait on other tasks of the same pool, so sharing it cannot deadlock."""
+def _pool(purpose: str) -> ThreadPoolExecutor:
+    """The process's threads for one ``purpose`` of a write (see :data:`_POOL_THREADS`): kept
+    between writes, since starting threads for each small write cost more than the writes on a
+    busy machine. Tasks never wait on other tasks of the same pool, so sharing it cannot
+    deadlock."""
     with _pools_lock:
-        pool = _pools.get(local)
+        pool = _pools.get(purpose)
         if pool is None:
             pool = ThreadPoolExecutor(
-                max_workers=_WRITE_THREADS if local else _UPLOAD_THREADS,
-                thread_name_prefix="ledger-write",
+                max_workers=_POOL_THREADS[purpose], thread_name_prefix=f"ledger-{purpose}"
             )
-            _pools[local] = pool
+            _pools[purpose] = pool
         return pool
 
 
@@ -66,14 +70,14 @@ _T = TypeVar("_T")
 _R = TypeVar("_R")
 
 
-def _in_parallel(action: Callable[[_T], _R], items: list[_T], *, local: bool) -> list[_R]:
+def _in_parallel(action: Callable[[_T], _R], items: list[_T], *, purpose: str) -> list[_R]:
     """``action`` of every item, on the shared threads; in this thread when there is one item,
     or when the interpreter is shutting down (a buffered writer's last flush at exit), when no
     thread can be started. Every item is finished (or failed) before an error is raised."""
     if len(items) < 2:
         return [action(item) for item in items]
     try:
-        futures = [_pool(local=local).submit(action, item) for item in items]
+        futures = [_pool(purpose).submit(action, item) for item in items]
     except RuntimeError:  # "cannot schedule new futures after interpreter shutdown"
         return [action(item) for item in items]
     wait(futures)
@@ -171,19 +175,23 @@ class DataWriter:
         # encoding a small partition's file.
         dictionary = dictionary_columns(entries)
         folders = self._make_folders([values for _, values in pieces])
+        local = self.store.local_path(self.table_prefix) is not None
         if len(pieces) == 1:
-            markers = [self._write_file(*pieces[0], dictionary)]
+            written = [self._write_file(*pieces[0], dictionary)]
         else:
             # pyarrow encodes and compresses without the GIL: large writes use every core.
             # Files bound for an object store spend most of their time waiting on the network,
             # so more of them are in flight at once.
-            markers = _in_parallel(
-                lambda piece: self._write_file(*piece, dictionary), pieces, local=bool(folders)
+            written = _in_parallel(
+                lambda piece: self._write_file(*piece, dictionary),
+                pieces,
+                purpose="encode" if local else "upload",
             )
-        # Each file was fsynced by its writer; its folder's entry for it (and the entry of a
-        # folder this write made) once per folder, however many files it holds.
-        _in_parallel(fsync_path, sorted(folders), local=True)
-        return markers
+        # Every file, then its folder's entry for it (and the entry of a folder this write made),
+        # made durable before the commit can point at them: all at once, once per folder.
+        files = [path for _, path in written if path is not None]
+        _in_parallel(fsync_path, [*files, *sorted(folders)], purpose="sync")
+        return [marker for marker, _ in written]
 
     def _make_folders(self, partitions: list[dict[str, str | None]]) -> set[str]:
         """Create the local folders of ``partitions``; return the folders whose entries must be
@@ -217,7 +225,7 @@ class DataWriter:
         names = [f"{_PART}{i}" for i in range(len(fields))]
         # Each field's values as their rank among its distinct values (NULL last): integers
         # sort and compare faster than the text they stand for, in the same order.
-        ranked = [_ranked(f.values(entries)) for f in fields]
+        ranked = [f.ranked_values(entries) for f in fields]
         with_parts = entries
         for name, (_, codes) in zip(names, ranked, strict=True):
             with_parts = with_parts.append_column(name, codes)
@@ -226,15 +234,15 @@ class DataWriter:
         needed = _needed_sort_keys(entries, keys) if entries.num_rows > 1 else []
         order = _sort_order(with_parts, [*((n, "ascending") for n in names), *needed])
         entries = entries.take(order)
-        code_columns = [codes.take(order) for _, codes in ranked]
+        code_columns = [codes.take(order).to_numpy() for _, codes in ranked]
         # A row starts a new partition where any field's value (NULL included) changes.
-        changes = pa.repeat(pa.scalar(False), len(entries) - 1)
+        changes = np.zeros(max(len(entries) - 1, 0), dtype=bool)
         for codes in code_columns:
-            changes = pc.or_(changes, pc.not_equal(codes[1:], codes[:-1]))
-        starts = [0, *(i + 1 for i in pc.indices_nonzero(changes).to_pylist()), len(entries)]
+            changes |= codes[1:] != codes[:-1]
+        starts = [0, *(np.flatnonzero(changes) + 1).tolist(), len(entries)]
         for begin, end in itertools.pairwise(starts):
             partition = {
-                f.name: distinct[codes[begin].as_py()].as_py()
+                f.name: distinct[int(codes[begin])].as_py()
                 for f, (distinct, _), codes in zip(fields, ranked, code_columns, strict=True)
             }
             yield entries.slice(begin, end - begin), partition
@@ -260,8 +268,8 @@ class DataWriter:
 
     def _write_file(
         self, part: pa.Table, partition: dict[str, str | None], dictionary: list[str]
-    ) -> FileMarker:
-        """Write one file (fsynced when local: the caller syncs its folder)."""
+    ) -> tuple[FileMarker, str | None]:
+        """Write one file; return its marker and its local path (to be fsynced by the caller)."""
         folder = self.partition_spec.path(partition)
         relative = (
             f"{self.config.data_folder}/{folder + '/' if folder else ''}{uuid.uuid4().hex}.parquet"
@@ -269,8 +277,9 @@ class DataWriter:
         key = self.table_prefix + relative
         local = self.store.local_path(key)
         if local is None and part.nbytes <= ONE_REQUEST_BYTES:
-            # An object store takes a small file in one request; streaming it costs three (a
-            # multipart upload's start, part and completion).
+            # An object store takes a small file in one request. Through the store's own client:
+            # against a Python S3 server (moto), 16 concurrent uploads of small files took a
+            # third longer through pyarrow's filesystem.
             buffer = pa.BufferOutputStream()
             _write_parquet(part, buffer, dictionary)
             encoded = buffer.getvalue()
@@ -280,15 +289,13 @@ class DataWriter:
             with self.store.filesystem.open_output_stream(self.store.fs_path(key)) as out:
                 _write_parquet(part, out, dictionary)
                 size = out.tell()
-            if local is not None:
-                fsync_path(local)
         trx = pc.min_max(part.column(TRX_ID))
         key_min, key_max = [], []
         for column in self.config.key_columns:
             bounds = pc.min_max(part.column(column))
             key_min.append(json_value(bounds["min"].as_py()))
             key_max.append(json_value(bounds["max"].as_py()))
-        return FileMarker(
+        marker = FileMarker(
             path=relative,
             size=size,
             created_ms=int(time.time() * 1000),
@@ -301,6 +308,7 @@ class DataWriter:
             key_max=tuple(key_max),
             unique_keys=self._keys_sorted() and _strictly_increasing(part, self.config.key_columns),
         )
+        return marker, local
 
     def _keys_sorted(self) -> bool:
         """Whether files are sorted by key first (so equal keys are adjacent)."""
@@ -563,13 +571,6 @@ def _needed_sort_keys(table: pa.Table, keys: list[tuple[str, str]]) -> list[tupl
             return []
         return leading
     return keys
-
-
-def _ranked(values: pa.Array) -> tuple[pa.Array, pa.Array]:
-    """The distinct values in ascending order (NULL last) and each value's index among them."""
-    distinct = pc.unique(values)
-    distinct = distinct.take(pc.sort_indices(distinct))
-    return distinct, pc.index_in(values, value_set=distinct)
 
 
 def _sort_order(table: pa.Table, keys: list[tuple[str, str]]) -> pa.Array:

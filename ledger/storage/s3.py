@@ -109,7 +109,10 @@ class S3Store(Store):
             region = self._options.get("region") or self.client.meta.region_name
             if region:
                 kwargs["region"] = region
-            self._fs = pafs.S3FileSystem(**kwargs)
+            # A delayed open sends a stream smaller than one upload part (a merged file, say)
+            # as a single PutObject when it is closed, instead of a multipart upload's three
+            # requests.
+            self._fs = pafs.S3FileSystem(allow_delayed_open=True, **kwargs)
         return self._fs
 
     def _key(self, key: str) -> str:
