@@ -208,8 +208,10 @@ def _write_files(folder: Path, files: list[list[dict[str, Any]]], sort: bool) ->
     markers = []
     for number, rows in enumerate(files):
         table = pa.Table.from_pylist(rows, schema=TYPED_SCHEMA)
-        if sort:
-            table = table.sort_by([("n", "ascending")])
+        if sort:  # each n once, increasing: a file sorted by a key of its own
+            firsts = {row["n"]: row for row in reversed(rows)}
+            ordered = [firsts[n] for n in sorted(firsts)]
+            table = pa.Table.from_pylist(ordered, schema=TYPED_SCHEMA)
         if number % 2:  # an older file: a narrower column, one column missing
             table = table.drop_columns(["note"]).set_column(
                 4, "n", table.column("n").cast(pa.int32())
@@ -244,8 +246,9 @@ def test_key_entries_are_a_scan_joined_with_the_keys(
     sort: bool,
 ) -> None:
     """Keys of text, dates, timestamps, decimals and integers, alone or together, NULL among
-    them; files with several row groups, sorted or not, one with a narrower integer column and
-    one column fewer: the entries found are those of DuckDB's scan joined with the keys."""
+    them, some twice; files with several row groups, some sorted by n (each n once), one with
+    a narrower integer column and one column fewer: the entries found are those of DuckDB's
+    scan joined with the keys."""
     with tempfile.TemporaryDirectory() as name:
         folder = Path(name)
         markers = _write_files(folder, files, sort)
@@ -291,3 +294,17 @@ def test_row_groups_without_a_wanted_key_are_not_read(
     assert reads == [([1, 7], ["k"]), ([1, 7], ["a", "p", "trx_id", "trx_seq", "dml_type"])]
     monkeypatch.undo()
     assert {r["k"]: r["a"] for r in table.to_arrow().to_pylist()}[720] == -3
+
+
+def test_a_key_named_twice_finds_its_entries_once(tmp_path: Path) -> None:
+    """In a file sorted by its key (each key once), keys are found by binary search: a key
+    named twice, or NULL, still yields each entry once (as the scan joined with the keys)."""
+    base = {"name": "a", "day": datetime.date(2024, 1, 1), "at": None, "amount": None}
+    system = {"note": None, "trx_id": 1, "trx_seq": 0, "dml_type": 1}
+    rows = [{**base, "n": n, **system} for n in range(0, 20, 2)]
+    markers = _write_files(tmp_path, [rows], sort=True)
+    keys = pa.table({"n": pa.array([4, 4, 18, 18, 5, None, 40, -1], pa.int64())})
+    found = key_scan.key_entries(open_store(str(tmp_path)), "", markers, TYPED_SCHEMA, ["n"], keys)
+    assert found is not None
+    assert sorted(found.to_pylist(), key=repr) == _scanned(tmp_path, markers, ["n"], keys)
+    assert sorted(found.column("n").to_pylist()) == [4, 18]

@@ -109,7 +109,7 @@ class _Wanted:
     columns: tuple[str, ...]
     keys: pa.Table  # distinct keys, no NULL in any column
     types: tuple[pa.DataType, ...]
-    sorted_values: tuple[np.ndarray | None, ...]  # per column, when statistics are compared
+    sorted_values: tuple[np.ndarray | None, ...]  # per column, distinct, when comparable
     schema: pa.Schema
 
     @staticmethod
@@ -142,14 +142,14 @@ def _no_null(table: pa.Table) -> pa.Array:
 
 
 def _sorted_values(column: pa.ChunkedArray) -> np.ndarray | None:
-    """The column's values, sorted, in the form footer statistics are compared in; None for
-    types whose statistics are not compared (every row group is read)."""
+    """The column's distinct values, sorted, in the form footer statistics are compared in;
+    None for types whose statistics are not compared (every row group is read)."""
     as_numbers = _as_numbers(column.type)
     if as_numbers is not None:
-        return np.sort(column.cast(as_numbers).to_numpy())
+        return np.unique(column.cast(as_numbers).to_numpy())
     if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
         # Python orders text by code point, as Parquet orders UTF-8 bytes.
-        return np.sort(np.array(column.to_pylist(), dtype=object))
+        return np.unique(np.array(column.to_pylist(), dtype=object))
     return None
 
 
@@ -259,14 +259,17 @@ def _matching_rows(parquet: pq.ParquetFile, wanted: _Wanted) -> _Matches | None:
         [read.column(c).cast(t) for c, t in zip(wanted.columns, wanted.types, strict=True)],
         names=list(wanted.columns),
     )
-    positions = _positions_of(keys, wanted.keys)
+    positions = _positions_of(keys, wanted)
     return _Matches(groups, keys, positions) if len(positions) else None
 
 
-def _positions_of(keys: pa.Table, wanted: pa.Table) -> np.ndarray:
-    """Positions (sorted) of the rows of ``keys`` equal to a row of ``wanted``."""
+def _positions_of(keys: pa.Table, wanted: _Wanted) -> np.ndarray:
+    """Positions (sorted) of the rows of ``keys`` equal to a wanted key."""
     if keys.num_columns == 1:
-        value_set = wanted.column(0).combine_chunks()
+        in_order = _in_key_order(keys.column(0), wanted.sorted_values[0])
+        if in_order is not None:
+            return in_order
+        value_set = wanted.keys.column(0).combine_chunks()
         found = pc.is_in(keys.column(0), value_set=value_set, skip_nulls=True)
         return np.asarray(pc.indices_nonzero(found).to_numpy(zero_copy_only=False), np.int64)
     # Positional names: Arrow reads a name starting with "." as a nested field path.
@@ -275,9 +278,25 @@ def _positions_of(keys: pa.Table, wanted: pa.Table) -> np.ndarray:
         "position", pa.array(np.arange(keys.num_rows, dtype=np.int64))
     )
     joined = numbered.join(
-        wanted.rename_columns(positional), keys=positional, join_type="left semi"
+        wanted.keys.rename_columns(positional), keys=positional, join_type="left semi"
     )
     return np.sort(joined.column("position").to_numpy())
+
+
+def _in_key_order(column: pa.ChunkedArray, wanted: np.ndarray | None) -> np.ndarray | None:
+    """Positions of ``wanted`` values in ``column`` by binary search, when the column is a
+    number without NULL that strictly increases (a file sorted by its key, each key once: what
+    the writer makes); None otherwise."""
+    as_numbers = _as_numbers(column.type)
+    if wanted is None or as_numbers is None or column.null_count:
+        return None
+    values = column.cast(as_numbers).to_numpy()
+    if len(values) > 1 and not bool(np.all(values[1:] > values[:-1])):
+        return None
+    found = np.searchsorted(values, wanted)
+    inside = found < len(values)
+    found, candidates = found[inside], wanted[inside]
+    return np.asarray(found[values[found] == candidates], np.int64)
 
 
 def _entries_of(
