@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 import shutil
 import statistics
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -43,7 +44,7 @@ import ledger
 import ledger.log.handle
 import ledger.transaction
 import views
-from ledger.engines.duckdb import rmw
+from ledger.engines.duckdb import key_scan, rmw
 from ledger.writer import ROW_GROUP_ROWS
 from tests.benchmarks.builders import SCHEMA, column_values, keyed_rows, slices
 from tests.benchmarks.timing import env_int, repeats, summary, timed
@@ -369,9 +370,11 @@ def breakdown(
 ) -> dict[str, Any]:
     """One update with its phases timed by wrapping the functions it calls."""
     clock = _Clock()
+    per_file = _SummedClock()
     tx = ledger.transaction.Transaction
     with monkeypatch.context() as patch:
-        patch.setattr(rmw, "live_rows", clock.wrap("read_live_rows_s", rmw.live_rows))
+        patch.setattr(rmw, "live_rows", clock.wrap("live_rows_rest_s", rmw.live_rows))
+        patch.setattr(rmw, "key_entries", clock.wrap("read_entries_of_keys_s", rmw.key_entries))
         patch.setattr(rmw, "anti_join", clock.wrap("missing_keys_check_s", rmw.anti_join))
         patch.setattr(rmw, "fill_missing", clock.wrap("fill_missing_s", rmw.fill_missing))
         patch.setattr(tx, "_keyed_rows", clock.wrap("input_checks_s", tx._keyed_rows))
@@ -381,6 +384,10 @@ def breakdown(
             "commit_entry",
             clock.wrap("log_commit_s", ledger.log.handle.commit_entry),
         )
+        patch.setattr(
+            key_scan, "_matching_rows", per_file.wrap("key_columns_s", key_scan._matching_rows)
+        )
+        patch.setattr(key_scan, "_whole_rows", per_file.wrap("whole_rows_s", key_scan._whole_rows))
         run = run_ledger(source, tmp_path / "instrumented")
     phases = {k: round(v, 3) for k, v in clock.seconds.items()}
     phases["everything_else_s"] = round(run.seconds - sum(clock.seconds.values()), 3)
@@ -388,10 +395,20 @@ def breakdown(
         "note": "one instrumented ledger update, information only",
         "total_s": round(run.seconds, 3),
         **phases,
+        "read_entries_of_keys_per_file_s": {k: round(v, 3) for k, v in per_file.seconds.items()},
         "explain": {
-            "read_live_rows_s": (
-                "rmw.live_rows: DuckDB scans every file the key ranges cannot rule out, "
-                "semi-joins the corrected keys and finds their live entries (the read phase)"
+            "read_entries_of_keys_s": (
+                "key_scan.key_entries: the files the key ranges cannot rule out, read side by "
+                "side: key columns of the row groups whose statistics may hold a corrected "
+                "key, then whole rows of the row groups holding one (the read phase)"
+            ),
+            "read_entries_of_keys_per_file_s": (
+                "the two steps of read_entries_of_keys_s, summed over files read side by side "
+                "(so they may add up to more than it)"
+            ),
+            "live_rows_rest_s": (
+                "rmw.live_rows after the read: nothing when every key has one entry, an "
+                "insertion; else the live-entries query on the entries read"
             ),
             "missing_keys_check_s": "rmw.anti_join: every corrected key must exist",
             "fill_missing_s": "columns the correction leaves out keep their values",
@@ -400,3 +417,23 @@ def breakdown(
             "log_commit_s": "conflict check and put-if-absent of the log entry",
         },
     }
+
+
+class _SummedClock:
+    """Seconds per phase summed over calls that may run on several threads at once."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def wrap(self, phase: str, function: Callable[..., Any]) -> Callable[..., Any]:
+        def timed_call(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                elapsed = time.perf_counter() - start
+                with self._lock:
+                    self.seconds[phase] = self.seconds.get(phase, 0.0) + elapsed
+
+        return timed_call

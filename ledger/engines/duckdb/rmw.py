@@ -10,8 +10,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ledger.engines.duckdb.errors import storage_errors
+from ledger.engines.duckdb.key_scan import comparable_keys, holds_keys, key_entries
 from ledger.engines.duckdb.scan import scan_files
-from ledger.engines.duckdb.session import connect
+from ledger.engines.duckdb.session import DuckDBConnection, connect
 from ledger.log.entries import FileMarker
 from ledger.sql import ident, idents
 from ledger.sql.live import (
@@ -41,9 +42,19 @@ def live_rows(
     (matching ``predicate`` if given), one row per entry to cancel (see ledger.sql.live).
 
     ``latest_first`` (an ORDER BY) switches to replacing semantics: a key's only live entry is
-    its latest entry, if that is an insertion."""
+    its latest entry, if that is an insertion.
+
+    Given keys, only their entries are read (:mod:`ledger.engines.duckdb.key_scan`); when each
+    key has a single entry, an insertion, that entry is both its visible row and its one live
+    entry, under either semantics, and no query runs."""
+    entries = None
+    if keys is not None:
+        entries = key_entries(store, table_prefix, files, schema, key_columns, keys)
+    if entries is not None and predicate is None and _one_insertion_per_key(entries, key_columns):
+        alone = entries.select(list(value_columns))
+        return alone, alone
     with closing(connect()) as con, storage_errors(f"reading {table_prefix.rstrip('/')!r}"):
-        scan_files(con, store, table_prefix, files, schema).create_view("ledger_entries")
+        _bind_entries(con, entries, store, table_prefix, files, schema)
         source = "ledger_entries"
         if keys is not None:
             con.register("ledger_keys", keys)
@@ -65,6 +76,33 @@ def live_rows(
         return latest.to_arrow_table(), marks.to_arrow_table()
 
 
+def _bind_entries(
+    con: DuckDBConnection,
+    entries: pa.Table | None,
+    store: Store,
+    table_prefix: str,
+    files: Sequence[FileMarker],
+    schema: pa.Schema,
+) -> None:
+    """Name ``ledger_entries``: the entries already read, or else a scan of ``files``."""
+    if entries is not None:
+        con.register("ledger_entries", entries)
+    else:
+        scan_files(con, store, table_prefix, files, schema).create_view("ledger_entries")
+
+
+def _one_insertion_per_key(entries: pa.Table, key_columns: Sequence[str]) -> bool:
+    """Whether every key of ``entries`` has exactly one entry, an insertion."""
+    if not entries.num_rows:
+        return True
+    if pc.min(entries.column(DML_TYPE)).as_py() != 1:
+        return False
+    # Positional names: Arrow reads a name starting with "." as a nested field path.
+    positional = [f"key{i}" for i in range(len(key_columns))]
+    keys = entries.select(list(key_columns)).rename_columns(positional)
+    return bool(keys.group_by(positional).aggregate([]).num_rows == entries.num_rows)
+
+
 def _float_columns(schema: pa.Schema, columns: Sequence[str]) -> list[str]:
     return [c for c in columns if pa.types.is_floating(schema.field(c).type)]
 
@@ -82,25 +120,44 @@ def entries_touch(
 ) -> bool:
     """Whether ``keys_files`` hold an entry of one of ``keys``, or ``predicate_files`` an
     insertion matching one of ``predicates``: the conflict test of a transaction."""
+    if keys is not None and keys.num_rows and keys_files:
+        held = holds_keys(store, table_prefix, keys_files, schema, key_columns, keys)
+        if held is None:
+            held = _scan_holds_keys(store, table_prefix, keys_files, schema, key_columns, keys)
+        if held:
+            return True
+    if not (predicates and predicate_files):
+        return False
     with closing(connect()) as con, storage_errors(f"checking {table_prefix.rstrip('/')!r}"):
-        if keys is not None and keys.num_rows and keys_files:
-            scan_files(con, store, table_prefix, keys_files, schema).create_view("written")
-            con.register("touched", keys)
+        scan_files(con, store, table_prefix, predicate_files, schema).create_view("inserted")
+        for predicate in predicates:
             hit = con.sql(
-                f"SELECT 1 FROM written SEMI JOIN touched "
-                f"USING ({idents(list(key_columns))}) LIMIT 1"
+                f"SELECT 1 FROM inserted WHERE {ident(DML_TYPE)} = 1 AND ({predicate}) LIMIT 1"
             ).fetchall()
             if hit:
                 return True
-        if predicates and predicate_files:
-            scan_files(con, store, table_prefix, predicate_files, schema).create_view("inserted")
-            for predicate in predicates:
-                hit = con.sql(
-                    f"SELECT 1 FROM inserted WHERE {ident(DML_TYPE)} = 1 AND ({predicate}) LIMIT 1"
-                ).fetchall()
-                if hit:
-                    return True
         return False
+
+
+def _scan_holds_keys(
+    store: Store,
+    table_prefix: str,
+    files: Sequence[FileMarker],
+    schema: pa.Schema,
+    key_columns: Sequence[str],
+    keys: pa.Table,
+) -> bool:
+    """:func:`entries_touch`'s key test by a scan and a join, for keys Arrow does not compare
+    as SQL does."""
+    with closing(connect()) as con, storage_errors(f"checking {table_prefix.rstrip('/')!r}"):
+        scan_files(con, store, table_prefix, files, schema).create_view("written")
+        con.register("touched", keys)
+        return bool(
+            con.sql(
+                f"SELECT 1 FROM written SEMI JOIN touched "
+                f"USING ({idents(list(key_columns))}) LIMIT 1"
+            ).fetchall()
+        )
 
 
 def stale_versions(
@@ -117,8 +174,10 @@ def stale_versions(
     ``latest_first``, an ORDER BY; a delete mark counts): key columns, ``given`` and
     ``current``. A NULL version ranks below every other version."""
     keys, version = idents(list(key_columns)), ident(version_column)
+    row_keys = rows.select(list(key_columns))
+    entries = key_entries(store, table_prefix, files, schema, key_columns, row_keys)
     with closing(connect()) as con, storage_errors(f"reading {table_prefix.rstrip('/')!r}"):
-        scan_files(con, store, table_prefix, files, schema).create_view("ledger_entries")
+        _bind_entries(con, entries, store, table_prefix, files, schema)
         con.register("ledger_rows", rows.select([*key_columns, version_column]))
         latest = (
             f"SELECT {keys}, {version} FROM ledger_entries SEMI JOIN ledger_rows USING ({keys}) "
@@ -134,11 +193,21 @@ def stale_versions(
 
 def anti_join(keys: pa.Table, found: pa.Table, key_columns: Sequence[str]) -> pa.Table:
     """The rows of ``keys`` whose key is not in ``found``."""
+    names = list(key_columns)
+    types = [keys.schema.field(c).type for c in names]
+    if keys.column_names == names and comparable_keys(types):
+        # Arrow's join, without a connection; positional names as in _one_insertion_per_key.
+        positional = [f"key{i}" for i in range(len(names))]
+        found_keys = found.select(names).cast(keys.schema)
+        missing = keys.rename_columns(positional).join(
+            found_keys.rename_columns(positional), keys=positional, join_type="left anti"
+        )
+        return missing.rename_columns(names)
     with closing(connect()) as con:
         con.register("wanted", keys)
-        con.register("found", found.select(list(key_columns)))
+        con.register("found", found.select(names))
         return con.sql(
-            f"SELECT * FROM wanted ANTI JOIN found USING ({idents(list(key_columns))})"
+            f"SELECT * FROM wanted ANTI JOIN found USING ({idents(names)})"
         ).to_arrow_table()
 
 
