@@ -11,6 +11,7 @@ with them.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -18,18 +19,19 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from ledger.engines import engine_named
 from ledger.engines.duckdb.errors import QUERY_ERRORS
-from ledger.engines.duckdb.rewrite import query_result_schema
+from ledger.engines.duckdb.rewrite import COPY_ROW_GROUP_STEP, copy_entries, query_result_schema
 from ledger.errors import ConflictError, SchemaError, TypeMismatchError, UnknownColumnError
 from ledger.log.commit import next_timestamp
-from ledger.log.entries import FileMarker, LogFile
+from ledger.log.entries import FileMarker, LogFile, TableConfig, json_value
 from ledger.log.state import TableState
 from ledger.maintenance.plan import PartitionPlan, plan_merge
 from ledger.partitioning import PartitionSpec
 from ledger.progress import progress
-from ledger.schema import ROW_ID
+from ledger.schema import DML_TYPE, ROW_ID, TRX_ID, TRX_SEQ
 from ledger.snapshot import PartitionFilter
 from ledger.sql.names import ENTRIES
 from ledger.sql_guard import checked_select
@@ -198,7 +200,7 @@ def _merge_partition(
 
 
 def _check_result_entries(
-    batch: pa.RecordBatch,
+    batch: pa.RecordBatch | pa.Table,
     base: TableState,
     spec: PartitionSpec,
     partition: dict[str, str | None],
@@ -243,7 +245,130 @@ def write_query_result(
     what: str,
 ) -> list[FileMarker]:
     """Run ``sql`` over the entries of ``inputs`` and write the result, sorted, into new files of
-    the partition; the result's columns are checked against the data files' first."""
+    the partition; the result's columns are checked against the data files' first.
+
+    On local disk, a result that fits one file and already has the data files' column types is
+    written by DuckDB's own Parquet writer (:func:`copy_query_result`); anything else streams
+    through :class:`SortedFileSink` (:func:`stream_query_result`)."""
+    _, file_rows = file_layout(inputs)
+    if sum(m.rows for m in inputs) <= file_rows:
+        copied = copy_query_result(table, base, partition, inputs, sql, what)
+        if copied is not None:
+            return copied
+    return stream_query_result(table, base, partition, inputs, sql, what)
+
+
+def copy_query_result(
+    table: Table,
+    base: TableState,
+    partition: dict[str, str | None],
+    inputs: Sequence[FileMarker],
+    sql: str,
+    what: str,
+) -> list[FileMarker] | None:
+    """Write the result of ``sql`` over ``inputs`` as one file with DuckDB's parallel Parquet
+    writer (no batch crosses into Python; row groups of the format's 131,072 rows), then read
+    back its key and system columns to check its entries and compute its marker exactly as the
+    streaming writer does. None, with nothing written, when the store is not local or the
+    result's types are not exactly the data files' (the streaming path converts them, or
+    refuses them, as it always has)."""
+    config = base.config
+    schema = file_schema(base.schema, config)
+    spec = PartitionSpec.parse(list(config.partition_by), base.schema)
+    writer = DataWriter(table.store, table.prefix, base.schema, config, spec)
+    relative, key = writer.new_file_key(partition)
+    local = table.store.local_path(key)
+    if local is None:
+        return None
+    try:
+        # The store makes the file (and may refuse to); DuckDB then fills it in place.
+        table.store.filesystem.open_output_stream(table.store.fs_path(key)).close()
+        try:
+            copied = copy_entries(
+                table.store,
+                table.prefix,
+                inputs,
+                schema,
+                sql,
+                sort_columns(config),
+                local,
+                # DuckDB encodes row groups in parallel, one per thread: the format's standard
+                # size keeps every core busy where the streaming path's 64 MiB groups would not.
+                max(COPY_ROW_GROUP_STEP, ROW_GROUP_ROWS - ROW_GROUP_ROWS % COPY_ROW_GROUP_STEP),
+            )
+        except QUERY_ERRORS as e:
+            raise SchemaError(f"{what} does not apply to table {table.name!r}: {e}") from e
+        if not copied:
+            _delete_keys(table, [key])
+            return None
+        entries = _read_back(local, config, spec)
+        if entries.num_rows == 0:  # the query dropped every entry
+            _delete_keys(table, [key])
+            return []
+        _check_result_entries(entries, base, spec, partition, what)
+        writer.make_durable(key)
+        return [_copied_marker(relative, os.path.getsize(local), entries, partition, config)]
+    except BaseException:
+        _delete_keys(table, [key])
+        raise
+
+
+def _read_back(path: str, config: TableConfig, spec: PartitionSpec) -> pa.Table:
+    """The columns of a written file that its checks and marker need."""
+    needed = [*config.key_columns, TRX_ID, TRX_SEQ, DML_TYPE, *(f.source for f in spec.fields)]
+    return pq.read_table(path, columns=list(dict.fromkeys(needed)))
+
+
+def _copied_marker(
+    relative: str,
+    size: int,
+    entries: pa.Table,
+    partition: dict[str, str | None],
+    config: TableConfig,
+) -> FileMarker:
+    """The marker of a written file from its own rows, as :class:`SortedFileSink` computes it."""
+    keys = list(config.key_columns)
+    trx = pc.min_max(entries.column(TRX_ID))
+    bounds = [pc.min_max(entries.column(k)) for k in keys]
+    sorted_by_key = sort_columns(config)[: len(keys)] == keys
+    return FileMarker(
+        path=relative,
+        size=size,
+        created_ms=int(time.time() * 1000),
+        rows=entries.num_rows,
+        dml_sum=int(pc.sum(entries.column(DML_TYPE)).as_py() or 0),
+        trx_min=int(trx["min"].as_py()),
+        trx_max=int(trx["max"].as_py()),
+        partition=partition,
+        key_min=tuple(json_value(b["min"].as_py()) for b in bounds),
+        key_max=tuple(json_value(b["max"].as_py()) for b in bounds),
+        unique_keys=sorted_by_key and _adjacent_keys_differ(entries.select(keys)),
+    )
+
+
+def _adjacent_keys_differ(keys: pa.Table) -> bool:
+    """Whether no two adjacent rows of ``keys`` (sorted) are equal (NULLs never equal)."""
+    if keys.num_rows < 2:
+        return True
+    same = None
+    for column in keys.columns:
+        values = column.combine_chunks()
+        equal = pc.fill_null(pc.equal(values[1:], values[:-1]), False)
+        same = equal if same is None else pc.and_(same, equal)
+    return not pc.any(same).as_py()
+
+
+def stream_query_result(
+    table: Table,
+    base: TableState,
+    partition: dict[str, str | None],
+    inputs: Sequence[FileMarker],
+    sql: str,
+    what: str,
+) -> list[FileMarker]:
+    """Run ``sql`` over the entries of ``inputs`` and stream the result, sorted, through
+    :class:`SortedFileSink` into new files of the partition (any store, any size; the result's
+    columns are checked and cast to the data files' types)."""
     config = base.config
     schema = file_schema(base.schema, config)
     rows = max(1, sum(m.rows for m in inputs))

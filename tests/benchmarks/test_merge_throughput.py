@@ -328,6 +328,16 @@ def instrumented_merge(
             "close",
             clock.wrap("sink_close_s", merging.SortedFileSink.close),
         )
+        # The path a local merge of one output file takes (merging.copy_query_result).
+        patch.setattr(
+            merging, "copy_entries", clock.wrap("duckdb_query_sort_write_s", merging.copy_entries)
+        )
+        patch.setattr(merging, "_read_back", clock.wrap("read_back_s", merging._read_back))
+        patch.setattr(
+            merging.DataWriter,
+            "make_durable",
+            clock.wrap("fsync_s", merging.DataWriter.make_durable),
+        )
         patch.setattr(merging, "_commit", clock.wrap("log_commit_s", merging._commit))
         run = run_merge(source, work)
     phases = dict(clock.seconds)
@@ -389,10 +399,14 @@ def breakdown(
         "duckdb_copy_unsorted_s": round(unsorted_copy.seconds, 3),
         "explain": {
             "instrumented_merge": (
-                "phases of one table.merge on its calling thread (exclusive times): DuckDB running "
-                "the query and its sort, DuckDB->Arrow batches, SortedFileSink.write (slicing, "
-                "casting, queueing row groups to the per-file encoder threads), SortedFileSink."
-                "close (waiting for the encoders, footers and fsync), the log commit, the rest"
+                "phases of one table.merge on its calling thread (exclusive times). One output "
+                "file on local disk (the copy path): DuckDB's COPY running the query, its sort "
+                "and its parallel Parquet writer, reading back the key and system columns for "
+                "the checks and the marker, fsync. Otherwise (the streaming path): DuckDB "
+                "running the query and its sort, DuckDB->Arrow batches, SortedFileSink.write "
+                "(slicing, casting, queueing row groups to the per-file encoder threads), "
+                "SortedFileSink.close (waiting for the encoders, footers and fsync). Then the "
+                "log commit, the rest"
             ),
             "policy_query_drained_s": (
                 "rewrite.rewrite_entries with the collapsing SQL, every batch read, nothing written"

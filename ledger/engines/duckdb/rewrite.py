@@ -7,14 +7,19 @@ from collections.abc import Iterator, Sequence
 from contextlib import closing, contextmanager
 
 import pyarrow as pa
+from sqlglot import exp
 
 from ledger.engines.duckdb.errors import storage_errors
 from ledger.engines.duckdb.scan import scan_files
 from ledger.engines.duckdb.session import connect
 from ledger.log.entries import FileMarker
+from ledger.schema import arrow_to_sql
 from ledger.sql import ident, idents
 from ledger.sql.names import ENTRIES
 from ledger.storage import Store
+
+# DuckDB's Parquet writer cuts row groups at multiples of its vector size.
+COPY_ROW_GROUP_STEP = 2048
 
 
 @contextmanager
@@ -39,6 +44,56 @@ def rewrite_entries(
         order = ", ".join(f"{ident(c)} ASC NULLS LAST" for c in order_by)
         relation = con.sql(f"SELECT * FROM ({sql}) ORDER BY {order}")
         yield relation.to_arrow_reader(batch_rows)
+
+
+def copy_entries(
+    store: Store,
+    table_prefix: str,
+    files: Sequence[FileMarker],
+    schema: pa.Schema,
+    sql: str,
+    order_by: Sequence[str],
+    path: str,
+    row_group_rows: int,
+) -> bool:
+    """Run ``sql`` over the entries of ``files`` and write its result, sorted by ``order_by``,
+    into the local Parquet file ``path`` with DuckDB's own writer (snappy, row groups of
+    ``row_group_rows``, a multiple of :data:`COPY_ROW_GROUP_STEP`), which encodes row groups on
+    every core while the sort still runs. The columns are written in ``schema``'s order.
+
+    Returns False, writing nothing, when the result's columns are not exactly ``schema``'s
+    names and types: converting them is the caller's (whose casts refuse what DuckDB's would
+    round). Raises the engine's own errors for a query that does not fit the data and
+    :class:`StorageError` for a data file that cannot be read.
+    """
+    with closing(connect()) as con, storage_errors(f"merging {table_prefix.rstrip('/')!r}"):
+        scan_files(con, store, table_prefix, files, schema).create_view(ENTRIES)
+        returned = con.sql(sql).limit(0).to_arrow_table().schema
+        if len(returned) != len(schema) or any(
+            returned.get_field_index(f.name) < 0 or returned.field(f.name).type != f.type
+            for f in schema
+        ):
+            return False
+        con.execute(_copy_statement(schema, sql, order_by, path, row_group_rows))
+    return True
+
+
+def _copy_statement(
+    schema: pa.Schema, sql: str, order_by: Sequence[str], path: str, row_group_rows: int
+) -> str:
+    columns = idents(schema.names)
+    # DuckDB writes a column as REQUIRED when its statistics prove it holds no NULL; data files
+    # declare every column nullable (docs/format.md 7), so a branch that can hold NULLs (and
+    # never returns a row: random() < 1) joins the result.
+    nulls = ", ".join(f"CAST(NULL AS {arrow_to_sql(f.type)}) AS {ident(f.name)}" for f in schema)
+    # NULLS LAST, as pyarrow sorts the files appends write.
+    order = ", ".join(f"{ident(c)} ASC NULLS LAST" for c in order_by)
+    target = exp.Literal.string(path).sql(dialect="duckdb")
+    return (
+        f"COPY (SELECT {columns} FROM (SELECT {columns} FROM ({sql}) "
+        f"UNION ALL SELECT {nulls} WHERE random() < 0) ORDER BY {order}) "
+        f"TO {target} (FORMAT parquet, COMPRESSION snappy, ROW_GROUP_SIZE {row_group_rows})"
+    )
 
 
 def query_result_schema(sql: str, schema: pa.Schema) -> pa.Schema:
