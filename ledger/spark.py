@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 from ledger.changes import change_set
 from ledger.errors import InvalidArgumentError
 from ledger.maintenance.merge import MergeResult
+from ledger.publish.plan import PublishResult
+from ledger.publish.target import target_plan
 from ledger.reads.history import history_request
 from ledger.rollup import RefreshResult, Rollup
 from ledger.snapshot import PartitionFilter, Snapshot
@@ -30,7 +32,6 @@ from ledger.sql.view_text import view_text
 from ledger.table import AUTO_RETRIES, Table
 from ledger.transaction import Transaction
 from ledger.writer import file_schema
-from views.publish import PublishResult, target_plan
 
 if TYPE_CHECKING:
     from ledger.engines.spark.session import DataFrame, SparkSession
@@ -430,7 +431,9 @@ __all__ = [
 ]
 
 
-def publish_delta(source: Table | Rollup, target: str, *, spark: SparkSession | None = None) -> Any:
+def publish_delta(
+    source: Table | Rollup, target: str, *, spark: SparkSession | None = None
+) -> PublishResult:
     """Publish a table's visible rows (or a rollup's totals) into the Delta table at
     ``target`` through delta-spark, incrementally and exactly once, as
     ``views.publish_delta`` does from the embedded engine (same plan, same checks, same

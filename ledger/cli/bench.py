@@ -23,7 +23,7 @@ import click
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-import views
+import views.reading
 from ledger.cli import output
 from ledger.cli.output import output_options
 from ledger.cli.progress import activity
@@ -108,14 +108,15 @@ def measure(rows: int, repeats: int) -> list[Figure]:
         figures += [
             Figure(
                 "visible",
-                median_seconds(lambda: views.visible(table).fetch_arrow_table(), repeats),
+                median_seconds(lambda: views.reading.visible(table).fetch_arrow_table(), repeats),
                 median_seconds(lambda: raw().fetch_arrow_table(), repeats),
                 3.0,
             ),
             Figure(
                 "totals",
                 median_seconds(
-                    lambda: views.totals(table, by="account", sum="amount").fetchall(), repeats
+                    lambda: views.reading.totals(table, by="account", sum="amount").fetchall(),
+                    repeats,
                 ),
                 median_seconds(
                     lambda: raw().aggregate("account, count(*), sum(amount)", "account").fetchall(),

@@ -9,12 +9,12 @@ from urllib.parse import urlparse
 
 import click
 
-import views
 from ledger.cli import output
 from ledger.cli.output import output_options
 from ledger.cli.parsing import duration_seconds, key_values, partition_filter
 from ledger.cli.progress import activity
 from ledger.cli.session import Session, is_s3, pass_session
+from ledger.publish.delta_rs import publish_delta
 
 DEFAULT_GRACE = "7d"
 
@@ -211,7 +211,7 @@ def publish(
         **key_values(storage_option, "--storage-option"),
     }
     with activity(f"publish {table}"):
-        result = views.publish_delta(published, target, storage_options=options or None)
+        result = publish_delta(published, target, storage_options=options or None)
     output.print_object({"table": table, "target": target, **vars(result)}, output_format)
 
 

@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 import click
 import pyarrow as pa
 
-import views
+import views.reading
 from ledger.cli import output
 from ledger.cli.output import output_options
 from ledger.cli.parsing import point_in_time
@@ -69,7 +69,7 @@ def show(
     """Print the visible rows of TABLE, ordered by its key."""
     source = session.table(table)
     snapshot = source.snapshot(version, point_in_time(at))
-    relation = views.visible(snapshot, system_columns=system_columns)
+    relation = views.reading.visible(snapshot, system_columns=system_columns)
     if where is not None:
         relation = relation.filter(_checked_predicate(snapshot.state, where))
     key = TableSpec.of(snapshot.state).key_columns
@@ -119,7 +119,7 @@ def totals(
 ) -> None:
     """Print exact sign-weighted totals of TABLE: sum(dml_type * x) over its ledger."""
     source = session.table(table)
-    relation = views.totals(
+    relation = views.reading.totals(
         source,
         by=list(by) or None,
         sum=list(sums) or None,
@@ -185,7 +185,7 @@ def changes(
 ) -> None:
     """Print the change feed of TABLE: every entry committed after --since."""
     source: Table = session.table(table)
-    relation = views.changes(source, since, until)
+    relation = views.reading.changes(source, since, until)
     relation = relation.order("_commit_version, trx_seq")
     if limit is not None:
         relation = relation.limit(limit)

@@ -1,20 +1,20 @@
-"""Delta Lake publishing with delta-spark: a ``views.publish.PublishPlan`` (the engine-neutral
-plan) applied as a full overwrite or one MERGE, recording the ledger version as the commit's
-application transaction."""
+"""Delta Lake publishing with delta-spark: a ``ledger.publish.plan.PublishPlan`` (the
+engine-neutral plan) applied as a full overwrite or one MERGE, recording the ledger version as the
+commit's application transaction."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
 
 import pyarrow as pa
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 
 from ledger import errors
 from ledger.engines.spark import jars
 from ledger.engines.spark.convert import spark_schema
 from ledger.errors import MissingDependencyError
+from ledger.publish.plan import PublishPlan
 
 # Session settings delta-spark reads for the next commit: the application transaction that makes
 # a retried publish a no-op in Delta, and the commit's user metadata.
@@ -45,8 +45,8 @@ def require_delta(spark: SparkSession) -> None:
         )
 
 
-def delta_publish(spark: SparkSession, target: str, plan: Any) -> int:
-    """Apply a ``views.publish.PublishPlan`` to the Delta table at ``target`` with delta-spark:
+def delta_publish(spark: SparkSession, target: str, plan: PublishPlan) -> int:
+    """Apply a :class:`PublishPlan` to the Delta table at ``target`` with delta-spark:
     a full overwrite or one MERGE, recording the ledger version as the commit's application
     transaction (``txnAppId``/``txnVersion``), so a retried publish is skipped by Delta too.
     Returns the Delta table's version afterwards."""
@@ -71,6 +71,8 @@ def delta_publish(spark: SparkSession, target: str, plan: Any) -> int:
             return _delta_version(spark, target)
         before = _delta_version(spark, target)
         source = _frame(spark, plan.merge_source())
+        # delta-spark's hints take Columns as well as SQL text: the plan gives text.
+        values: dict[str, str | Column] = {**plan.insert_values("spark", "s")}
         (
             DeltaTable.forPath(spark, target)
             .alias("t")
@@ -78,7 +80,7 @@ def delta_publish(spark: SparkSession, target: str, plan: Any) -> int:
             .whenMatchedDelete()
             .whenNotMatchedInsert(
                 condition=plan.insert_condition("spark", "s"),
-                values=plan.insert_values("spark", "s"),
+                values=values,
             )
             .execute()
         )
