@@ -5,7 +5,7 @@ rows whose version ranks below their key's latest entry (the live entries themse
 >>> from ledger.sql.dialects import DIALECTS
 >>> from ledger.sql.trees import render
 >>> print(render(key_problems("rows", ["id"], 3), DIALECTS["spark"]))  # doctest: +ELLIPSIS
-SELECT `id`, ... LIMIT 4
+SELECT * FROM (SELECT `id`, COUNT(*) AS `__ledger_n`, ... LIMIT 4
 """
 
 from __future__ import annotations
