@@ -13,9 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
+
 from ledger.errors import InvalidArgumentError, SnapshotNotFoundError
 from ledger.log.entries import FileMarker, LogFile
 from ledger.log.state import CREATE, DROP
+from ledger.schema import COMMIT_TIMESTAMP, COMMIT_VERSION, TRX_ID
 
 if TYPE_CHECKING:
     from ledger.table import Table
@@ -51,6 +54,19 @@ class ChangeSet:
     @property
     def empty(self) -> bool:
         return not self.written and not any(c.removed or c.added for c in self.replaced)
+
+    def commit_stamps(self) -> pa.Table:
+        """The commits of the written files: ``trx_id``, ``_commit_version`` and
+        ``_commit_timestamp``, the relation the change entries query joins them to."""
+        return pa.table(
+            {
+                TRX_ID: pa.array(list(self.commits), pa.int64()),
+                COMMIT_VERSION: pa.array([v for v, _ in self.commits.values()], pa.int64()),
+                COMMIT_TIMESTAMP: pa.array(
+                    [ms for _, ms in self.commits.values()], pa.timestamp("ms", "UTC")
+                ),
+            }
+        )
 
 
 def change_set(table: Table, since: int, until: int | None = None) -> ChangeSet:

@@ -41,9 +41,11 @@ from ledger.errors import (
 from ledger.log.commit import next_timestamp
 from ledger.log.entries import LogFile
 from ledger.log.state import TableState
-from ledger.schema import DML_TYPE, arrow_to_sql, folded_name
+from ledger.schema import arrow_to_sql, folded_name
 from ledger.snapshot import Snapshot
-from ledger.sql import ident, idents
+from ledger.sql.dialects import DIALECTS
+from ledger.sql.rollups import RollupMeasure, group_deltas
+from ledger.sql.trees import render
 from ledger.sql_guard import check_expression, without_terminal_codes
 from ledger.transaction import Transaction
 from ledger.writer import file_schema
@@ -62,12 +64,8 @@ _EXAMPLE = '{"views": "count", "seconds": "sum(duration)", "rated": "count(ratin
 
 
 @dataclass(frozen=True)
-class Measure:
-    """One rollup column: ``function`` of ``column`` (None: rows)."""
-
-    name: str
-    function: str
-    column: str | None
+class Measure(RollupMeasure):
+    """One rollup column: ``function`` of ``column`` (None: rows), as its config stores it."""
 
     def to_json(self) -> list[Any]:
         return [self.name, self.function, self.column]
@@ -254,32 +252,13 @@ def _group_deltas(
     """Per group, the sign-weighted change of every measure over ``entries``, less what the
     rollup's own entries ``held`` add up to (a rebuild); groups that do not change are left
     out."""
-    dml = ident(DML_TYPE)
-    by = idents(list(definition.by))
     names = bind_relations(
         con, {"changes": entries, **({"held": held} if held is not None else {})}
     )
-    totals, stored = [], []
-    for measure in definition.measures:
-        if measure.function == "count" and measure.column is None:
-            weighted = f"sum({dml})"
-        elif measure.function == "count":
-            weighted = f"sum(CASE WHEN {ident(measure.column or '')} IS NULL THEN 0 ELSE {dml} END)"
-        else:
-            weighted = f"sum({dml} * {ident(measure.column or '')})"
-        totals.append(f"coalesce({weighted}, 0) AS {ident(measure.name)}")
-        stored.append(f"-coalesce(sum({dml} * {ident(measure.name)}), 0) AS {ident(measure.name)}")
-    parts = [f"SELECT {by}, {', '.join(totals)} FROM {ident(names['changes'])} GROUP BY {by}"]
-    if held is not None:
-        parts.append(f"SELECT {by}, {', '.join(stored)} FROM {ident(names['held'])} GROUP BY {by}")
-    measures = [ident(m.name) for m in definition.measures]
-    summed = ", ".join(
-        f"CAST(sum({ident(m.name)}) AS {types[m.name]}) AS {ident(m.name)}"
-        for m in definition.measures
+    query = group_deltas(
+        definition.by, definition.measures, types, names["changes"], names.get("held")
     )
-    changed = " OR ".join(f"sum({m}) <> 0" for m in measures)
-    sql = f"SELECT {by}, {summed} FROM ({' UNION ALL '.join(parts)}) GROUP BY {by} HAVING {changed}"
-    result: pa.Table = con.sql(sql).to_arrow_table()
+    result: pa.Table = con.sql(render(query, DIALECTS["duckdb"])).to_arrow_table()
     return result
 
 

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from sqlglot import exp
 
 from ledger.sql.dialects import DIALECTS, Dialect
-from ledger.sql.names import DML_TYPE, EXCESS, NET, ORDER, SIGN
+from ledger.sql.names import COPY, DML_TYPE, EXCESS, NET, ORDER, SIGN
 from ledger.sql.trees import (
     alias,
     col,
@@ -29,6 +29,7 @@ from ledger.sql.trees import (
     is_insertion,
     number,
     order_from_text,
+    relation,
     render,
     using,
 )
@@ -40,20 +41,21 @@ NEGATIVE_ZERO = "__ledger_negative_zero_"  # + the index of a FLOAT/DOUBLE value
 # --- trees ----------------------------------------------------------------------------------------
 
 
-def zero_sign_flags(float_columns: Sequence[str]) -> list[tuple[str, str, exp.Expr]]:
-    """Per FLOAT/DOUBLE column: (column, flag name, whether it holds -0.0; atan2 keeps the sign
-    of a zero). Grouped next to the values: SQL compares -0.0 equal to 0.0, so grouping by the
-    value alone would merge the two and show whichever came first (a visible 0.0 could come
-    back as -0.0)."""
-    flags: list[tuple[str, str, exp.Expr]] = []
-    for i, column in enumerate(float_columns):
-        sign = exp.Anonymous(this="ATAN2", expressions=[col(column), number(-1)])
-        negative_zero = exp.and_(
-            exp.EQ(this=col(column), expression=number(0)),
-            exp.LT(this=sign, expression=number(0)),
-        )
-        flags.append((column, f"{NEGATIVE_ZERO}{i}", exp.paren(negative_zero, copy=False)))
-    return flags
+def zero_sign_flags(
+    float_columns: Sequence[str], dialect: Dialect = DUCKDB
+) -> list[tuple[str, str, exp.Expr]]:
+    """Per FLOAT/DOUBLE column: (column, flag name, whether it holds -0.0). Grouped next to the
+    values: SQL compares -0.0 equal to 0.0, so grouping by the value alone would merge the two
+    and show whichever came first (a visible 0.0 could come back as -0.0)."""
+    return [
+        (column, name, exp.paren(dialect.negative_zero(col(column)), copy=False))
+        for column, name in zero_sign_flag_names(float_columns)
+    ]
+
+
+def zero_sign_flag_names(float_columns: Sequence[str]) -> list[tuple[str, str]]:
+    """Per FLOAT/DOUBLE column: (column, the name of its flag of :func:`zero_sign_flags`)."""
+    return [(column, f"{NEGATIVE_ZERO}{i}") for i, column in enumerate(float_columns)]
 
 
 def live_entries(
@@ -65,7 +67,7 @@ def live_entries(
 ) -> exp.Select:
     """Distinct live value tuples with their multiplicity (``NET``) and the order of their
     latest insertion (``ORDER``); the caller adds the FROM."""
-    flags = zero_sign_flags(float_columns)
+    flags = zero_sign_flags(float_columns, dialect)
     net: exp.Expr = exp.Sum(this=dml())
     if net_type is not None:
         net = exp.cast(net, net_type)
@@ -93,21 +95,28 @@ def latest_live_rows(
     same ``float_columns``): ``picked_columns`` and ``extra``."""
     # Engines may pick the latest row through a sort that drops the sign of a zero (DuckDB's
     # arg_max), so the sign is put back from the group's flag.
-    signed = {column: name for column, name, _ in zero_sign_flags(float_columns)}
-    picked = [
+    picked = with_zero_signs(picked_columns, float_columns)
+    return first_per(
+        exp.select(*picked, *extra).from_(live),
+        key_columns,
+        [exp.Ordered(this=col(ORDER), desc=True, nulls_first=False)],
+    )
+
+
+def with_zero_signs(columns: Sequence[str], float_columns: Sequence[str]) -> list[exp.Expr]:
+    """``columns`` of a relation made by :func:`live_entries`, each FLOAT/DOUBLE one with the
+    sign of its zero put back from the group's flag: an engine may give a group of ``-0.0`` the
+    value ``0.0`` (Spark normalizes the zeros it groups by)."""
+    signed = dict(zero_sign_flag_names(float_columns))
+    return [
         alias(
             exp.If(this=col(signed[c]), true=exp.Neg(this=exp.Abs(this=col(c))), false=col(c)),
             c,
         )
         if c in signed
         else col(c)
-        for c in picked_columns
+        for c in columns
     ]
-    return first_per(
-        exp.select(*picked, *extra).from_(live),
-        key_columns,
-        [exp.Ordered(this=col(ORDER), desc=True, nulls_first=False)],
-    )
 
 
 def latest_version_rows(
@@ -124,6 +133,43 @@ def latest_version_rows(
         latest_first,
     )
     return exp.select(*cols(shown)).from_(exp.paren(latest, copy=False)).where(is_insertion())
+
+
+def latest_entries(
+    source: exp.Expr,
+    key_columns: Sequence[str],
+    value_columns: Sequence[str],
+    latest_first: list[exp.Ordered],
+    dialect: Dialect,
+) -> exp.Select:
+    """Replacing semantics in the shape of :func:`live_entries`: the latest entry of each key
+    (by ``latest_first``) if it is an insertion, as the key's one live entry (``NET`` 1)."""
+    query = latest_version_rows(source, key_columns, value_columns, latest_first)
+    wide = exp.DataType.build(dialect.order_type, dialect=dialect.name)
+    return query.select(
+        alias(exp.cast(number(1), dialect.count_type), NET), alias(exp.cast(number(0), wide), ORDER)
+    )
+
+
+def expanded(
+    live: exp.Expr, value_columns: Sequence[str], float_columns: Sequence[str] = ()
+) -> exp.Select:
+    """One row per live entry of a relation made by :func:`live_entries` (with the same
+    ``float_columns``): each value tuple repeated ``NET`` times (the delete marks that cancel
+    them all, carrying the sign of each zero they cancel)."""
+    repeated = exp.Explode(this=exp.GenerateSeries(start=number(1), end=col(NET)))
+    values = with_zero_signs(value_columns, float_columns)
+    inner = exp.select(*values, alias(repeated, COPY)).from_(live)
+    return exp.select(*cols(value_columns)).from_(exp.paren(inner, copy=False))
+
+
+def rows_of_keys(entries: str, keys: str, key_columns: Sequence[str]) -> exp.Select:
+    """The entries in the relation ``entries`` of the keys in the relation ``keys``."""
+    return (
+        exp.select("*")
+        .from_(relation(entries))
+        .join(relation(keys), using=using(key_columns), join_type="semi")
+    )
 
 
 # --- DuckDB text ----------------------------------------------------------------------------------
@@ -149,15 +195,12 @@ def latest_entries_sql(
     """For replacing tables: the latest entry of each key (by ``latest_first``, an ORDER BY),
     kept only when it is an insertion, in the shape of :func:`live_entries_sql` (one live entry
     per key, which is both the visible row and the entry an update cancels)."""
-    query = latest_version_rows(
+    query = latest_entries(
         from_text(source, DUCKDB),
         key_columns,
         value_columns,
         order_from_text(latest_first, DUCKDB),
-    )
-    wide = exp.DataType.build(DUCKDB.order_type, dialect=DUCKDB.name)
-    query = query.select(
-        alias(exp.cast(number(1), "BIGINT"), NET), alias(exp.cast(number(0), wide), ORDER)
+        DUCKDB,
     )
     return render(query, DUCKDB)
 
@@ -176,10 +219,7 @@ def visible_rows_sql(
 
 def expand_sql(live: str, value_columns: Sequence[str]) -> str:
     """One row per live entry: each tuple repeated by its multiplicity."""
-    repeated = exp.Unnest(expressions=[exp.Anonymous(this="range", expressions=[col(NET)])])
-    inner = exp.select(*cols(value_columns), alias(repeated, "__i")).from_(from_text(live, DUCKDB))
-    query = exp.select(*cols(value_columns)).from_(exp.paren(inner, copy=False))
-    return render(query, DUCKDB)
+    return render(expanded(from_text(live, DUCKDB), value_columns), DUCKDB)
 
 
 def unmatched_marks_sql(

@@ -57,10 +57,6 @@ PART_NAN = "__ledger_nan_"
 PART_POSITIVE_INF = "__ledger_pinf_"
 PART_NEGATIVE_INF = "__ledger_ninf_"
 
-
-# Helper columns of the Spark engine's DataFrame code.
+# The key checks of read-modify-write (ledger.sql.rmw).
 ENTRY_COUNT = "__ledger_n"  # entries of a key
 NULL_KEY = "__ledger_null"  # whether a key column is NULL
-COMMITS_TRX_ID = "__ledger_trx"  # a relation of commits: trx_id, version, time in ms
-COMMITS_VERSION = "__ledger_version"
-COMMITS_MS = "__ledger_ms"

@@ -1,5 +1,5 @@
 """Change entries on DuckDB: the entries a range of versions added or removed, stamped with the
-version and time of their commit (see ledger.changes)."""
+version and time of their commit (see ledger.changes), by the queries of ``ledger.sql.changes``."""
 
 from __future__ import annotations
 
@@ -10,8 +10,13 @@ from ledger.changes import ChangeSet
 from ledger.engines.duckdb.scan import scan_files
 from ledger.engines.duckdb.session import bind_relations
 from ledger.sql import ident, idents
-from ledger.sql.names import COMMIT_TIMESTAMP, COMMIT_VERSION, COPY, DML_TYPE, NET, TRX_ID, TRX_SEQ
+from ledger.sql.changes import replaced_entries, written_entries
+from ledger.sql.dialects import DIALECTS
+from ledger.sql.names import COMMIT_TIMESTAMP, COMMIT_VERSION, DML_TYPE, TRX_ID, TRX_SEQ
+from ledger.sql.trees import render
 from ledger.storage import Store
+
+DUCKDB = DIALECTS["duckdb"]
 
 
 def change_entries(
@@ -24,41 +29,21 @@ def change_entries(
     """The entries of a change set (see ledger.changes) with ``_commit_version`` and
     ``_commit_timestamp``; entries of removed files carry the opposite ``dml_type``."""
     columns = [f.name for f in schema]
-    version, timestamp = ident(COMMIT_VERSION), ident(COMMIT_TIMESTAMP)
     extra = pa.schema([(COMMIT_VERSION, pa.int64()), (COMMIT_TIMESTAMP, pa.timestamp("ms", "UTC"))])
     parts: list[duckdb.DuckDBPyRelation] = []
     if changes.written:
-        commits = pa.table(
-            {
-                TRX_ID: pa.array(list(changes.commits), pa.int64()),
-                COMMIT_VERSION: pa.array([v for v, _ in changes.commits.values()], pa.int64()),
-                COMMIT_TIMESTAMP: pa.array(
-                    [ms for _, ms in changes.commits.values()], pa.timestamp("ms", "UTC")
-                ),
-            }
-        )
         names = bind_relations(
             con,
             {
                 "written": scan_files(con, store, table_prefix, changes.written, schema),
-                "commits": con.from_arrow(commits),
+                "commits": con.from_arrow(changes.commit_stamps()),
             },
         )
-        parts.append(
-            con.sql(
-                f"SELECT {', '.join('w.' + ident(c) for c in columns)}, "
-                f"c.{version}, c.{timestamp} "
-                f"FROM {ident(names['written'])} AS w JOIN {ident(names['commits'])} AS c "
-                f"USING ({ident(TRX_ID)})"
-            )
-        )
+        query = written_entries(names["written"], names["commits"], columns)
+        parts.append(con.sql(render(query, DUCKDB)))
     system = {TRX_ID, TRX_SEQ, DML_TYPE}
     values = idents([c for c in columns if c not in system])
-    net, copy = ident(NET), ident(COPY)
     for commit in changes.replaced:
-        # Entries that cancel within the commit's removed and added files (an insertion and its
-        # mark dropped together, a row a rewrite kept) change nothing and are left out; the
-        # rest appear as many times as their net sign says.
         signed = []
         for markers, sign in ((commit.removed, -1), (commit.added, 1)):
             if markers:
@@ -73,24 +58,8 @@ def change_entries(
             continue
         union = signed[0] if len(signed) == 1 else signed[0].union(signed[1])
         name = bind_relations(con, {"replaced": union})["replaced"]
-        netted = con.sql(
-            f"SELECT {values}, max({ident(TRX_ID)}) AS {ident(TRX_ID)}, "
-            f"max({ident(TRX_SEQ)}) AS {ident(TRX_SEQ)}, sum({ident(DML_TYPE)}) AS {net} "
-            f"FROM {ident(name)} GROUP BY {values} HAVING sum({ident(DML_TYPE)}) <> 0"
-        )
-        netted_name = bind_relations(con, {"netted": netted})["netted"]
-        projection = ", ".join(
-            f"CAST(sign({net}) AS TINYINT) AS {ident(c)}" if c == DML_TYPE else ident(c)
-            for c in columns
-        )
-        parts.append(
-            con.sql(
-                f"SELECT {projection}, CAST({commit.version} AS BIGINT) AS {version}, "
-                f"make_timestamptz({commit.timestamp_ms} * 1000) AS {timestamp} "
-                f"FROM (SELECT *, unnest(range(CAST(abs({net}) AS BIGINT))) AS {copy} "
-                f"FROM {ident(netted_name)})"
-            )
-        )
+        query = replaced_entries(name, columns, commit.version, commit.timestamp_ms, DUCKDB)
+        parts.append(con.sql(render(query, DUCKDB)))
     if not parts:
         empty = pa.schema([*schema, *extra]).empty_table()
         return con.from_arrow(empty)

@@ -15,6 +15,7 @@ from ledger.engines.duckdb.scan import scan_files
 from ledger.engines.duckdb.session import DuckDBConnection, connect
 from ledger.log.entries import FileMarker
 from ledger.sql import ident, idents
+from ledger.sql.dialects import DIALECTS
 from ledger.sql.live import (
     expand_sql,
     latest_entries_sql,
@@ -23,6 +24,8 @@ from ledger.sql.live import (
     visible_rows_sql,
 )
 from ledger.sql.names import DML_TYPE
+from ledger.sql.rmw import stale_versions as stale_versions_tree
+from ledger.sql.trees import order_from_text, render
 from ledger.storage import Store
 
 
@@ -173,22 +176,16 @@ def stale_versions(
     """The rows whose version ranks below the version of their key's latest entry (by
     ``latest_first``, an ORDER BY; a delete mark counts): key columns, ``given`` and
     ``current``. A NULL version ranks below every other version."""
-    keys, version = idents(list(key_columns)), ident(version_column)
     row_keys = rows.select(list(key_columns))
     entries = key_entries(store, table_prefix, files, schema, key_columns, row_keys)
     with closing(connect()) as con, storage_errors(f"reading {table_prefix.rstrip('/')!r}"):
         _bind_entries(con, entries, store, table_prefix, files, schema)
         con.register("ledger_rows", rows.select([*key_columns, version_column]))
-        latest = (
-            f"SELECT {keys}, {version} FROM ledger_entries SEMI JOIN ledger_rows USING ({keys}) "
-            f"QUALIFY row_number() OVER (PARTITION BY {keys} ORDER BY {latest_first}) = 1"
+        order = order_from_text(latest_first, DIALECTS["duckdb"])
+        query = stale_versions_tree(
+            "ledger_entries", "ledger_rows", key_columns, version_column, order
         )
-        return con.sql(
-            f"SELECT {keys}, given.{version} AS given, latest.{version} AS current "
-            f"FROM ledger_rows AS given JOIN ({latest}) AS latest USING ({keys}) "
-            f"WHERE latest.{version} IS NOT NULL "
-            f"AND (given.{version} IS NULL OR given.{version} < latest.{version})"
-        ).to_arrow_table()
+        return con.sql(render(query, DIALECTS["duckdb"])).to_arrow_table()
 
 
 def anti_join(keys: pa.Table, found: pa.Table, key_columns: Sequence[str]) -> pa.Table:

@@ -7,22 +7,17 @@ from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
-from ledger.engines.spark.convert import col, spark_schema
+from ledger.engines.spark.convert import spark_schema
+from ledger.engines.spark.query import arrow_frame, bind_relations, run
 from ledger.engines.spark.scan import scan_files, signed_entries
-from ledger.schema import DML_TYPE, TRX_ID, TRX_SEQ
-from ledger.sql.names import (
-    COMMIT_TIMESTAMP,
-    COMMIT_VERSION,
-    COMMITS_MS,
-    COMMITS_TRX_ID,
-    COMMITS_VERSION,
-    COPY,
-    NET,
-)
+from ledger.sql.changes import replaced_entries, written_entries
+from ledger.sql.dialects import DIALECTS
+from ledger.sql.names import COMMIT_TIMESTAMP, COMMIT_VERSION
+from ledger.sql.trees import render
 from ledger.storage import Store
+
+SPARK = DIALECTS["spark"]
 
 
 def change_entries(
@@ -35,29 +30,23 @@ def change_entries(
     reader: str = "auto",
 ) -> DataFrame:
     """The entries of a change set (``ledger.changes.ChangeSet``) with ``_commit_version`` and
-    ``_commit_timestamp``, as ``engines.duckdb.changes.change_entries`` gives them: entries of
-    written files joined to their commit by ``trx_id``; for each commit that replaced files,
-    the entries of its removed (negated) and added files netted per value tuple, each left as
-    many times as its net sign says."""
+    ``_commit_timestamp``, by the queries ``engines.duckdb.changes.change_entries`` runs
+    (``ledger.sql.changes``): entries of written files joined to their commit by ``trx_id``;
+    for each commit that replaced files, the entries of its removed (negated) and added files
+    netted per value tuple, each left as many times as its net sign says."""
     columns = [f.name for f in schema]
-    values = [c for c in columns if c not in (TRX_ID, TRX_SEQ, DML_TYPE)]
-    stamp = T.TimestampType()
     parts: list[DataFrame] = []
     if changes.written:
-        commits = spark.createDataFrame(
-            [(trx, version, ms) for trx, (version, ms) in changes.commits.items()],
-            f"{COMMITS_TRX_ID} bigint, {COMMITS_VERSION} bigint, {COMMITS_MS} bigint",
+        names = bind_relations(
+            {
+                "written": scan_files(
+                    spark, store, table_prefix, list(changes.written), schema, reader=reader
+                ),
+                "commits": arrow_frame(spark, changes.commit_stamps()),
+            }
         )
-        written = scan_files(
-            spark, store, table_prefix, list(changes.written), schema, reader=reader
-        )
-        parts.append(
-            written.join(F.broadcast(commits), col(TRX_ID) == F.col(COMMITS_TRX_ID)).select(
-                *map(col, columns),
-                F.col(COMMITS_VERSION).alias(COMMIT_VERSION),
-                F.timestamp_millis(F.col(COMMITS_MS)).cast(stamp).alias(COMMIT_TIMESTAMP),
-            )
-        )
+        query = written_entries(names["written"], names["commits"], columns)
+        parts.append(run(spark, render(query, SPARK)))
     for commit in changes.replaced:
         if not commit.added and not commit.removed:
             continue
@@ -70,25 +59,9 @@ def change_entries(
             schema,
             reader=reader,
         )
-        netted = (
-            signed.groupBy(*map(col, values))
-            .agg(
-                F.max(col(TRX_ID)).alias(TRX_ID),
-                F.max(col(TRX_SEQ)).alias(TRX_SEQ),
-                F.sum(col(DML_TYPE)).alias(NET),
-            )
-            .filter(F.col(NET) != 0)
-        )
-        copies = netted.withColumn(
-            COPY, F.explode(F.sequence(F.lit(1), F.abs(F.col(NET))))
-        ).withColumn(DML_TYPE, F.signum(F.col(NET)).cast("tinyint"))
-        parts.append(
-            copies.select(
-                *map(col, columns),
-                F.lit(commit.version).cast("bigint").alias(COMMIT_VERSION),
-                F.timestamp_millis(F.lit(commit.timestamp_ms)).cast(stamp).alias(COMMIT_TIMESTAMP),
-            )
-        )
+        name = bind_relations({"replaced": signed})["replaced"]
+        query = replaced_entries(name, columns, commit.version, commit.timestamp_ms, SPARK)
+        parts.append(run(spark, render(query, SPARK)))
     if not parts:
         extra = [(COMMIT_VERSION, pa.int64()), (COMMIT_TIMESTAMP, pa.timestamp("us", "UTC"))]
         return spark.createDataFrame([], spark_schema(pa.schema([*schema, *extra])))

@@ -1,16 +1,20 @@
 """Read-modify-write (upsert, update, delete): a Spark join against the entries of the given
 keys at the transaction's snapshot finds each key's visible row and the live entries to mark,
-with the embedded engine's rules (``ledger.sql.live``)."""
+by the Spark rendering of the embedded engine's queries (``ledger.sql.live``,
+``ledger.sql.rmw``)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from pyspark.sql import DataFrame, Window
+import pyarrow as pa
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from sqlglot import exp
 
 from ledger.engines.spark.convert import checked_frame, col, conformed_columns, transformed
+from ledger.engines.spark.query import bind_relations, run
 from ledger.engines.spark.scan import scan_files
 from ledger.engines.spark.session import to_arrow
 from ledger.engines.spark.write import INSERTIONS, MARKS, write
@@ -23,13 +27,26 @@ from ledger.errors import (
 )
 from ledger.log.state import TableState
 from ledger.schema import DML_TYPE, ROW_ID, TRX_ID, TRX_SEQ
-from ledger.sql.names import COPY, ENTRY_COUNT, KIND, NET, NULL_KEY, ORDER, RANK
+from ledger.sql.dialects import DIALECTS
+from ledger.sql.live import (
+    expanded,
+    latest_entries,
+    latest_live_rows,
+    live_entries,
+    rows_of_keys,
+)
+from ledger.sql.names import KIND, NULL_KEY
+from ledger.sql.rmw import key_problems as key_problems_tree
+from ledger.sql.rmw import stale_versions as stale_versions_tree
+from ledger.sql.trees import descending, relation, render
 from ledger.writer import file_schema
 from merge_policies import load_policy
 from merge_policies.base import MergePolicy
 
 if TYPE_CHECKING:
     from ledger.transaction import Transaction
+
+SPARK = DIALECTS["spark"]
 
 
 def read_modify_write(tx: Transaction, data: DataFrame, operation: str) -> int:
@@ -73,7 +90,8 @@ def read_modify_write(tx: Transaction, data: DataFrame, operation: str) -> int:
     entries = scan_files(session, tx.table.store, tx.table.prefix, files, schema)
     value_columns = [*tx.schema.names, *([ROW_ID] if config.generated_row_id else [])]
     latest_first = _policy(state).latest_order()
-    current, live = live_rows(entries, rows, key_columns, value_columns, latest_first)
+    floats = [c for c in value_columns if pa.types.is_floating(schema.field(c).type)]
+    current, live = live_rows(entries, rows, key_columns, value_columns, latest_first, floats)
     if operation == "update":
         absent = rows.join(current.select(*map(col, key_columns)), key_columns, "left_anti")
         examples = absent.select(*map(col, key_columns)).limit(3).collect()
@@ -150,41 +168,30 @@ def live_rows(
     key_columns: Sequence[str],
     value_columns: Sequence[str],
     latest_first: Sequence[str] | None = None,
+    float_columns: Sequence[str] = (),
 ) -> tuple[DataFrame, DataFrame]:
     """For ``keys``: the visible row of each key, and one row per live entry (the delete marks
-    an update writes), as in ``ledger.sql.live`` (entries of a key with equal values cancel by sign;
-    the visible row is the live entry inserted last).
+    an update writes): the Spark rendering of the trees the embedded engine runs
+    (``ledger.sql.live``; ``float_columns``: the FLOAT/DOUBLE ones, whose -0.0 and 0.0 stay
+    apart).
 
     ``latest_first`` (columns, each descending with NULLs last) switches to replacing
     semantics: a key's only live entry is its latest entry, if that is an insertion."""
-    touched = entries.join(keys.select(*map(col, key_columns)), list(key_columns), "left_semi")
-    by_key = Window.partitionBy(*map(col, key_columns))
-    if latest_first is not None:
-        order = [col(c).desc_nulls_last() for c in latest_first]
-        latest = (
-            touched.withColumn(RANK, F.row_number().over(by_key.orderBy(*order)))
-            .filter(F.col(RANK) == 1)
-            .filter(col(DML_TYPE) == 1)
-            .select(*map(col, value_columns))
+    session = entries.sparkSession
+    names = bind_relations({"entries": entries, "keys": keys.select(*map(col, key_columns))})
+    touched = exp.paren(rows_of_keys(names["entries"], names["keys"], key_columns), copy=False)
+    if latest_first is None:
+        live_query = live_entries(value_columns, float_columns, SPARK, net_type="BIGINT")
+        live_query = live_query.from_(touched)
+    else:
+        float_columns = ()
+        live_query = latest_entries(
+            touched, key_columns, value_columns, descending(latest_first), SPARK
         )
-        return latest, latest
-    live = (
-        touched.groupBy(*map(col, value_columns))
-        .agg(
-            F.sum(col(DML_TYPE)).cast("bigint").alias(NET),
-            F.max(F.when(col(DML_TYPE) == 1, F.struct(col(TRX_ID), col(TRX_SEQ)))).alias(ORDER),
-        )
-        .filter(F.col(NET) > 0)
-    )
-    visible = (
-        live.withColumn(RANK, F.row_number().over(by_key.orderBy(F.col(ORDER).desc())))
-        .filter(F.col(RANK) == 1)
-        .select(*map(col, value_columns))
-    )
-    marks = live.withColumn(COPY, F.explode(F.sequence(F.lit(1), F.col(NET)))).select(
-        *map(col, value_columns)
-    )
-    return visible, marks
+    live = bind_relations({"live": run(session, render(live_query, SPARK))})["live"]
+    visible = latest_live_rows(relation(live), key_columns, value_columns, float_columns)
+    marks = expanded(relation(live), value_columns, float_columns)
+    return run(session, render(visible, SPARK)), run(session, render(marks, SPARK))
 
 
 def stale_versions(
@@ -195,21 +202,15 @@ def stale_versions(
     latest_first: Sequence[str],
 ) -> DataFrame:
     """The rows whose version ranks below the version of their key's latest entry (a delete
-    mark counts), as in ``ledger.engines.duckdb.rmw.stale_versions``: key columns, ``given`` and
-    ``current``. A NULL version ranks below every other version."""
-    touched = entries.join(rows.select(*map(col, key_columns)), list(key_columns), "left_semi")
-    by_key = Window.partitionBy(*map(col, key_columns))
-    order = [col(c).desc_nulls_last() for c in latest_first]
-    latest = (
-        touched.withColumn(RANK, F.row_number().over(by_key.orderBy(*order)))
-        .filter(F.col(RANK) == 1)
-        .select(*map(col, key_columns), col(version_column).alias("current"))
+    mark counts), as the embedded engine finds them (``ledger.sql.rmw``): key columns,
+    ``given`` and ``current``. A NULL version ranks below every other version."""
+    names = bind_relations(
+        {"entries": entries, "rows": rows.select(*map(col, [*key_columns, version_column]))}
     )
-    given = rows.select(*map(col, key_columns), col(version_column).alias("given"))
-    return given.join(latest, list(key_columns)).filter(
-        F.col("current").isNotNull()
-        & (F.col("given").isNull() | (F.col("given") < F.col("current")))
+    query = stale_versions_tree(
+        names["entries"], names["rows"], key_columns, version_column, descending(latest_first)
     )
+    return run(entries.sparkSession, render(query, SPARK))
 
 
 def key_problems(
@@ -218,18 +219,9 @@ def key_problems(
     """In one job: whether a key column of ``rows`` holds NULL, and up to ``limit`` keys that
     appear more than once."""
     keys = list(key_columns)
-    null = F.lit(False)
-    for k in keys:
-        null = null | col(k).isNull()
-    found = (
-        rows.groupBy(*map(col, keys))
-        .agg(F.count(F.lit(1)).alias(ENTRY_COUNT))
-        .withColumn(NULL_KEY, null)
-        .filter(F.col(NULL_KEY) | (F.col(ENTRY_COUNT) > 1))
-        .orderBy(F.col(NULL_KEY).desc())
-        .limit(limit + 1)
-        .collect()
-    )
+    names = bind_relations({"rows": rows})
+    query = key_problems_tree(names["rows"], keys, limit)
+    found = run(rows.sparkSession, render(query, SPARK)).collect()
     has_null = bool(found) and bool(found[0][NULL_KEY])
     duplicated = [{k: r[k] for k in keys} for r in found if not r[NULL_KEY]]
     return has_null, duplicated[:limit]

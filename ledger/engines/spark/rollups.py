@@ -1,20 +1,22 @@
 """A rollup's group deltas computed on Spark: the sign-weighted measures of a change set's
-entries (or, for a rebuild, of every entry minus what the rollup holds), summed per group."""
+entries (or, for a rebuild, of every entry minus what the rollup holds), summed per group by the
+Spark rendering of the query the embedded refresh runs (``ledger.sql.rollups``)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 import pyarrow as pa
-from pyspark.sql import Column, SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import SparkSession
 
-from ledger.engines.spark.convert import col, spark_schema
+from ledger.engines.spark.query import bind_relations, run
 from ledger.engines.spark.scan import scan_files, signed_entries
 from ledger.engines.spark.session import session as spark_session
 from ledger.engines.spark.session import to_arrow
 from ledger.rollup import DeltaRequest
-from ledger.schema import DML_TYPE
+from ledger.sql.dialects import DIALECTS
+from ledger.sql.rollups import group_deltas
+from ledger.sql.trees import render
 from ledger.writer import file_schema
 
 
@@ -34,19 +36,7 @@ def deltas_on(spark: SparkSession | None) -> Callable[[DeltaRequest], pa.Table]:
             added = [*found.written, *(m for c in found.replaced for m in c.added)]
             removed = [m for c in found.replaced for m in c.removed]
             entries = signed_entries(session, base.store, base.prefix, added, removed, schema)
-        definition = request.rollup.definition
-        dml = col(DML_TYPE)
-        weighted = []
-        for measure in definition.measures:
-            if measure.function == "count" and measure.column is None:
-                value = dml
-            elif measure.function == "count":
-                value = F.when(col(measure.column or "").isNull(), 0).otherwise(dml)
-            else:
-                value = dml * col(measure.column or "")
-            weighted.append(value.alias(measure.name))
-        by = list(definition.by)
-        parts = [entries.select(*map(col, by), *weighted)]
+        held = None
         if request.rebuild:
             table = request.rollup.table
             held_schema = file_schema(request.rollup_state.schema, request.rollup_state.config)
@@ -57,28 +47,16 @@ def deltas_on(spark: SparkSession | None) -> Callable[[DeltaRequest], pa.Table]:
                 list(request.rollup_state.alive_files),
                 held_schema,
             )
-            parts.append(
-                held.select(
-                    *map(col, by),
-                    *((-(dml * col(m.name))).alias(m.name) for m in definition.measures),
-                )
-            )
-        union = parts[0]
-        for part in parts[1:]:
-            union = union.unionByName(part)
-        types = request.rollup_state.schema
-        target = spark_schema(types.arrow())
-        summed = union.groupBy(*map(col, by)).agg(
-            *(
-                F.coalesce(F.sum(col(m.name)), F.lit(0)).cast(target[m.name].dataType).alias(m.name)
-                for m in definition.measures
-            )
+        names = bind_relations({"changes": entries, **({"held": held} if held is not None else {})})
+        definition = request.rollup.definition
+        query = group_deltas(
+            definition.by,
+            definition.measures,
+            request.rollup_state.schema.to_json(),
+            names["changes"],
+            names.get("held"),
         )
-        changed: Column | None = None
-        for m in definition.measures:
-            term = col(m.name) != 0
-            changed = term if changed is None else changed | term
-        out: pa.Table = to_arrow(summed if changed is None else summed.filter(changed))
+        out: pa.Table = to_arrow(run(session, render(query, DIALECTS["spark"])))
         return out
 
     return deltas
