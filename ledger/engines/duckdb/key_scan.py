@@ -107,7 +107,7 @@ class _Wanted:
     """The keys looked for, in the table's key types, and how row groups are ruled out."""
 
     columns: tuple[str, ...]
-    keys: pa.Table  # distinct keys, no NULL in any column
+    keys: pa.Table  # the keys without a NULL (one would match nothing)
     types: tuple[pa.DataType, ...]
     sorted_values: tuple[np.ndarray | None, ...]  # per column, distinct, when comparable
     schema: pa.Schema

@@ -245,6 +245,8 @@ def _current_values(
 ) -> pa.Table:
     """``columns`` of the visible row of each key in ``keys`` (NULL for a new key), one row per
     key in the order of ``keys``."""
+    if comparable_keys(keys.schema.types):
+        return _current_values_by_arrow(keys, latest, key_columns, columns)
     position = "row_position"
     while position in keys.column_names:
         position = "_" + position
@@ -257,6 +259,26 @@ def _current_values(
             f"FROM given LEFT JOIN current USING ({idents(list(key_columns))}) "
             f"ORDER BY given.{ident(position)}"
         ).to_arrow_table()
+
+
+def _current_values_by_arrow(
+    keys: pa.Table, latest: pa.Table, key_columns: Sequence[str], columns: Sequence[str]
+) -> pa.Table:
+    """:func:`_current_values` by Arrow's join, without a connection. Positional names, as in
+    :func:`_one_insertion_per_key`."""
+    on = [f"key{i}" for i in range(len(key_columns))]
+    values = [f"value{i}" for i in range(len(columns))]
+    numbered = keys.select(list(key_columns)).rename_columns(on)
+    numbered = numbered.append_column("position", pa.array(range(keys.num_rows), pa.int64()))
+    current = pa.table(
+        [
+            *(latest.column(c).cast(keys.schema.field(c).type) for c in key_columns),
+            *(latest.column(c) for c in columns),
+        ],
+        names=[*on, *values],
+    )
+    joined = numbered.join(current, keys=on, join_type="left outer").sort_by("position")
+    return pa.table([joined.column(v) for v in values], names=list(columns))
 
 
 def unmatched_marks(
