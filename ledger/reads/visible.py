@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pyarrow as pa
 
 from ledger.engines.duckdb.errors import storage_errors
@@ -14,22 +15,26 @@ from ledger.engines.duckdb.scan import scan_files
 from ledger.engines.duckdb.session import bind_relations, read_sessions
 from ledger.errors import InvalidArgumentError, UnknownColumnError
 from ledger.log.entries import FileMarker
-from ledger.reads.files import split_isolated
+from ledger.reads.files import FileRoles, file_roles
 from ledger.snapshot import PartitionFilter, Snapshot
-from ledger.sql import idents
+from ledger.sql import ident, idents
 from ledger.sql.dialects import DIALECTS
-from ledger.sql.names import ENTRIES
+from ledger.sql.names import ENTRIES, ENTRY_COUNT
 from ledger.sql.predicates import parse_predicate
 from ledger.sql.spec import TableSpec
 from ledger.sql.trees import Sources, render
+from ledger.sql.visible import shown_columns
 from ledger.sql.visible import visible as visible_tree
 from ledger.writer import file_schema
+from merge_policies.base import SIGNED
 
 if TYPE_CHECKING:
     import duckdb
 
 DUCKDB = DIALECTS["duckdb"]
 ISOLATED = "isolated"  # the relation of files whose rows are visible as they are
+LONELY = "lonely"  # files of unique keys and no mark whose key ranges meet other files'
+REPEATED = "repeated"  # keys found in more than one lonely file
 
 
 def visible(
@@ -39,25 +44,70 @@ def visible(
     partitions: PartitionFilter = None,
     system_columns: bool = False,
 ) -> duckdb.DuckDBPyRelation:
-    """The latest visible row of every key of ``snap``, as a lazy relation on ``con``."""
+    """The latest visible row of every key of ``snap``, as a lazy relation on ``con`` (only
+    the key columns of lonely files whose key ranges meet are read at once, see
+    :func:`repeated_keys`)."""
     spec = TableSpec.of(snap.state)
     markers = snap.markers(partitions)
-    isolated: list[FileMarker] = []
     schema = file_schema(snap.state.schema, snap.state.config)
+    roles = FileRoles(isolated=[], lonely=[], others=list(markers), lonely_overlap=False)
     if spec.policy.files_isolatable:
-        key_types = [schema.field(k).type for k in spec.key_columns]
-        isolated, markers = split_isolated(markers, key_types)
-    relations = {ENTRIES: scan_files(con, snap.store, snap.prefix, markers, schema)}
-    if isolated:
-        relations[ISOLATED] = scan_files(con, snap.store, snap.prefix, isolated, schema)
+        roles = file_roles(markers, [schema.field(k).type for k in spec.key_columns])
+    # Lonely files are read apart for signed rows only (the other kinds take every entry of a
+    # key, whatever file holds it).
+    apart = spec.policy.visible_rows == SIGNED and bool(roles.lonely)
+    others = roles.others if apart else [*roles.lonely, *roles.others]
+
+    def scan(files: list[FileMarker]) -> duckdb.DuckDBPyRelation:
+        return scan_files(con, snap.store, snap.prefix, files, schema)
+
+    if roles.isolated and not roles.lonely and not roles.others:
+        # After a full merge: a plain scan, without building or binding any query.
+        return scan(roles.isolated).project(idents(shown_columns(spec, system_columns)))
+    relations = {ENTRIES: scan(others)}
+    if roles.isolated:
+        relations[ISOLATED] = scan(roles.isolated)
+    if apart:
+        relations[LONELY] = scan(roles.lonely)
+        if roles.lonely_overlap:
+            with storage_errors(f"reading {snap.name!r}"):
+                relations[REPEATED] = repeated_keys(con, scan(roles.lonely), spec, schema)
     names = bind_relations(con, relations)
-    query = visible_tree(
-        spec,
-        DUCKDB,
-        Sources(entries=names[ENTRIES], isolated=names.get(ISOLATED)),
-        system_columns=system_columns,
+    sources = Sources(
+        entries=names[ENTRIES],
+        isolated=names.get(ISOLATED),
+        lonely=names.get(LONELY),
+        repeated_keys=names.get(REPEATED),
     )
+    query = visible_tree(spec, DUCKDB, sources, system_columns=system_columns)
     return con.sql(render(query, DUCKDB))
+
+
+def repeated_keys(
+    con: duckdb.DuckDBPyConnection,
+    lonely: duckdb.DuckDBPyRelation,
+    spec: TableSpec,
+    schema: pa.Schema,
+) -> duckdb.DuckDBPyRelation:
+    """The keys occurring more than once in ``lonely`` (entries of files each holding a key at
+    most once), as a relation on ``con``.
+
+    A single integer-like key column (integers, dates, timestamps: equal exactly when their
+    numbers are) is read out and sorted: each file is sorted by key, so the sort merges a few
+    sorted runs, far cheaper than hashing every key in a grouping. Other keys are grouped by
+    the engine."""
+    keys = list(spec.key_columns)
+    storage = _integer_storage(schema.field(keys[0]).type) if len(keys) == 1 else None
+    if storage is None:
+        count = ident(ENTRY_COUNT)
+        counted = lonely.aggregate(f"{idents(keys)}, count(*) AS {count}", idents(keys))
+        return counted.filter(f"{count} > 1").project(idents(keys))
+    [key] = keys
+    values = lonely.project(idents(keys)).to_arrow_table().column(0).drop_null()
+    numbers = np.sort(values.cast(storage).to_numpy(), kind="stable")  # timsort: merges runs
+    repeated = np.unique(numbers[1:][numbers[1:] == numbers[:-1]])
+    column = pa.array(repeated, type=storage).cast(schema.field(key).type)
+    return con.from_arrow(pa.table({key: column}))
 
 
 def rows(
@@ -85,6 +135,18 @@ def rows(
             return relation.to_arrow_table()
     finally:
         connection.close()
+
+
+def _integer_storage(key_type: pa.DataType) -> pa.DataType | None:
+    """The integer type whose numbers stand for ``key_type``'s values one to one (equal
+    exactly when the values are), or None."""
+    if pa.types.is_integer(key_type):
+        return key_type
+    if pa.types.is_date32(key_type):
+        return pa.int32()
+    if pa.types.is_date64(key_type) or pa.types.is_timestamp(key_type):
+        return pa.int64()
+    return None
 
 
 def chosen_columns(spec: TableSpec, columns: Sequence[str] | str | None) -> list[str]:

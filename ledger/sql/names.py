@@ -40,6 +40,7 @@ EXCESS = "__ledger_excess"
 SIGN = "__ledger_sign"
 KIND = "__ledger_kind"  # ordering class of an entry in one write: marks (0) before insertions (1)
 CROWDED = "__ledger_crowded_keys"
+CROWDED_ENTRIES = "__ledger_crowded_entries"  # every entry of the crowded keys (visible rows)
 KEYED = "__ledger_keyed"  # entries with the number of entries of their key (window dialects)
 ENTRIES_OF_KEY = "__ledger_entries_of_key"
 LIVE = "__ledger_live"

@@ -22,6 +22,11 @@ class Sources:
 
     * ``isolated`` (visible rows): entries of files whose keys are unique, hold no delete mark
       and occur in no other file, whose rows are visible as they are;
+    * ``lonely`` (visible rows, signed policies): entries of files whose keys are unique and
+      which hold no delete mark, but whose key ranges meet other files'; ``entries`` then holds
+      the other files only. A lonely row is visible as it is unless its key also occurs in
+      ``entries`` or in ``repeated_keys``, the keys found in more than one lonely file (every
+      such key, and maybe more; None when no two lonely files' key ranges meet);
     * ``insertions`` (totals): entries of files holding no delete mark, which sum without
       weighting. Sums are linear, so splitting the files changes nothing but the cost.
     """
@@ -29,6 +34,8 @@ class Sources:
     entries: str = ENTRIES
     isolated: str | None = None
     insertions: str | None = None
+    lonely: str | None = None
+    repeated_keys: str | None = None
 
 
 def col(name: str, table: str | None = None) -> exp.Column:

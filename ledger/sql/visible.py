@@ -10,6 +10,7 @@ from ledger.sql.dialects import Dialect
 from ledger.sql.live import latest_live_rows, latest_version_rows, live_entries
 from ledger.sql.names import (
     CROWDED,
+    CROWDED_ENTRIES,
     DEDUPED,
     ENTRIES_OF_KEY,
     KEYED,
@@ -52,6 +53,8 @@ def visible(
             shown_columns(spec, system_columns),
             latest_first(spec),
         )
+    elif sources.lonely is not None:
+        query = _live_rows_beside_lonely(spec, dialect, sources, system_columns, ctes)
     else:
         entries = deduplicated(spec, sources.entries, ctes)
         query = _live_rows(spec, dialect, entries, system_columns, ctes)
@@ -138,6 +141,77 @@ def _live_rows(
             .from_(entries.copy())
             .join(relation(CROWDED), using=using(keys), join_type="semi")
         )
+    return exp.union(singles, _latest_of_live(spec, live, system_columns, ctes), distinct=False)
+
+
+def _live_rows_beside_lonely(
+    spec: TableSpec,
+    dialect: Dialect,
+    sources: Sources,
+    system_columns: bool,
+    ctes: list[tuple[str, exp.Query]],
+) -> exp.Query:
+    """Signed semantics, as :func:`_live_rows`, with the lonely files apart (see
+    :class:`~ledger.sql.trees.Sources`). A lonely file holds each of its keys once, so a key
+    is crowded only through the other files' entries or another lonely file: the grouping
+    that finds crowded keys reads the other files' keys and the lonely keys that also occur
+    there (a semi-join, which only probes), never every lonely entry. Keys with NULL parts
+    never match a join, so they are alone here as in :func:`_live_rows`. Repeats (dedup) are
+    dropped among the crowded keys' entries only: a key with a repeat has two entries, so it
+    is crowded, and a crowded key's entries all go through the cancellation."""
+    assert sources.lonely is not None
+    entries_name = sources.entries
+    keys = list(spec.key_columns)
+    shown = shown_columns(spec, system_columns)
+    lonely = relation(sources.lonely)
+    other_keys = exp.select(*cols(keys)).from_(relation(entries_name))
+    shared_keys = (
+        exp.select(*cols(keys))
+        .from_(lonely.copy())
+        .join(exp.paren(other_keys.copy(), copy=False), using=using(keys), join_type="semi")
+    )
+    counted = exp.union(other_keys, shared_keys, distinct=False)
+    crowded: exp.Query = (
+        exp.select(*cols(keys))
+        .from_(exp.paren(counted, copy=False))
+        .group_by(*cols(keys))
+        .having(exp.GT(this=exp.Count(this=exp.Star()), expression=number(1)))
+    )
+    if sources.repeated_keys is not None:
+        repeated = exp.select(*cols(keys)).from_(relation(sources.repeated_keys))
+        crowded = exp.union(crowded, repeated, distinct=False)
+    ctes.append((CROWDED, crowded))
+
+    def split(source: str, join_type: str) -> exp.Select:
+        return (
+            exp.select("*")
+            .from_(relation(source))
+            .join(relation(CROWDED), using=using(keys), join_type=join_type)
+        )
+
+    singles = exp.union(
+        exp.select(*cols(shown))
+        .from_(exp.paren(split(entries_name, "anti"), copy=False))
+        .where(is_insertion()),
+        exp.select(*cols(shown)).from_(exp.paren(split(sources.lonely, "anti"), copy=False)),
+        distinct=False,
+    )
+    both = exp.union(split(entries_name, "semi"), split(sources.lonely, "semi"), distinct=False)
+    ctes.append((CROWDED_ENTRIES, both))
+    crowded_entries = deduplicated(spec, CROWDED_ENTRIES, ctes)
+    live = live_entries(list(spec.value_columns), _floats(spec), dialect).from_(
+        relation(crowded_entries)
+    )
+    return exp.union(singles, _latest_of_live(spec, live, system_columns, ctes), distinct=False)
+
+
+def _latest_of_live(
+    spec: TableSpec, live: exp.Select, system_columns: bool, ctes: list[tuple[str, exp.Query]]
+) -> exp.Select:
+    """The latest live row of each key from ``live`` (made by :func:`live_entries`), with the
+    system columns of its insertion when asked."""
+    values = list(spec.value_columns)
+    shown = shown_columns(spec, system_columns)
     extra: list[exp.Expr] = []
     if system_columns:
         shift = number(ORDER_SHIFT)
@@ -146,9 +220,8 @@ def _live_rows(
             alias(exp.cast(exp.Mod(this=col(ORDER), expression=shift.copy()), "INT"), TRX_SEQ),
         ]
     picked = shown[: len(values)] if system_columns else shown
-    latest = latest_live_rows(relation(LIVE), keys, picked, _floats(spec), extra)
     ctes.append((LIVE, live))
-    return exp.union(singles, latest, distinct=False)
+    return latest_live_rows(relation(LIVE), list(spec.key_columns), picked, _floats(spec), extra)
 
 
 def _floats(spec: TableSpec) -> list[str]:
