@@ -23,7 +23,8 @@ a merged copy of the table (the copy and the merge are not timed). Note that the
 cut and encoded like the files an insert writes, while a merge writes one file per writer thread
 and samples more rows to choose dictionary columns, so the merged ledger can read faster than
 the clean table (a ratio below 1). ``view_speed_breakdown`` times parts of the unmerged visible
-query once: information only. ``LEDGER_BENCH_VIEW_ENTRIES`` shrinks the table (a full run takes about 2 minutes).
+query once: information only. ``LEDGER_BENCH_VIEW_ENTRIES`` shrinks the table (a full run
+takes about 2 minutes).
 
 Small tables (``view_speed_small_100k``, ``view_speed_small_5k``: 100k and 5k entries built the
 same way) measure what a dashboard sees: the fixed cost of a call. There every view call reuses
