@@ -6,6 +6,7 @@ Local files are scanned by DuckDB's own Parquet reader; files on S3 through a py
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import duckdb
@@ -39,16 +40,7 @@ def scan_files(
         relation = con.read_parquet(
             [p for p in local if p is not None], union_by_name=True, hive_partitioning=False
         )
-        present = set(relation.columns)
-        projection = ", ".join(
-            (
-                f"CAST({ident(f.name)} AS {arrow_to_sql(f.type)}) AS {ident(f.name)}"
-                if f.name in present
-                else f"CAST(NULL AS {arrow_to_sql(f.type)}) AS {ident(f.name)}"
-            )
-            for f in schema
-        )
-        return relation.project(projection)
+        return relation.project(_projection(schema, frozenset(relation.columns)))
     dataset = pads.dataset(
         [store.fs_path(k) for k in keys],
         schema=schema,
@@ -56,3 +48,17 @@ def scan_files(
         filesystem=store.filesystem,
     )
     return con.from_arrow(dataset)
+
+
+@functools.lru_cache(maxsize=256)
+def _projection(schema: pa.Schema, present: frozenset[str]) -> str:
+    """Every column of ``schema`` in its type, NULL where the files lack it: rendered once per
+    schema and set of columns found (views on small tables are called again and again)."""
+    return ", ".join(
+        (
+            f"CAST({ident(f.name)} AS {arrow_to_sql(f.type)}) AS {ident(f.name)}"
+            if f.name in present
+            else f"CAST(NULL AS {arrow_to_sql(f.type)}) AS {ident(f.name)}"
+        )
+        for f in schema
+    )

@@ -101,9 +101,9 @@ class ReadSessions:
             return self._database
 
 
-_SESSIONS: weakref.WeakKeyDictionary[Store, ReadSessions] = (
-    weakref.WeakKeyDictionary()
-)  # by identity
+# Keyed by the store object itself (stores compare by identity): a warehouse's tables share
+# its store; a store no longer used takes its database with it.
+_SESSIONS: weakref.WeakKeyDictionary[Store, ReadSessions] = weakref.WeakKeyDictionary()
 _SESSIONS_LOCK = threading.Lock()
 
 
