@@ -21,12 +21,13 @@ import pyarrow as pa
 
 import ledger
 import views
+from ledger.rollup import Rollup
 
 ENGINES = ("duckdb", "spark")
 
 Target = ledger.Table | ledger.Transaction
 # What the views read: a table, a rollup (read as its own table) or a snapshot.
-Readable = ledger.Table | ledger.Rollup | ledger.Snapshot
+Readable = ledger.Table | Rollup | ledger.Snapshot
 
 
 class Engine:
@@ -50,7 +51,7 @@ class Engine:
 
     def changes(
         self,
-        table: ledger.Table | ledger.Rollup,
+        table: ledger.Table | Rollup,
         since: int,
         until: int | None = None,
         **options: Any,
@@ -85,7 +86,7 @@ class DuckDBEngine(Engine):
 
     def changes(
         self,
-        table: ledger.Table | ledger.Rollup,
+        table: ledger.Table | Rollup,
         since: int,
         until: int | None = None,
         **options: Any,
@@ -136,7 +137,7 @@ class SparkEngine(Engine):
 
     def changes(
         self,
-        table: ledger.Table | ledger.Rollup,
+        table: ledger.Table | Rollup,
         since: int,
         until: int | None = None,
         **options: Any,
