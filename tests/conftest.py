@@ -51,7 +51,9 @@ RUN_ALONE = {
 @pytest.hookimpl(tryfirst=True)  # before -m selects on the mark added here
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if item.path.name in RUN_ALONE:
+        # Their Spark cases race no timeout, and a Spark session of its own would cost the
+        # alone run a JVM start: they run beside the others.
+        if item.path.name in RUN_ALONE and item.get_closest_marker("spark") is None:
             item.add_marker(pytest.mark.alone)
 
 

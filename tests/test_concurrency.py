@@ -41,7 +41,11 @@ import ledger.transaction
 import ledger.writer
 from ledger.errors import StaleVersionError
 from tests.conftest import Location
+from tests.support.arrow_data import rows
+from tests.support.engines import Engine
+from tests.support.engines import sorted_rows as norm
 from tests.support.ledger_reads import policy_answer, visible_rows
+from tests.support.twins import footprint, raw, twins, visible
 from tests.support.workers import (
     BARRIER_TIMEOUT_S,
     COUNTER_KEY,
@@ -549,3 +553,49 @@ def test_two_appends_at_the_same_instant_whose_first_attempts_collide_both_survi
     stamps = [h.timestamp for h in history]
     assert stamps == sorted(set(stamps))  # strictly increasing although the clock stood still
     assert {h.trx_id for h in history[2:]} == {r.trx_id for r in results.values()}
+
+
+# --- read-modify-write on each engine against commits made meanwhile ----------------------------
+
+
+@pytest.mark.engines
+def test_a_read_modify_write_on_each_engine_conflicts_with_a_commit_since(
+    engine: Engine, tmp_path: Any
+) -> None:
+    """An update through the engine inside a transaction loses to an embedded commit of its key
+    and leaves no file behind; an embedded transaction that read a key loses to the engine's
+    commit of it. Nothing is cancelled twice."""
+    (table, _) = twins(tmp_path, primary_key="k")
+    table.insert(rows("k g x", (1, "a", 1), (2, "a", 2)))
+    tx = table.transaction()
+    engine.write(tx, "update", rows("k x", (1, 100)))
+    table.update([{"k": 1, "x": 200}])  # commits first
+    with pytest.raises(ledger.ConflictError):
+        tx.commit()
+    version, files = footprint(table)
+    assert version == 2, "the losing transaction committed"
+    alive = {table.prefix + m.path for m in table.snapshot().markers()}
+    assert files == alive, "the losing transaction left its data files behind"
+    assert visible(table) == norm([(1, "a", 200, None), (2, "a", 2, None)])
+
+    rival = table.transaction()
+    assert rival.lookup([2]).num_rows == 1
+    engine.write(table, "update", rows("k x", (2, 20)))
+    rival.update([{"k": 2, "x": 21}])
+    with pytest.raises(ledger.ConflictError):
+        rival.commit()
+    assert visible(table) == norm([(1, "a", 200, None), (2, "a", 20, None)])
+    assert sum(r["dml_type"] for r in raw(table)) == 2
+
+
+@pytest.mark.engines
+def test_blind_inserts_on_each_engine_never_conflict(engine: Engine, tmp_path: Any) -> None:
+    (table, _) = twins(tmp_path, primary_key="k")
+    table.insert(rows("k x", (1, 1)))
+    tx = table.transaction()
+    engine.write(tx, "insert", rows("k x", (1, 10), (2, 20)))
+    table.update([{"k": 1, "x": 2}])
+    table.delete([1])
+    info = tx.commit()
+    assert info.version == table.refresh().version and info.inserted == 2
+    assert visible(table) == norm([(1, None, 10, None), (2, None, 20, None)])

@@ -8,7 +8,8 @@
 - Files one engine writes are read, updated and read back by the other (every column type,
   partitions, schema evolution, the Spark and pyarrow readers, S3).
 - A merge by one engine while the other appends: every appended row is visible exactly once and
-  totals equal the oracle's. Read-modify-write transactions conflict across engines.
+  totals equal the oracle's. A Spark read-modify-write on a table is retried on conflict
+  (conflicts with commits made meanwhile, on each engine, are in test_concurrency.py).
 - ``ledger.spark`` called from a thread (no active session there) leaves the session's settings.
 
 Spark jobs cost about a second each on two cores, so the data is tiny and examples few.
@@ -564,36 +565,8 @@ def test_spark_calls_from_a_thread_leave_the_session_settings_alone(
 
 
 # --- 4. read-modify-write across engines (the same answer to the same write on every engine is
-# test_conversion.py's test_a_write_gets_the_same_answer_on_every_engine) ------------------------
-
-
-def test_read_modify_write_conflicts_across_engines(spark: Any, tmp_path: Any) -> None:
-    """A transaction that read a key conflicts with a commit of the other engine that wrote it
-    since, whichever engine each side runs on; nothing is cancelled twice."""
-    table = ledger.connect(str(tmp_path)).create_table("t", PLAIN, primary_key="k")
-    table.insert([{"k": 1, "v": 0, "who": "seed"}, {"k": 2, "v": 0, "who": "seed"}])
-
-    # Embedded reader, Spark writer in between.
-    with pytest.raises(ledger.ConflictError), table.transaction() as tx:
-        assert tx.lookup([1]).num_rows == 1
-        ls.upsert(table, spark.createDataFrame([(1, 1, "spark")], "k bigint, v bigint, who string"))
-        tx.update([{"k": 1, "v": 2, "who": "embedded"}])
-
-    # Spark reader (its upsert inside a transaction), embedded writer in between.
-    tx = table.transaction()
-    ls.upsert(tx, spark.createDataFrame([(2, 3, "spark")], "k bigint, v bigint, who string"))
-    table.upsert([{"k": 2, "v": 4, "who": "embedded"}])
-    with pytest.raises(ledger.ConflictError):
-        tx.commit()
-
-    # A blind Spark append of another key never conflicts with them.
-    tx = table.transaction()
-    tx.update([{"k": 1, "v": 5, "who": "embedded"}])
-    ls.insert(table, spark.createDataFrame([(3, 6, "spark")], "k bigint, v bigint, who string"))
-    tx.commit()
-
-    assert _visible(table) == [(1, 5, "embedded"), (2, 4, "embedded"), (3, 6, "spark")]
-    assert all(n == 1 for n in value_sign_sums(table).values())
+# test_conversion.py's test_a_write_gets_the_same_answer_on_every_engine; conflicts with commits
+# made meanwhile, on each engine, are test_concurrency.py's) ------------------------------------
 
 
 @pytest.mark.parametrize("retries", [0, 1])

@@ -6,18 +6,18 @@ DuckDB engine does on a twin (or on the same table), through answers that never 
 
 What every engine does alike runs on Spark through the ``engine`` fixture in the behaviour
 suites (tests/support/engines.py): writes and their entry order in test_writes.py, bad input in
-test_bad_input.py, conversions in test_conversion.py. This file keeps what is Spark's own:
+test_bad_input.py, conversions in test_conversion.py, the views (visible rows, totals, history,
+the change feed) in test_views.py, merges in test_merge_invariance.py, read-modify-write against
+commits made meanwhile in test_concurrency.py. This file keeps what is Spark's own:
 
 1. DataFrames made from Arrow or pandas, and one transaction mixing Spark and embedded writes.
 2. What only ``ledger.spark`` refuses: inputs that are not DataFrames, misplaced arguments.
-3. Commits and conflicts between Spark and embedded writers.
-4. Reads: Spark's Parquet reader and pyarrow-on-executors equal ``scan()``; schema evolution;
+3. Reads: Spark's Parquet reader and pyarrow-on-executors equal ``scan()``; schema evolution;
    time travel.
-5. S3 (moto) through the pyarrow fallback.
-6. Merges on Spark leave every view unchanged, also with partitions cut into several key ranges;
-   each engine reads the files the other's merge wrote.
-7. Rollup refresh and rebuild on Spark equal the embedded refresh of a twin rollup.
-8. ``ledger.spark.visible/totals/register`` equal the embedded views.
+4. S3 (moto) through the pyarrow fallback.
+5. Each engine reads and merges the files the other's merge wrote.
+6. Rollup refresh and rebuild on Spark equal the embedded refresh of a twin rollup.
+7. ``ledger.spark.register`` (temporary views) and the session's Arrow batch size.
 
 Spark jobs cost 0.2-1 s each on two cores, so DataFrames are tiny, tables are built with the
 embedded engine where the Spark path is not what a test is about, and each test checks a lot.
@@ -37,15 +37,14 @@ import ledger.spark as ls
 import views
 from ledger.engines.spark import s3a
 from ledger.errors import (
-    ConflictError,
     InvalidArgumentError,
     KeyNotFoundError,
     StorageError,
 )
-from ledger.schema import ROW_ID
 from tests.support.arrow_data import rows
 from tests.support.engines import SparkEngine
 from tests.support.engines import sorted_rows as norm
+from tests.support.policy_tables import policy_table
 from tests.support.s3server import BUCKET, S3Endpoint
 from tests.support.twins import (
     SCHEMA,
@@ -182,52 +181,7 @@ def test_writes_to_something_else_than_a_table_are_refused(spark: Any) -> None:
 
 
 # =============================================================================================
-# 3. Commits, conflicts and idempotency
-# =============================================================================================
-
-
-def test_spark_update_racing_an_embedded_update_conflicts(spark: Any, tmp_path: Any) -> None:
-    (table, _) = twins(tmp_path, primary_key="k")
-    table.insert(rows("k g x", (1, "a", 1), (2, "a", 2)))
-    tx = table.transaction()
-    ls.update(tx, frame(spark, rows("k x", (1, 100))))
-    pending = footprint(table)[1]
-    table.update([{"k": 1, "x": 200}])  # commits first
-    with pytest.raises(ConflictError):
-        tx.commit()
-    version, files = footprint(table)
-    assert version == 2, "the losing Spark transaction committed"
-    alive = {table.prefix + m.path for m in table.snapshot().markers()}
-    assert len(pending) >= 2, "the Spark update should have written its files before the commit"
-    assert files == alive, "the losing Spark transaction left its data files behind"
-    assert visible(table) == norm([(1, "a", 200, None), (2, "a", 2, None)])
-
-    # The other way round: the Spark write commits first, an embedded transaction that read
-    # the key loses.
-    rival = table.transaction()
-    assert rival.lookup([2]).num_rows == 1
-    ls.update(table, frame(spark, rows("k x", (2, 20))))
-    rival.update([{"k": 2, "x": 21}])
-    with pytest.raises(ConflictError):
-        rival.commit()
-    assert visible(table) == norm([(1, "a", 200, None), (2, "a", 20, None)])
-    assert sum(r["dml_type"] for r in raw(table)) == 2
-
-
-def test_blind_spark_inserts_never_conflict(spark: Any, tmp_path: Any) -> None:
-    (table, _) = twins(tmp_path, primary_key="k")
-    table.insert(rows("k x", (1, 1)))
-    tx = table.transaction()
-    ls.insert(tx, frame(spark, rows("k x", (1, 10), (2, 20))))
-    table.update([{"k": 1, "x": 2}])
-    table.delete([1])
-    info = tx.commit()
-    assert info.version == table.refresh().version and info.inserted == 2
-    assert visible(table) == norm([(1, None, 10, None), (2, None, 20, None)])
-
-
-# =============================================================================================
-# 4. Reads
+# 3. Reads
 # =============================================================================================
 
 LEDGER_COLUMNS = [*SCHEMA, "trx_id", "trx_seq", "dml_type"]
@@ -295,7 +249,7 @@ def test_time_travel_by_version_and_timestamp(spark: Any, tmp_path: Any) -> None
 
 
 # =============================================================================================
-# 5. S3 through the pyarrow fallback
+# 4. S3 through the pyarrow fallback
 # =============================================================================================
 
 
@@ -317,53 +271,8 @@ def test_spark_writes_and_reads_on_s3(spark: Any, s3_endpoint: S3Endpoint) -> No
 
 
 # =============================================================================================
-# 6. Merges on Spark
+# 5. Files one engine's merge wrote, read and merged by the other
 # =============================================================================================
-
-POLICY_SCHEMA = {"k": "BIGINT", "g": "VARCHAR", "v": "BIGINT", "n": "BIGINT", "d": "DECIMAL(10,2)"}
-AGGREGATE_SCHEMA = {"k": "BIGINT", "v": "BIGINT", "n": "BIGINT", "d": "DECIMAL(10,2)"}
-POLICY_TABLES = ["collapsing", "collapsing-no-key", "replacing", "dedup", "aggregating"]
-
-
-def policy_table(wh: ledger.Warehouse, kind: str) -> ledger.Table:
-    """A table of ``kind`` with several files per bucket(2, k) partition, written embedded."""
-    if kind == "aggregating":
-        table = wh.create_table(
-            kind,
-            AGGREGATE_SCHEMA,
-            primary_key="k",
-            partition_by="bucket(2, k)",
-            policy={"name": "aggregating", "measures": {"v": "sum", "n": "count", "d": "sum"}},
-        )
-        table.insert(rows("k v n d", *[(k % 5, k, 1, dec(f"{k}.25")) for k in range(8)]))
-        table.insert(rows("k v n d", *[(k % 3, -k, 1, None) for k in range(6)]))
-        # A correction: retract a row inserted before and book its replacement.
-        table.append_entries(
-            rows("k v n d dml_type", (1, 1, 1, dec("1.25"), -1), (1, 7, 1, None, 1))
-        )
-        return table
-    options: dict[str, Any] = {"primary_key": "k", "partition_by": "bucket(2, k)"}
-    if kind == "collapsing-no-key":
-        options = {"primary_key": None, "partition_by": "bucket(2, v)"}
-    elif kind == "replacing":
-        options["policy"] = {"name": "replacing", "version_column": "v"}
-    elif kind == "dedup":
-        options["policy"] = {"name": "dedup", "dedup_key": ["v"]}
-    table = wh.create_table(kind, POLICY_SCHEMA, **options)
-    events = [(k % 6, "ab"[k % 2], k, 1, dec(f"{k}.50")) for k in range(9)]
-    table.insert(rows("k g v n d", *events[:6]))
-    table.insert(rows("k g v n d", *events[3:]))  # events 3-5 loaded twice
-    if kind == "collapsing-no-key":
-        ids = sorted(r[ROW_ID] for r in raw(table) if r["dml_type"] == 1)
-        table.update(rows(f"{ROW_ID} n", (ids[0], 5), (ids[4], 6)))
-        table.delete(rows(ROW_ID, (ids[1],)))
-        table.insert(rows("g v n", ("c", 20, 2)))
-        return table
-    table.upsert(rows("k g v n", (1, "c", 20, 2), (7, "c", 21, 3)))
-    table.update(rows("k d", (2, dec("-2.00"))))
-    table.delete([3])
-    table.insert(rows("k g v n d", *events[:2]))
-    return table
 
 
 def policy_views(table: ledger.Table, kind: str) -> dict[str, Any]:
@@ -372,21 +281,6 @@ def policy_views(table: ledger.Table, kind: str) -> dict[str, Any]:
         answer["totals"] = totals(table, by="g", sum=["n", "d"], avg="d")
         answer["all"] = totals(table, sum=["v", "n", "d"])
     return answer
-
-
-@pytest.mark.parametrize("kind", POLICY_TABLES)
-def test_spark_merge_leaves_every_view_unchanged(spark: Any, tmp_path: Any, kind: str) -> None:
-    table = policy_table(ledger.connect(str(tmp_path / "wh")), kind)
-    before = policy_views(table, kind)
-    version = table.version
-    entries = len(raw(table))
-    result = ls.merge(table, min_files=1, rows_per_task=2)
-    assert result.version == table.refresh().version and result.merged
-    # Two rows per task: a partition's keys are spread over several ranges, each its own file.
-    assert max(m.files_out for m in result.merged) >= 2, result
-    assert policy_views(table, kind) == before
-    assert len(raw(table)) <= entries
-    assert policy_views(table.snapshot(version), kind) == before  # time travel
 
 
 def test_each_engine_reads_the_files_the_others_merge_wrote(spark: Any, tmp_path: Any) -> None:
@@ -404,7 +298,7 @@ def test_each_engine_reads_the_files_the_others_merge_wrote(spark: Any, tmp_path
 
 
 # =============================================================================================
-# 7. Rollups
+# 6. Rollups
 # =============================================================================================
 
 ROLLUP_SCHEMA = {"k": "BIGINT", "g": "VARCHAR", "p": "BIGINT", "x": "BIGINT", "d": "DECIMAL(10,2)"}
@@ -469,102 +363,8 @@ def test_spark_refresh_and_rebuild_equal_the_embedded_refresh(spark: Any, tmp_pa
 
 
 # =============================================================================================
-# 8. Views as DataFrames, and the temp-view catalog
+# 7. The temp-view catalog, and the session's settings
 # =============================================================================================
-
-
-@pytest.mark.parametrize("kind", POLICY_TABLES)
-def test_spark_views_equal_the_embedded_views(spark: Any, tmp_path: Any, kind: str) -> None:
-    table = policy_table(ledger.connect(str(tmp_path / "wh")), kind)
-    # Merge one partition fully so that the embedded views also read "isolated" files.
-    table.merge(partitions={"k_bucket": "1"} if kind != "collapsing-no-key" else None, min_files=1)
-    system = kind == "collapsing-no-key"
-    shown = ls.visible(table, system_columns=system)
-    assert shown.columns == views.visible(table, system_columns=system).columns
-    assert collected(shown) == visible(table, system_columns=system)
-    if kind == "aggregating":
-        return
-    request = {"by": "g", "sum": ["n", "d"], "avg": "d", "where": "n > 1 OR d IS NULL"}
-    summed = ls.totals(table, **request)
-    assert summed.columns == views.totals(table, **request).columns
-    assert collected(summed) == totals(table, **request)
-
-
-@pytest.mark.parametrize("kind", ["collapsing", "collapsing-no-key", "replacing"])
-def test_spark_change_feed_equals_the_embedded_one(spark: Any, tmp_path: Any, kind: str) -> None:
-    """``ls.changes`` gives the rows of ``views.changes`` for every starting version: written
-    entries with their commit, a merge adding nothing, a dropped partition's rows as deletes."""
-    table = policy_table(ledger.connect(str(tmp_path / "wh")), kind)
-    table.merge(min_files=1)
-    keyed = kind != "collapsing-no-key"
-    table.drop_partitions({"k_bucket" if keyed else "v_bucket": "0"})
-    table.insert(
-        rows("k g v n d", (40, "z", 40, 1, dec("4.00"))) if keyed else rows("g v n", ("z", 40, 1))
-    )
-    latest = table.version
-    for since in range(0, latest + 1):
-        want = norm(views.changes(table, since_version=since).fetchall())
-        got = ls.changes(table, since)
-        assert got.columns == views.changes(table, since_version=since).columns
-        assert collected(got) == want, since
-    middle = latest // 2
-    want = norm(views.changes(table, 1, middle).fetchall())
-    assert collected(ls.changes(table, 1, middle, reader="pyarrow")) == want
-    with pytest.raises(InvalidArgumentError):
-        ls.changes(table.snapshot(), 0)  # type: ignore[arg-type]
-    with pytest.raises(InvalidArgumentError):
-        ls.changes(table, latest + 1)
-
-
-def test_spark_totals_of_non_finite_doubles_equal_the_embedded_ones(
-    spark: Any, tmp_path: Any
-) -> None:
-    """A corrected NaN no longer counts; a visible infinity does (the Spark dialect of the same
-    SQL, where NaN and infinities are classified without isnan())."""
-    table = ledger.connect(str(tmp_path / "wh")).create_table(
-        "t", {"k": "BIGINT", "g": "VARCHAR", "x": "DOUBLE"}, primary_key="k"
-    )
-    table.insert(
-        [
-            {"k": 1, "g": "a", "x": float("nan")},
-            {"k": 2, "g": "a", "x": 1.0},
-            {"k": 3, "g": "a", "x": 5.0},
-            {"k": 4, "g": "b", "x": float("inf")},
-            {"k": 5, "g": "b", "x": 2.0},
-        ]
-    )
-    table.update([{"k": 1, "x": 2.0}])
-    request = {"by": "g", "sum": "x", "avg": "x"}
-    want = totals(table, **request)
-    assert want == norm([("a", 3, 8.0, 8.0 / 3), ("b", 2, float("inf"), float("inf"))])
-    assert collected(ls.totals(table, **request)) == want
-
-
-@pytest.mark.parametrize("kind", ["collapsing", "collapsing-no-key", "replacing"])
-def test_spark_history_equals_the_embedded_one(spark: Any, tmp_path: Any, kind: str) -> None:
-    """``ls.history`` lists a key's entries with their commits as ``views.history`` does: one
-    key, a list of keys, an older version, a snapshot, and through either reader."""
-    table = policy_table(ledger.connect(str(tmp_path / "wh")), kind)
-    if kind == "collapsing-no-key":
-        ids = sorted({r[ROW_ID] for r in raw(table)})
-        keys: list[Any] = [ids[0], [ids[0], ids[4]], (ids[1],)]
-    else:
-        keys = [1, [1, 2, 3], (5,), {"k": 2}]
-    old = table.version - 2
-    for key in keys:
-        want = norm(views.history(table, key).fetchall())
-        assert want, key
-        got = ls.history(table, key)
-        assert got.columns == views.history(table, key).columns
-        assert collected(got) == want, key
-        assert collected(ls.history(table, key, version=old, reader="pyarrow")) == norm(
-            views.history(table, key, version=old).fetchall()
-        )
-    assert collected(ls.history(table.snapshot(), keys[0])) == norm(
-        views.history(table, keys[0]).fetchall()
-    )
-    with pytest.raises(InvalidArgumentError):
-        ls.history(table, keys[0], reader="hadoop")
 
 
 def test_register_creates_a_visible_and_a_ledger_view_per_table(spark: Any, tmp_path: Any) -> None:

@@ -44,8 +44,13 @@ from ledger.reads.files import split_isolated
 from ledger.schema import ROW_ID
 from ledger.sql import ident
 from tests.conftest import examples
+from tests.support.arrow_data import rows as arrow_rows
+from tests.support.engines import Engine
+from tests.support.engines import sorted_rows as engine_rows
 from tests.support.ledger_reads import policy_answer, sign_sums
+from tests.support.ledger_reads import raw_entries as raw
 from tests.support.maintenance import POLICIES
+from tests.support.policy_tables import POLICY_TABLES, policy_table
 from tests.support.view_oracle import InPlaceTable, assert_same_rows, plain_totals
 
 SCHEMA = {"k": "BIGINT", "x": "DOUBLE", "d": "DECIMAL(18,2)", "s": "VARCHAR", "n": "BIGINT"}
@@ -1336,3 +1341,141 @@ def test_change_feed_of_a_table_without_a_key(scratch: ledger.Warehouse) -> None
         (10, ids[0], "update_postimage"),
         (2, ids[1], "delete"),
     ]
+
+
+# --- 11. the views on each engine -----------------------------------------------------------------
+#
+# The `engine` fixture (tests/support/engines.py): DuckDB through ``views.*``, Spark through
+# ``ledger.spark.*``. The engine's answer is compared with literal rows, or with the embedded
+# views on the same snapshot (which the oracles above check).
+
+
+def _spark_only(engine: Engine, **options: Any) -> dict[str, Any]:
+    """Options only Spark's reads take (``reader``), left out on DuckDB."""
+    return options if engine.name == "spark" else {}
+
+
+@pytest.mark.engines
+@pytest.mark.parametrize("kind", POLICY_TABLES)
+def test_each_engine_answers_the_visible_rows_and_totals_of_every_policy(
+    engine: Engine, tmp_path: Any, kind: str
+) -> None:
+    table = policy_table(ledger.connect(str(tmp_path / "wh")), kind)
+    # Merge one partition fully so that the views also read "isolated" files.
+    table.merge(partitions={"k_bucket": "1"} if kind != "collapsing-no-key" else None, min_files=1)
+    system = kind == "collapsing-no-key"
+    shown = engine.visible(table, system_columns=system)
+    assert shown.column_names == views.visible(table, system_columns=system).columns
+    assert engine_rows(shown) == engine_rows(views.visible(table, system_columns=system).fetchall())
+    if kind == "aggregating":
+        return
+    request = {"by": "g", "sum": ["n", "d"], "avg": "d", "where": "n > 1 OR d IS NULL"}
+    summed = engine.totals(table, **request)
+    assert summed.column_names == views.totals(table, **request).columns
+    assert engine_rows(summed) == engine_rows(views.totals(table, **request).fetchall())
+
+
+@pytest.mark.engines
+@pytest.mark.parametrize("kind", ["collapsing", "collapsing-no-key", "replacing"])
+def test_each_engine_gives_the_change_feed(engine: Engine, tmp_path: Any, kind: str) -> None:
+    """The change feed for every starting version: written entries with their commit, a merge
+    adding nothing, a dropped partition's rows as deletes."""
+    table = policy_table(ledger.connect(str(tmp_path / "wh")), kind)
+    table.merge(min_files=1)
+    keyed = kind != "collapsing-no-key"
+    table.drop_partitions({"k_bucket" if keyed else "v_bucket": "0"})
+    table.insert(
+        arrow_rows("k g v n d", (40, "z", 40, 1, Decimal("4.00")))
+        if keyed
+        else arrow_rows("g v n", ("z", 40, 1))
+    )
+    latest = table.version
+    for since in range(0, latest + 1):
+        want = views.changes(table, since_version=since)
+        got = engine.changes(table, since)
+        assert got.column_names == want.columns
+        assert engine_rows(got) == engine_rows(want.fetchall()), since
+    middle = latest // 2
+    want_rows = engine_rows(views.changes(table, 1, middle).fetchall())
+    got = engine.changes(table, 1, middle, **_spark_only(engine, reader="pyarrow"))
+    assert engine_rows(got) == want_rows
+    with pytest.raises(ledger.InvalidArgumentError):
+        engine.changes(table.snapshot(), 0)  # type: ignore[arg-type]
+    with pytest.raises(ledger.InvalidArgumentError):
+        engine.changes(table, latest + 1)
+
+
+@pytest.mark.engines
+@pytest.mark.parametrize("kind", ["collapsing", "collapsing-no-key", "replacing"])
+def test_each_engine_lists_a_keys_history(engine: Engine, tmp_path: Any, kind: str) -> None:
+    """A key's entries with their commits: one key, a list of keys, an older version, a
+    snapshot."""
+    table = policy_table(ledger.connect(str(tmp_path / "wh")), kind)
+    if kind == "collapsing-no-key":
+        ids = sorted({r[ROW_ID] for r in raw(table)})
+        keys: list[Any] = [ids[0], [ids[0], ids[4]], (ids[1],)]
+    else:
+        keys = [1, [1, 2, 3], (5,), {"k": 2}]
+    old = table.version - 2
+    for key in keys:
+        want = views.history(table, key)
+        assert want.fetchall(), key
+        got = engine.history(table, key)
+        assert got.column_names == want.columns
+        assert engine_rows(got) == engine_rows(want.fetchall()), key
+        older = engine.history(table, key, version=old, **_spark_only(engine, reader="pyarrow"))
+        assert engine_rows(older) == engine_rows(views.history(table, key, version=old).fetchall())
+    assert engine_rows(engine.history(table.snapshot(), keys[0])) == engine_rows(
+        views.history(table, keys[0]).fetchall()
+    )
+
+
+@pytest.mark.engines
+def test_each_engine_totals_non_finite_doubles_as_sql_does(engine: Engine, tmp_path: Any) -> None:
+    """A corrected NaN no longer counts; a visible infinity does (in Spark's dialect NaN and
+    infinities are classified without isnan())."""
+    table = ledger.connect(str(tmp_path / "wh")).create_table(
+        "t", {"k": "BIGINT", "g": "VARCHAR", "x": "DOUBLE"}, primary_key="k"
+    )
+    table.insert(
+        [
+            {"k": 1, "g": "a", "x": float("nan")},
+            {"k": 2, "g": "a", "x": 1.0},
+            {"k": 3, "g": "a", "x": 5.0},
+            {"k": 4, "g": "b", "x": float("inf")},
+            {"k": 5, "g": "b", "x": 2.0},
+        ]
+    )
+    table.update([{"k": 1, "x": 2.0}])
+    got = engine.totals(table, by="g", sum="x", avg="x")
+    assert engine_rows(got) == engine_rows(
+        [("a", 3, 8.0, 8.0 / 3), ("b", 2, float("inf"), float("inf"))]
+    )
+
+
+@pytest.mark.engines
+def test_each_engine_reads_a_rollup_as_its_own_table(engine: Engine, tmp_path: Any) -> None:
+    """A rollup is read as its own (aggregating) table; a change feed starting past the latest
+    version is refused in terms of ``since_version``."""
+    warehouse = ledger.connect(str(tmp_path / "wh"))
+    events = warehouse.create_table(
+        "events", {"id": "BIGINT", "user": "VARCHAR", "amount": "DECIMAL(9,2)"}, "id"
+    )
+    events.insert(
+        [
+            {"id": 1, "user": "a", "amount": Decimal("0.10")},
+            {"id": 2, "user": "a", "amount": Decimal("0.20")},
+            {"id": 3, "user": "b", "amount": Decimal("1.05")},
+        ]
+    )
+    rollup = events.create_rollup("per_user", by="user", measures={"total": "sum(amount)"})
+    events.delete([3])
+    rollup.refresh()
+    shown = engine.visible(rollup).select(["user", "total"])
+    assert engine_rows(shown) == engine_rows([("a", Decimal("0.30"))])
+    since = rollup.table.version - 1
+    changed = engine.changes(rollup, since)
+    assert changed.num_rows > 0
+    assert changed.num_rows == views.changes(rollup, since_version=since).to_arrow_table().num_rows
+    with pytest.raises(ledger.InvalidArgumentError, match="since_version"):
+        engine.changes(rollup, rollup.table.version + 1)

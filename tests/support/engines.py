@@ -21,10 +21,13 @@ import pyarrow as pa
 
 import ledger
 import views
+from ledger.rollup import Rollup
 
 ENGINES = ("duckdb", "spark")
 
 Target = ledger.Table | ledger.Transaction
+# What the views read: a table, a rollup (read as its own table) or a snapshot.
+Readable = ledger.Table | Rollup | ledger.Snapshot
 
 
 class Engine:
@@ -37,13 +40,27 @@ class Engine:
         (a list of dicts, an Arrow table or a pandas DataFrame) on a table or transaction."""
         raise NotImplementedError
 
-    def visible(self, table: ledger.Table | ledger.Snapshot, **options: Any) -> pa.Table:
+    def visible(self, table: Readable, **options: Any) -> pa.Table:
         raise NotImplementedError
 
-    def totals(self, table: ledger.Table | ledger.Snapshot, **options: Any) -> pa.Table:
+    def totals(self, table: Readable, **options: Any) -> pa.Table:
+        raise NotImplementedError
+
+    def history(self, table: Readable, key: Any, **options: Any) -> pa.Table:
+        raise NotImplementedError
+
+    def changes(
+        self,
+        table: ledger.Table | Rollup,
+        since: int,
+        until: int | None = None,
+        **options: Any,
+    ) -> pa.Table:
         raise NotImplementedError
 
     def merge(self, table: ledger.Table, **options: Any) -> Any:
+        """Merge on the engine; ``rows_per_task`` (how Spark cuts a partition into key ranges,
+        each its own file) is Spark's alone and left out on DuckDB."""
         raise NotImplementedError
 
     def __repr__(self) -> str:
@@ -58,13 +75,26 @@ class DuckDBEngine(Engine):
     def write(self, target: Target, verb: str, data: Any, **options: Any) -> Any:
         return getattr(target, verb)(data, **options)
 
-    def visible(self, table: ledger.Table | ledger.Snapshot, **options: Any) -> pa.Table:
+    def visible(self, table: Readable, **options: Any) -> pa.Table:
         return views.visible(table, **options).to_arrow_table()
 
-    def totals(self, table: ledger.Table | ledger.Snapshot, **options: Any) -> pa.Table:
+    def totals(self, table: Readable, **options: Any) -> pa.Table:
         return views.totals(table, **options).to_arrow_table()
 
+    def history(self, table: Readable, key: Any, **options: Any) -> pa.Table:
+        return views.history(table, key, **options).to_arrow_table()
+
+    def changes(
+        self,
+        table: ledger.Table | Rollup,
+        since: int,
+        until: int | None = None,
+        **options: Any,
+    ) -> pa.Table:
+        return views.changes(table, since, until, **options).to_arrow_table()
+
     def merge(self, table: ledger.Table, **options: Any) -> Any:
+        options.pop("rows_per_task", None)
         return table.merge(**options)
 
 
@@ -90,15 +120,31 @@ class SparkEngine(Engine):
 
         return getattr(ls, verb)(target, self.frame(data), **options)
 
-    def visible(self, table: ledger.Table | ledger.Snapshot, **options: Any) -> pa.Table:
+    def visible(self, table: Readable, **options: Any) -> pa.Table:
         import ledger.spark as ls
 
         return _collected(ls.visible(table, spark=self.session, **options))
 
-    def totals(self, table: ledger.Table | ledger.Snapshot, **options: Any) -> pa.Table:
+    def totals(self, table: Readable, **options: Any) -> pa.Table:
         import ledger.spark as ls
 
         return _collected(ls.totals(table, spark=self.session, **options))
+
+    def history(self, table: Readable, key: Any, **options: Any) -> pa.Table:
+        import ledger.spark as ls
+
+        return _collected(ls.history(table, key, spark=self.session, **options))
+
+    def changes(
+        self,
+        table: ledger.Table | Rollup,
+        since: int,
+        until: int | None = None,
+        **options: Any,
+    ) -> pa.Table:
+        import ledger.spark as ls
+
+        return _collected(ls.changes(table, since, until, spark=self.session, **options))
 
     def merge(self, table: ledger.Table, **options: Any) -> Any:
         import ledger.spark as ls
