@@ -228,7 +228,7 @@ class TableLog:
 
     def refresh(self, state: TableState) -> TableState:
         """The latest state, reading only what was committed after ``state``."""
-        if self._unchanged_since(state.version):
+        if self._lists_whole_folder() and self._unchanged_since(state.version):
             return state
         listing = self.listing(start_after=self.commit_key(state.version))
         newer = [v for v in listing.checkpoints if v > state.version]
@@ -238,6 +238,12 @@ class TableLog:
             rest = [listing.commits[v] for v in sorted(listing.commits) if v > base_version]
             return self._replay(listing.checkpoints[base_version], rest)
         return state.apply(self._read_commits(listing, state.version))
+
+    def _lists_whole_folder(self) -> bool:
+        """Whether a listing reads every name of the log folder (a local disk) rather than
+        only the names after the held version (an object store: one request, cheaper than the
+        two existence checks of :meth:`_unchanged_since`)."""
+        return self.store.local_path(self.log_prefix) is not None
 
     def _unchanged_since(self, version: int) -> bool:
         """Whether nothing was committed after ``version``, from two existence checks instead
