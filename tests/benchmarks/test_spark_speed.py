@@ -26,12 +26,11 @@ writes). The visible test likewise first reads a 20k-key table of the same shape
 engines (Spark compiles the same plans), not counted. Every timed run checks its answer (Spark:
 metrics observed on the way to the noop sink; DuckDB: the row count, plus one untimed full
 check). ``spark_append_breakdown`` (information
-only, never asserted) gives the driver's phases of the measured inserts (medians; each
-insert's phases are timed by wrapping ``conformed_columns``, ``count_partitions``, the Spark write
-job (``native_write.run_spark_write``), the markers and moves (``native_write.place_files``) and
-``Transaction.commit``), the time of ``df.count()`` and of Spark's writer after a sort by key
-(``df.sortWithinPartitions("k").write.parquet``: the floor of a write in the format's order).
-``LEDGER_BENCH_SPARK_ROWS`` and
+only, never asserted) gives the driver's phases of the measured inserts (medians; each insert's
+phases are timed by wrapping ``_conformed_columns``, ``count_partitions``, ``write_entries`` and
+``Transaction.commit``), the time of ``df.count()``, and one extra run of a timed replica of the
+write job's tasks (where the executors' time goes: waiting for rows from the JVM, building entries,
+the writer's sort and Parquet encoding). ``LEDGER_BENCH_SPARK_ROWS`` and
 ``LEDGER_BENCH_SPARK_VIEW_KEYS`` shrink the inputs. A full run takes about 5 minutes on a quiet
 2-core machine, much longer under load.
 """
@@ -58,6 +57,7 @@ import ledger
 import ledger.spark
 import ledger.transaction
 import views
+from ledger.schema import DML_TYPE
 from tests.benchmarks.timing import env_int, repeats, summary, timed
 
 ROWS = env_int("LEDGER_BENCH_SPARK_ROWS", 10_000_000)
@@ -147,18 +147,16 @@ def with_timed_calls(
 PHASES = {  # figure name -> (owner, attribute) timed inside ledger.spark.insert
     "schema_check_s": ("ledger.engines.spark.write", "conformed_columns"),
     "count_pass_s": ("ledger.engines.spark.write", "count_partitions"),
-    "write_job_s": ("ledger.engines.spark.native_write", "run_spark_write"),
-    "markers_and_moves_s": ("ledger.engines.spark.native_write", "place_files"),
+    "write_job_s": ("ledger.engines.spark.write", "write_entries"),
     "commit_s": ("ledger.transaction.Transaction", "commit"),
 }
 
 
 def _phase_targets() -> list[tuple[Any, str]]:
-    from ledger.engines.spark import native_write, write
+    from ledger.engines.spark import write
 
     owners = {
         "ledger.engines.spark.write": write,
-        "ledger.engines.spark.native_write": native_write,
         "ledger.transaction.Transaction": ledger.transaction.Transaction,
     }
     return [(owners[owner], name) for owner, name in PHASES.values()]
@@ -256,7 +254,7 @@ def test_spark_append_10m_rows(
             f"{'met' if ratio >= APPEND_TARGET else 'NOT met'})"
         )
 
-    breakdown = append_breakdown(df, plain_dir, phase_samples)
+    breakdown = append_breakdown(df, warehouse, tmp_path / "warehouse", phase_samples)
     bench_results["spark_append_breakdown"] = breakdown
     with capsys.disabled():
         print_breakdown(breakdown)
@@ -266,8 +264,14 @@ def test_spark_append_10m_rows(
 
 
 def append_breakdown(
-    df: Any, plain_dir: Path, phase_samples: dict[str, list[float]]
+    df: Any, warehouse: ledger.Warehouse, root: Path, phase_samples: dict[str, list[float]]
 ) -> dict[str, Any]:
+    from pyspark.sql import functions as F
+
+    from ledger.engines.spark import write as engine
+    from ledger.engines.spark.convert import conformed_columns
+    from ledger.sql.names import KIND
+
     # 1. The driver's phases of the measured inserts (medians).
     driver = {
         figure: round(statistics.median(values), 3)
@@ -277,37 +281,143 @@ def append_breakdown(
     driver["total_s"] = round(sum(driver.values()), 3)
     files = int(statistics.median(phase_samples["files"]))
 
-    # 2. What computing the DataFrame alone costs the JVM, and Spark's writer with the sort by
-    # key that every ledger file needs (the floor of a write in the format's order).
+    # 2. What computing the DataFrame alone costs the JVM.
     count_s, counted = timed(df.count)
     assert counted == ROWS
-    sorted_s, _ = timed(
-        lambda: df.sortWithinPartitions("k").write.mode("overwrite").parquet(str(plain_dir))
-    )
-    check_plain_write(plain_dir, ROWS)
-    shutil.rmtree(plain_dir)
+
+    # 3. The write job's tasks once more, with timers: a replica of ledger.engines.spark.write's
+    # _write_task (same chunking, entries and writer) over the same entries DataFrame the insert
+    # writes, into a scratch table that is never committed.
+    scratch = warehouse.create_table("spark_append_scratch", SCHEMA, primary_key=["k"])
+    tx = scratch.transaction()
+    try:
+        entries = conformed_columns(tx, df, require_keys=True)
+        entries = entries.withColumn(DML_TYPE, F.lit(1).cast("tinyint")).withColumn(
+            KIND, F.lit(engine.INSERTIONS)
+        )
+        job = engine.WriteJob(
+            store=scratch.store,
+            table_prefix=scratch.prefix,
+            schema=tx.schema,
+            config=tx.config,
+            trx_id=tx.trx_id,
+            first_seq={},
+            first_row={},
+            expected={},
+        )
+        tasks_wall_s, tasks = timed(
+            lambda: entries.mapInArrow(
+                profiled_write_task(job),
+                "partition int, rows long, chunks int, files int, task_s double, "
+                "waiting_for_rows_s double, make_entries_s double, writer_write_s double, "
+                "of_which_sort_s double",
+            ).collect()
+        )
+    finally:
+        tx.abort()
+        shutil.rmtree(root / "spark_append_scratch", ignore_errors=True)
+    assert sum(t["rows"] for t in tasks) == ROWS
+
+    per_task = [
+        {k: (round(v, 3) if isinstance(v, float) else v) for k, v in t.asDict().items()}
+        for t in sorted(tasks, key=lambda t: t["partition"])
+    ]
     return {
-        "note": "information only. driver_phases: medians over the measured inserts; the "
-        "other figures one run each",
+        "note": "information only. driver_phases: medians over the measured inserts; "
+        "write_tasks: one extra run of a timed replica of the write job (2 tasks at once on 2 "
+        "cores); of_which_sort_s is measured by sorting each chunk a second time, outside "
+        "task_s (the writer's own sort is inside writer_write_s)",
         "files_written": files,
         "driver_phases": driver,
         "spark_df_count_s": round(count_s, 3),
-        "sorted_plain_write_s": round(sorted_s, 3),
+        "replica_write_job_wall_s": round(tasks_wall_s, 3),
+        "write_tasks": per_task,
         "explain": {
             "schema_check_s": "column and type check on the driver (an extra Spark job only "
             "when a column needs a checked cast; none here)",
             "count_pass_s": "a first Spark job: rows per Spark partition (to number the entries "
             "before writing), NULL keys; computes the whole DataFrame once",
-            "write_job_s": "the second Spark job: computes the DataFrame again with the system "
-            "columns, sorts each partition by key and writes it with Spark's Parquet writer",
-            "markers_and_moves_s": "the driver reads each file's key columns for its marker and "
-            "moves it from the staging folder to its name",
+            "write_job_s": "the second Spark job: computes the DataFrame again, ships it to "
+            "Python workers as Arrow, builds entries, sorts by key, writes Parquet",
             "commit_s": "the log commit on the driver",
             "spark_df_count_s": "df.count(): about what computing the DataFrame costs the JVM",
-            "sorted_plain_write_s": "df.sortWithinPartitions('k').write.parquet: Spark's "
-            "writer with the sort the format requires",
+            "waiting_for_rows_s": "inside a task: blocked on the next Arrow batch from the JVM "
+            "(computing and serialising the rows, and the Python side decoding them)",
+            "make_entries_s": "inside a task: ledger.engines.spark.write._chunk_entries (entry "
+            "numbers, conform, system columns)",
+            "writer_write_s": "inside a task: DataWriter.write (sort by key, Parquet encode on "
+            "threads, fsync)",
         },
     }
+
+
+def profiled_write_task(job: Any) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """A mapInArrow function doing what ``ledger.engines.spark.write._write_task`` does (without the
+    count check), timing each part; it yields one row per task. Everything it uses is imported
+    inside it, so the closure pickles by value with no reference to this test module."""
+
+    def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import time as clock
+
+        import pyarrow as arrow
+        from pyspark import TaskContext
+
+        from ledger.engines.spark import write as eng
+        from ledger.partitioning import PartitionSpec
+        from ledger.writer import DataWriter, file_schema
+
+        started = clock.perf_counter()
+        context = TaskContext.get()
+        partition = context.partitionId() if context is not None else 0
+        writer = DataWriter(
+            job.store,
+            job.table_prefix,
+            job.schema,
+            job.config,
+            PartitionSpec.parse(list(job.config.partition_by), job.schema),
+        )
+        target = file_schema(job.schema, job.config)
+        done = {eng.MARKS: 0, eng.INSERTIONS: 0}
+        spent = {"wait": 0.0, "entries": 0.0, "write": 0.0, "sort": 0.0}
+        rows = chunks = files = 0
+        new_rows = 0
+        chunk_iter = eng._chunks(batches, eng._TASK_ROWS)
+        while True:
+            mark = clock.perf_counter()
+            chunk = next(chunk_iter, None)
+            spent["wait"] += clock.perf_counter() - mark
+            if chunk is None:
+                break
+            mark = clock.perf_counter()
+            entries, new_ids = eng._chunk_entries(job, target, partition, chunk, done, new_rows)
+            spent["entries"] += clock.perf_counter() - mark
+            new_rows += new_ids
+            mark = clock.perf_counter()
+            markers = writer.write(entries)
+            spent["write"] += clock.perf_counter() - mark
+            mark = clock.perf_counter()
+            for _ in writer._split(entries.select(target.names).cast(target)):
+                pass
+            spent["sort"] += clock.perf_counter() - mark
+            rows += entries.num_rows
+            chunks += 1
+            files += len(markers)
+        yield arrow.RecordBatch.from_pydict(
+            {
+                "partition": arrow.array([partition], arrow.int32()),
+                "rows": arrow.array([rows], arrow.int64()),
+                "chunks": arrow.array([chunks], arrow.int32()),
+                "files": arrow.array([files], arrow.int32()),
+                # Task time without the extra (diagnostic) sort.
+                "task_s": [clock.perf_counter() - started - spent["sort"]],
+                "waiting_for_rows_s": [spent["wait"]],
+                "make_entries_s": [spent["entries"]],
+                "writer_write_s": [spent["write"]],
+                "of_which_sort_s": [spent["sort"]],
+            }
+        )
+
+    return task
 
 
 def print_breakdown(breakdown: dict[str, Any]) -> None:
@@ -315,14 +425,22 @@ def print_breakdown(breakdown: dict[str, Any]) -> None:
     print(
         f"spark append breakdown, driver phases (medians of the measured inserts, "
         f"{d['total_s']:.2f} s): schema check {d['schema_check_s']:.2f} s, count pass "
-        f"{d['count_pass_s']:.2f} s, write job {d['write_job_s']:.2f} s, markers and moves "
-        f"{d['markers_and_moves_s']:.2f} s, commit {d['commit_s']:.2f} s, other "
-        f"{d['other_s']:.2f} s; {breakdown['files_written']} files"
+        f"{d['count_pass_s']:.2f} s, write job {d['write_job_s']:.2f} s, commit "
+        f"{d['commit_s']:.2f} s, other {d['other_s']:.2f} s; {breakdown['files_written']} files"
     )
     print(
-        f"  df.count() {breakdown['spark_df_count_s']:.2f} s; "
-        f"df.sortWithinPartitions('k').write.parquet {breakdown['sorted_plain_write_s']:.2f} s"
+        f"  df.count() {breakdown['spark_df_count_s']:.2f} s; timed replica of the write job "
+        f"{breakdown['replica_write_job_wall_s']:.2f} s wall (with its extra diagnostic sort):"
     )
+    for t in breakdown["write_tasks"]:
+        rest = t["task_s"] - t["waiting_for_rows_s"] - t["make_entries_s"] - t["writer_write_s"]
+        print(
+            f"  task {t['partition']}: {t['rows']:,} rows in {t['chunks']} chunk(s), "
+            f"{t['files']} files, {t['task_s']:.2f} s = waiting for rows from the JVM "
+            f"{t['waiting_for_rows_s']:.2f} s + entries {t['make_entries_s']:.2f} s + writer "
+            f"{t['writer_write_s']:.2f} s (its sort alone ~{t['of_which_sort_s']:.2f} s) + rest "
+            f"{rest:.2f} s"
+        )
 
 
 # --- visible -------------------------------------------------------------------------------------

@@ -1,10 +1,8 @@
 """Entries -> files written by the executors, committed by the driver.
 
-The driver counts each Spark partition's rows first, so it can claim every ``trx_seq`` and
-generated row id before any file is written. Spark's own Parquet writer then writes the files
-(``native_write``), the numbers computed in the JVM. Where it cannot (a store Spark cannot reach,
-``bucket`` partitions, a Spark partition mixing marks and insertions), the shared writer
-(``ledger.writer``) runs inside ``mapInArrow`` and executors send back only their file markers.
+The shared writer (``ledger.writer``) runs inside ``mapInArrow``: executors write the Parquet
+files themselves and send back only their file markers. The driver counts each Spark partition's
+rows first, so it can claim every ``trx_seq`` and generated row id before any task writes.
 """
 
 from __future__ import annotations
@@ -22,7 +20,6 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ledger import errors
-from ledger.engines.spark import native_write
 from ledger.engines.spark.convert import checked_frame, col, conformed_columns, transformed
 from ledger.engines.spark.errors import task_errors
 from ledger.engines.spark.session import arrow_batches, to_arrow
@@ -117,14 +114,9 @@ def write(
     (adaptive execution sizes a shuffle's partitions by the columns it carries), fails the
     write's own check; it is then checkpointed and counted and written once more. The first
     attempt's files are left to vacuum as orphans; nothing of it is committed."""
-    native = native_write.can_write(entries.sparkSession, tx.table.store, tx.config, tx.schema)
-    if native and _local_relation(entries):
-        # Rows held by the driver: Spark would number them there, all in one partition,
-        # before splitting them into the partitions the write runs on.
-        entries = entries.localCheckpoint(eager=True)
     for attempt in range(2):
         try:
-            markers, counts = _write_once(tx, entries, check, native=native)
+            markers, counts = _write_once(tx, entries, check)
             return markers, counts, entries
         except InvalidArgumentError as e:
             if attempt or OTHER_ROWS not in str(e):
@@ -134,11 +126,7 @@ def write(
 
 
 def _write_once(
-    tx: Transaction,
-    entries: DataFrame,
-    check: Callable[[int], None] | None,
-    *,
-    native: bool = False,
+    tx: Transaction, entries: DataFrame, check: Callable[[int], None] | None
 ) -> tuple[list[FileMarker], tuple[int, int]]:
     config = tx.config
     keys = () if config.generated_row_id else config.key_columns
@@ -166,18 +154,6 @@ def _write_once(
     for p in sorted(counts.new_row_ids):
         first_row[p] = start
         start += counts.new_row_ids[p]
-    numbers = native_write.numbering(counts.rows, counts.new_row_ids, first_seq, first_row)
-    if native and numbers is not None:
-        return native_write.write_files(
-            entries,
-            store=tx.table.store,
-            table_prefix=tx.table.prefix,
-            schema=tx.schema,
-            config=config,
-            trx_id=tx.trx_id,
-            numbers=numbers,
-            other_rows=OTHER_ROWS,
-        ), (marks, total)
     job = WriteJob(
         store=tx.table.store,
         table_prefix=tx.table.prefix,
