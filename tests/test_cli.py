@@ -183,7 +183,13 @@ def test_a_warehouse_built_and_read_through_the_command(tmp_path: Path) -> None:
     ]
     listed = as_json(run_ledger("tables", "--json", cwd=tmp_path, env=env))
     assert listed == [
-        {"table": "payments", "version": 3, "rows": 3, "key": "payment_id", "policy": "collapsing"}
+        {
+            "table": "payments",
+            "version": 3,
+            "live_entries": 3,
+            "key": "payment_id",
+            "policy": "collapsing",
+        }
     ]
 
 
@@ -203,19 +209,19 @@ def test_describe_names_schema_key_policy_and_partitions_with_counts(tmp_path: P
     assert described["schema"] == {"id": "BIGINT", "day": "VARCHAR", "n": "BIGINT", "v": "BIGINT"}
     assert described["primary_key"] == ["id"] and described["partition_by"] == ["day"]
     assert described["policy"] == {"name": "replacing", "version_column": "v"}
-    assert described["rows"] == 2 and described["version"] == 3
+    assert described["live_entries"] == 2 and described["version"] == 3
     assert described["partitions"] == [
         {
             "partition": "day=d1",
             "files": 2,
-            "rows": 2,
+            "live_entries": 2,
             "entries": 2,
             "bytes": described["partitions"][0]["bytes"],
         },
         {
             "partition": "day=d2",
             "files": 2,
-            "rows": 0,
+            "live_entries": 0,
             "entries": 2,
             "bytes": described["partitions"][1]["bytes"],
         },

@@ -18,7 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ledger.cli import output
-from ledger.cli.parsing import duration_seconds, schema_text
+from ledger.cli.parsing import Duration, duration, duration_text, schema_text
 
 TYPES = ["BIGINT", "VARCHAR", "DOUBLE", "DECIMAL(18,2)", "DECIMAL(38, 10)", "TIMESTAMPTZ", "DATE"]
 names = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=12)
@@ -107,13 +107,17 @@ def test_json_output_of_times_dates_and_binary(capsys: pytest.CaptureFixture[str
     )
 
 
-@given(st.integers(min_value=0, max_value=10**6), st.sampled_from(["", "s", "m", "h", "d", "w"]))
+@given(st.integers(min_value=0, max_value=10**6), st.sampled_from(["s", "m", "h", "d", "w"]))
 def test_durations(amount: int, unit: str) -> None:
-    factor = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}[unit]
-    assert duration_seconds(f"{amount}{unit}", "--grace") == amount * factor
+    factor = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}[unit]
+    parsed = duration(f"{amount}{unit}")
+    assert parsed == dt.timedelta(seconds=amount * factor)
+    assert duration(duration_text(parsed)) == parsed  # printed as it can be written back
 
 
-@pytest.mark.parametrize("text", ["", "7 days", "-1d", "1y", "d"])
+@pytest.mark.parametrize("text", ["", "7", "0", "7 days", "-1d", "1y", "d"])
 def test_durations_that_are_not_durations(text: str) -> None:
+    with pytest.raises(ValueError, match="s \\(seconds\\)"):
+        duration(text)
     with pytest.raises(click.BadParameter):
-        duration_seconds(text, "--grace")
+        Duration().convert(text, None, None)

@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from ledger.cli import bench, catalog, maintenance, query, reading, writing
 from ledger.cli.session import DEFAULT_WAREHOUSE, CommandError, Session
-from ledger.errors import LedgerError
+from ledger.errors import LedgerError, TableDroppedError
 
 # Errors of the engines the library drives, reported as they are (a SQL error names its cause).
 _ENGINE_ERRORS: tuple[type[Exception], ...] = (duckdb.Error, pa.ArrowException)
@@ -43,6 +43,11 @@ class LedgerGroup(click.Group):
         except Exception as e:
             if _debug(ctx):
                 raise
+            if isinstance(e, TableDroppedError):  # its own message speaks of the Python API
+                raise CommandError(
+                    "TableDroppedError: the table was dropped while the command ran; nothing "
+                    "was committed; run the command again"
+                ) from e
             if isinstance(e, (LedgerError, OSError, *_ENGINE_ERRORS)):
                 raise CommandError(_one_line(e)) from e
             # Not a failure the library reports: still one line, with the way to see more.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from ledger.cli.output import output_options
 from ledger.cli.parsing import key_values, schema_text
 from ledger.cli.parsing import schema_file as read_schema_file
 from ledger.cli.session import Session, pass_session
+from ledger.errors import TableExistsError
 from ledger.log.entries import FileMarker
 from ledger.table import Table
 
@@ -40,7 +42,8 @@ def init(session: Session, uri: str | None, output_format: str | None) -> None:
 @output_options
 @pass_session
 def tables(session: Session, output_format: str | None) -> None:
-    """List the tables with their version and row count (from the log alone)."""
+    """List the tables with their version and live entries (from the log alone: the visible
+    rows, unless a key has several live entries; `ledger sql` counts visible rows exactly)."""
     warehouse = session.warehouse()
     rows = []
     for name in sorted(warehouse.tables()):
@@ -49,12 +52,17 @@ def tables(session: Session, output_format: str | None) -> None:
             {
                 "table": name,
                 "version": table.version,
-                "rows": table.count(),
+                # Not "rows": an aggregating or dedup table, or a key inserted blindly twice,
+                # has more live entries than visible rows, and counting those reads the data.
+                "live_entries": table.count(),
                 "key": ",".join(table.primary_key),
                 "policy": table.config["policy"]["name"],
             }
         )
-    output.print_rows(rows, output_format, columns=["table", "version", "rows", "key", "policy"])
+    output.print_rows(rows, output_format, columns=list(_TABLE_COLUMNS))
+
+
+_TABLE_COLUMNS = ("table", "version", "live_entries", "key", "policy")
 
 
 @click.command(
@@ -106,14 +114,23 @@ def create(
         columns = read_schema_file(schema_file)
     else:
         raise click.UsageError("give the columns with exactly one of --schema or --schema-file")
-    table = session.warehouse().create_table(
-        name,
-        columns,
-        primary_key=list(key) or None,
-        partition_by=list(partition_by) or None,
-        sort_by=list(sort_by) or None,
-        policy=_policy(policy, policy_option),
-    )
+    warehouse = session.warehouse()
+    try:
+        table = warehouse.create_table(
+            name,
+            columns,
+            primary_key=list(key) or None,
+            partition_by=list(partition_by) or None,
+            sort_by=list(sort_by) or None,
+            policy=_policy(policy, policy_option),
+        )
+    except TableExistsError as e:  # the library's message speaks of its Python API
+        raise TableExistsError(
+            f"table {name!r} already exists in {warehouse.store.uri}; load into it with "
+            f"`ledger load {shlex.quote(name)} FILE`, see it with `ledger describe "
+            f"{shlex.quote(name)}`, or choose "
+            "another name"
+        ) from e
     output.print_object(
         {"table": table.name, "version": table.version, "columns": len(table.schema)},
         output_format,
@@ -140,13 +157,14 @@ def _policy(policy: str | None, options: Sequence[str]) -> Any:
 @output_options
 @pass_session
 def describe(session: Session, name: str, output_format: str | None) -> None:
-    """Show a table's schema, key, policy, partitions (files and rows) and config."""
+    """Show a table's schema, key, policy, partitions (files, live entries, entries, bytes)
+    and config, all from the log."""
     table = session.table(name)
     snapshot = table.snapshot()
     described = {
         "table": table.name,
         "version": table.version,
-        "rows": snapshot.count(),
+        "live_entries": snapshot.count(),
         "schema": table.schema,
         "primary_key": list(table.primary_key),
         "partition_by": list(table.partition_by),
@@ -161,7 +179,8 @@ def describe(session: Session, name: str, output_format: str | None) -> None:
 
 
 def partition_rows(markers: Sequence[FileMarker]) -> list[dict[str, Any]]:
-    """Per partition: its values, alive files, visible row count, entries and bytes."""
+    """Per partition: its values, alive files, live entries (the sum of ``dml_type``), every
+    entry its files hold (delete marks included) and bytes."""
     grouped: dict[tuple[tuple[str, str | None], ...], list[FileMarker]] = {}
     for marker in markers:
         grouped.setdefault(tuple(sorted(marker.partition.items())), []).append(marker)
@@ -171,7 +190,7 @@ def partition_rows(markers: Sequence[FileMarker]) -> list[dict[str, Any]]:
             {
                 "partition": "/".join(f"{k}={v}" for k, v in values) or "(all)",
                 "files": len(files),
-                "rows": sum(m.dml_sum for m in files),
+                "live_entries": sum(m.dml_sum for m in files),
                 "entries": sum(m.rows for m in files),
                 "bytes": sum(m.size for m in files),
             }
@@ -184,7 +203,7 @@ def _print_description(table: Table, described: dict[str, Any], output_format: s
     summary = [
         {"property": "table", "value": table.name},
         {"property": "version", "value": table.version},
-        {"property": "rows", "value": described["rows"]},
+        {"property": "live_entries", "value": described["live_entries"]},
         {"property": "primary_key", "value": ", ".join(table.primary_key)},
         {"property": "partition_by", "value": ", ".join(table.partition_by)},
         {"property": "policy", "value": json.dumps(described["policy"])},
@@ -205,7 +224,7 @@ def _print_description(table: Table, described: dict[str, Any], output_format: s
             partitions,
             output_format,
             title="partitions",
-            columns=["partition", "files", "rows", "entries", "bytes"],
+            columns=["partition", "files", "live_entries", "entries", "bytes"],
         )
         output.print_rows(config, output_format, title="config")
         return
@@ -213,7 +232,9 @@ def _print_description(table: Table, described: dict[str, Any], output_format: s
     flat += [
         {
             "property": f"partition.{p['partition']}",
-            "value": f"files={p['files']} rows={p['rows']} entries={p['entries']}",
+            "value": (
+                f"files={p['files']} live_entries={p['live_entries']} entries={p['entries']}"
+            ),
         }
         for p in partitions
     ]

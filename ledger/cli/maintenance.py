@@ -11,7 +11,7 @@ import click
 
 from ledger.cli import output
 from ledger.cli.output import output_options
-from ledger.cli.parsing import duration_seconds, key_values, partition_filter
+from ledger.cli.parsing import Duration, key_values, partition_filter
 from ledger.cli.progress import activity
 from ledger.cli.session import Session, is_s3, pass_session
 from ledger.publish.delta_rs import publish_delta
@@ -82,18 +82,19 @@ Examples:
 @click.argument("table")
 @click.option(
     "--grace",
+    type=Duration(),
     default=DEFAULT_GRACE,
     show_default=True,
-    help="Keep what snapshots younger than this need: 30s, 15m, 2h, 7d.",
+    help="Keep what snapshots younger than this need: a number and a unit, e.g. 30s, 15m, 2h, "
+    "7d, 1w.",
 )
 @output_options
 @pass_session
-def vacuum(session: Session, table: str, grace: str, output_format: str | None) -> None:
+def vacuum(session: Session, table: str, grace: dt.timedelta, output_format: str | None) -> None:
     """Delete files of TABLE no snapshot younger than --grace needs."""
-    seconds = duration_seconds(grace, "--grace")
     target = session.table(table)
     with activity(f"vacuum {table}"):
-        result = target.vacuum(dt.timedelta(seconds=seconds))
+        result = target.vacuum(grace)
     output.print_object({"table": table, **vars(result)}, output_format)
 
 
@@ -122,6 +123,8 @@ def drop_partitions(
         raise click.UsageError("name the partitions with --partition or --where")
     target = session.table(table)
     change = target.drop_partitions(partition_filter(partition), where=where)
+    if change.files_removed == 0:  # a typo in a value must not look like a drop
+        output.message(f"nothing matched: no partition of {table} was dropped (no commit)")
     output.print_object({"table": table, **vars(change)}, output_format)
 
 
@@ -175,7 +178,7 @@ def create_rollup(
 @pass_session
 def refresh_rollup(session: Session, name: str, rebuild: bool, output_format: str | None) -> None:
     """Roll the base table's new commits into rollup NAME, exactly once."""
-    target = session.warehouse().rollup(name)
+    target = session.rollup(name)
     with activity(f"refresh {name}"):
         result = target.rebuild() if rebuild else target.refresh()
     output.print_object({"rollup": name, **vars(result)}, output_format)
@@ -203,9 +206,8 @@ def publish(
     output_format: str | None,
 ) -> None:
     """Publish TABLE's visible rows (a rollup's totals) into the Delta Lake table at TARGET."""
-    warehouse = session.warehouse()
-    source = warehouse.table(table)
-    published = warehouse.rollup(table) if source.config.get("rollup") else source
+    source = session.table(table)
+    published = session.rollup(table) if source.config.get("rollup") else source
     options = {
         **_delta_s3_options(session, target),
         **key_values(storage_option, "--storage-option"),

@@ -2,8 +2,9 @@
 
 JSON values are typed so that nothing is lost: DECIMAL values are strings (``"100.50"``, exact
 where a JSON number would become a binary float), dates and timestamps ISO 8601 strings,
-NaN and infinities the strings ``"NaN"``, ``"Infinity"`` and ``"-Infinity"``, binary values
-hex; integers, floats, booleans and NULL are JSON's own.
+NaN and infinities the strings ``"NaN"``, ``"Infinity"`` and ``"-Infinity"``, durations as
+they are written on the command line (``"7d"``, ``"0s"``), binary values hex;
+integers, floats, booleans and NULL are JSON's own.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import click
 import pyarrow as pa
 from rich.console import Console
 from rich.table import Table as RichTable
+
+from ledger.cli.parsing import duration_text
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -101,7 +104,7 @@ def _json_value(value: Any) -> Any:
     if isinstance(value, dt.datetime | dt.date | dt.time):
         return value.isoformat()
     if isinstance(value, dt.timedelta):
-        return value.total_seconds()
+        return duration_text(value)
     if isinstance(value, bytes):
         return value.hex()
     if isinstance(value, Mapping):
@@ -126,6 +129,8 @@ def text(value: Any) -> str:
         return value.hex()
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, dt.timedelta):
+        return duration_text(value)
     if isinstance(value, decimal.Decimal):
         return plain_decimal(value)
     if isinstance(value, Mapping | list | tuple):

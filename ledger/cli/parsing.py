@@ -12,8 +12,13 @@ from typing import Any
 
 import click
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
-_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*$")
+# Seconds per unit. A number without a unit is refused: `--grace 7` meant 7 days to its writer
+# and 7 seconds to the parser.
+DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_UNIT_NAMES = "s (seconds), m (minutes), h (hours), d (days) or w (weeks)"
+# The units a duration is printed in, largest first: weeks are left out so that 7d stays 7d.
+_PRINTED_UNITS = ("d", "h", "m", "s")
 
 
 def schema_text(text: str) -> dict[str, str] | list[tuple[str, str]]:
@@ -110,14 +115,53 @@ def _name_and_rest(definition: str) -> tuple[str, str, str]:
     return "", "", ""
 
 
-def duration_seconds(text: str, hint: str) -> float:
-    """``30s``, ``15m``, ``2h``, ``7d``, ``1w`` or plain seconds."""
+def duration(text: str) -> dt.timedelta:
+    """``30s``, ``15m``, ``2h``, ``7d`` or ``1w``: a number and its unit, which is required.
+
+    >>> duration("7d")
+    datetime.timedelta(days=7)
+    """
     found = _DURATION.match(text)
     if not found:
-        raise click.BadParameter(
-            f"{text!r} is not a duration; write e.g. 30s, 15m, 2h, 7d", param_hint=hint
+        raise ValueError(f"{text!r} is not a duration; write a number and a unit: {_UNIT_NAMES}")
+    number, unit = found.groups()
+    if not unit:
+        raise ValueError(
+            f"{text!r} has no unit; write e.g. {number}d or {number}s (units: {_UNIT_NAMES})"
         )
-    return float(found.group(1)) * _SECONDS[found.group(2)]
+    if unit not in DURATION_UNITS:
+        raise ValueError(f"{text!r} has an unknown unit {unit!r}; the units are {_UNIT_NAMES}")
+    return dt.timedelta(seconds=float(number) * DURATION_UNITS[unit])
+
+
+def duration_text(value: dt.timedelta) -> str:
+    """A duration as it is written on the command line, in its largest whole unit.
+
+    >>> duration_text(dt.timedelta(days=7)), duration_text(dt.timedelta(0))
+    ('7d', '0s')
+    """
+    seconds = value.total_seconds()
+    for unit in _PRINTED_UNITS:
+        count, rest = divmod(seconds, DURATION_UNITS[unit])
+        if count and not rest:
+            return f"{int(count)}{unit}"
+    return f"{seconds:g}s"
+
+
+class Duration(click.ParamType[dt.timedelta]):
+    """A click type for duration options: a unit is required; the value is a timedelta."""
+
+    name = "duration"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> dt.timedelta:
+        if isinstance(value, dt.timedelta):
+            return value
+        try:
+            return duration(str(value))
+        except ValueError as e:
+            self.fail(str(e), param, ctx)
 
 
 def point_in_time(text: str | None) -> dt.datetime | None:

@@ -6,6 +6,7 @@ so a mistyped ``--warehouse`` fails instead of leaving an empty folder behind.
 
 from __future__ import annotations
 
+import difflib
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,6 +14,8 @@ from urllib.parse import urlparse
 
 import click
 
+from ledger.errors import TableNotFoundError
+from ledger.rollup import Rollup
 from ledger.table import Table
 from ledger.warehouse import Warehouse, connect
 
@@ -43,7 +46,7 @@ class Session:
         if not is_s3(target):
             # The library makes folders only when a table is written; `init` is the one
             # command whose purpose is the empty warehouse itself.
-            os.makedirs(local_path(target), exist_ok=True)
+            make_folder(target)
         warehouse = connect(target, **self.connect_options(target))
         if is_s3(target):
             check_bucket(warehouse, target)
@@ -65,7 +68,48 @@ class Session:
         return warehouse
 
     def table(self, name: str) -> Table:
-        return self.warehouse().table(name)
+        """Open table ``name``; a name that is not a table is named with the closest ones."""
+        warehouse = self.warehouse()
+        try:
+            return warehouse.table(name)
+        except TableNotFoundError as e:
+            raise table_not_found(warehouse, name, e) from e
+
+    def rollup(self, name: str) -> Rollup:
+        """Open rollup ``name`` with its base table, as :meth:`table` opens a table."""
+        warehouse = self.warehouse()
+        try:
+            return warehouse.rollup(name)
+        except TableNotFoundError as e:
+            raise table_not_found(warehouse, name, e) from e
+
+
+def table_not_found(warehouse: Warehouse, name: str, error: TableNotFoundError) -> Exception:
+    """The library's error, said for the command: the closest names, and how to list them."""
+    names = warehouse.tables()
+    if name in names:  # the table exists; what is missing is something else (its base)
+        return error
+    close = difflib.get_close_matches(name, names, n=3)
+    hint = (
+        f"did you mean {' or '.join(repr(c) for c in close)}?"
+        if close
+        else "`ledger tables` lists the tables"
+    )
+    return TableNotFoundError(f"table {name!r} does not exist in {warehouse.store.uri}; {hint}")
+
+
+def make_folder(uri: str) -> None:
+    """Make the local folder of a warehouse; a path that cannot be one is a clear error."""
+    path = local_path(uri)
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise CommandError(
+            f"cannot make a warehouse at {uri!r}: it is a file; give the path of a folder "
+            "(new or existing)"
+        )
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as e:  # a parent that is a file, no permission, a read-only disk
+        raise CommandError(f"cannot make a warehouse at {uri!r}: {e.strerror or e}") from e
 
 
 def is_s3(uri: str) -> bool:

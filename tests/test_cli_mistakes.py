@@ -1,0 +1,137 @@
+"""The ``ledger`` command against a new user's mistakes: each is refused or said plainly, in the
+command's own terms, before anything is written."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pytest
+
+import ledger
+from ledger.cli.parsing import duration, duration_text
+from tests.test_cli import as_json, data_files, run_ledger
+
+
+@pytest.mark.parametrize("grace", ["7", "0", "1.5", "7x", "7 days"])
+def test_a_duration_without_a_known_unit_is_a_usage_error(tmp_path: Path, grace: str) -> None:
+    warehouse = ledger.connect(str(tmp_path / "wh"))
+    table = warehouse.create_table("t", {"id": "BIGINT"}, primary_key="id")
+    table.insert([{"id": 1}])
+    table.insert([{"id": 1}])
+    table.merge()
+    files = data_files(tmp_path / "wh")
+    refused = run_ledger("-w", "wh", "vacuum", "t", "--grace", grace, cwd=tmp_path, expect=2)
+    assert "--grace" in refused.stderr
+    assert all(unit in refused.stderr for unit in ("s (seconds)", "d (days)", "w (weeks)"))
+    assert data_files(tmp_path / "wh") == files  # nothing deleted
+
+
+def test_durations_are_printed_as_they_are_written(tmp_path: Path) -> None:
+    ledger.connect(str(tmp_path / "wh")).create_table("t", {"id": "BIGINT"}, primary_key="id")
+    default = as_json(run_ledger("-w", "wh", "vacuum", "t", "--json", cwd=tmp_path))
+    assert default["grace"] == "7d"
+    piped = run_ledger("-w", "wh", "vacuum", "t", "--grace", "0s", cwd=tmp_path)
+    header, values = piped.stdout.splitlines()
+    assert dict(zip(header.split(","), values.split(","), strict=True))["grace"] == "0s"
+    assert "days" not in piped.stdout and "0:00:00" not in piped.stdout
+
+
+def test_duration_text_reads_back_as_the_same_duration() -> None:
+    for text in ["0s", "30s", "15m", "2h", "7d", "14d", "90m", "1.5s"]:
+        assert duration_text(duration(text)) == text
+    assert duration("1w") == dt.timedelta(days=7) and duration_text(duration("1w")) == "7d"
+
+
+def test_tables_and_describe_name_live_entries_for_what_they_are(tmp_path: Path) -> None:
+    warehouse = ledger.connect(str(tmp_path / "wh"))
+    sums = warehouse.create_table(
+        "sums",
+        {"k": "VARCHAR", "n": "BIGINT"},
+        primary_key="k",
+        policy={"name": "aggregating", "measures": {"n": "sum"}},
+    )
+    sums.insert([{"k": k, "n": 1} for k in "abcd"])
+    sums.insert([{"k": "a", "n": 1}])  # 5 entries, 4 visible rows
+    listed = as_json(run_ledger("-w", "wh", "tables", "--json", cwd=tmp_path))
+    assert listed == [
+        {"table": "sums", "version": 2, "live_entries": 5, "key": "k", "policy": "aggregating"}
+    ]
+    described = as_json(run_ledger("-w", "wh", "describe", "sums", "--json", cwd=tmp_path))
+    assert described["live_entries"] == 5 and "rows" not in described
+    assert [(p["live_entries"], p["entries"]) for p in described["partitions"]] == [(5, 5)]
+    visible = as_json(
+        run_ledger("-w", "wh", "sql", "SELECT count(*) AS n FROM sums", "--json", cwd=tmp_path)
+    )
+    assert visible == [{"n": 4}]
+
+
+def test_init_on_a_file_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("hello")
+    result = run_ledger("init", "notes.txt", cwd=tmp_path, expect=1)
+    assert result.stderr.startswith("Error: cannot make a warehouse at 'notes.txt': it is a file")
+    assert "Errno" not in result.stderr and result.stderr.count("\n") == 1
+    below = run_ledger("init", "notes.txt/wh", cwd=tmp_path, expect=1)
+    assert below.stderr.startswith("Error: cannot make a warehouse at 'notes.txt/wh'")
+    assert (tmp_path / "notes.txt").read_text() == "hello"
+
+
+def test_an_existing_table_is_named_with_the_commands_that_use_it(tmp_path: Path) -> None:
+    ledger.connect(str(tmp_path / "wh")).create_table("taken", {"id": "BIGINT"})
+    result = run_ledger(
+        "-w", "wh", "create", "taken", "--schema", "id BIGINT", cwd=tmp_path, expect=1
+    )
+    assert result.stderr.startswith("Error: TableExistsError: table 'taken' already exists")
+    assert "ledger load taken FILE" in result.stderr and "ledger describe taken" in result.stderr
+    assert "warehouse.table" not in result.stderr
+    with pytest.raises(ledger.errors.TableExistsError, match=r"warehouse\.table\(name\)"):
+        ledger.connect(str(tmp_path / "wh")).create_table("taken", {"id": "BIGINT"})
+
+
+def test_a_mistyped_table_name_gets_the_closest_names(tmp_path: Path) -> None:
+    warehouse = ledger.connect(str(tmp_path / "wh"))
+    for name in ("orders", "payments"):
+        warehouse.create_table(name, {"id": "BIGINT"}, primary_key="id")
+    for args in (["show", "order"], ["describe", "order"], ["rollup", "refresh", "order"]):
+        result = run_ledger("-w", "wh", *args, cwd=tmp_path, expect=1)
+        assert result.stderr.startswith("Error: TableNotFoundError: table 'order' does not")
+        assert "did you mean 'orders'?" in result.stderr, result.stderr
+    far = run_ledger("-w", "wh", "show", "zzz", cwd=tmp_path, expect=1)
+    assert "did you mean" not in far.stderr and "`ledger tables` lists the tables" in far.stderr
+
+
+def test_dropping_partitions_that_match_nothing_says_so(tmp_path: Path) -> None:
+    warehouse = ledger.connect(str(tmp_path / "wh"))
+    events = warehouse.create_table(
+        "events", {"id": "BIGINT", "month": "VARCHAR"}, primary_key="id", partition_by="month"
+    )
+    events.insert([{"id": 1, "month": "2026-01"}])
+    result = run_ledger(
+        "-w", "wh", "drop-partitions", "events", "--partition", "month=2026-13", cwd=tmp_path
+    )
+    assert result.stderr.startswith("nothing matched: no partition of events was dropped")
+    assert events.refresh().count() == 1 and events.version == 1
+    dropped = run_ledger(
+        "-w", "wh", "drop-partitions", "events", "--partition", "month=2026-01", cwd=tmp_path
+    )
+    assert dropped.stderr == "" and events.refresh().count() == 0
+
+
+def test_a_table_dropped_during_a_command_is_said_in_the_commands_terms(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from click.testing import CliRunner
+
+    from ledger.cli import cli
+    from ledger.cli.session import Session
+    from ledger.errors import TableDroppedError
+
+    def dropped(self: Session, name: str) -> None:
+        raise TableDroppedError(f"table {name!r} was dropped; open it again with warehouse.table")
+
+    monkeypatch.setattr(Session, "table", dropped)
+    (tmp_path / "wh").mkdir()
+    result = CliRunner().invoke(cli, ["-w", str(tmp_path / "wh"), "show", "t"])
+    assert result.exit_code == 1
+    assert "TableDroppedError: the table was dropped while the command ran" in result.output
+    assert "warehouse.table" not in result.output
