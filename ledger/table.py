@@ -564,9 +564,9 @@ class Table:
     # --- resources -----------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Release the DuckDB database reads of this table (and the other tables of its
-        warehouse) run on; relations views returned can no longer run. A later read opens a
-        new one.
+        """Let go of the DuckDB database reads of this table (and the other tables of its
+        warehouse) run on: reads running in other threads and relations views returned still
+        finish on it, and it is freed when the last is gone; a later read opens a new one.
 
         >>> with wh.table("accounts") as accounts:                            # doctest: +SKIP
         ...     views.totals(accounts).fetchall()

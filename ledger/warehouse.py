@@ -119,9 +119,10 @@ class Warehouse:
         lifecycle.drop_table(self.store, name, purge=purge)
 
     def close(self) -> None:
-        """Release the DuckDB database the reads of this warehouse's tables run on (kept
-        between calls so each view call does not open one); relations views returned can no
-        longer run. A later read opens a new one.
+        """Let go of the DuckDB database the reads of this warehouse's tables run on (kept
+        between calls so each view call does not open one): reads running in other threads and
+        relations views returned still finish on it, and it is freed when the last is gone; a
+        later read opens a new one.
 
         >>> with ledger.connect("./warehouse") as wh:                          # doctest: +SKIP
         ...     views.totals(wh.table("accounts")).fetchall()

@@ -46,6 +46,17 @@ ONE_REQUEST_BYTES = 32 << 20
 
 _pools: dict[str, ThreadPoolExecutor] = {}
 _pools_lock = threading.Lock()
+
+
+def _forget_pools_in_child() -> None:
+    """A forked process has none of its parent's threads: the inherited pools would take tasks
+    no thread runs (a write would wait forever), and the lock may have been held at the fork."""
+    global _pools_lock
+    _pools.clear()
+    _pools_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pools_in_child)
 # Encoding is CPU work (one thread per core); uploads and fsyncs wait on the network or the disk,
 # and a disk's journal makes many fsyncs in flight at once cost little more than one.
 _POOL_THREADS = {"encode": _WRITE_THREADS, "upload": _UPLOAD_THREADS, "sync": _SYNC_THREADS}

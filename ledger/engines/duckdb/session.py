@@ -74,11 +74,11 @@ class ReadSessions:
         return child
 
     def close(self) -> None:
-        """Release the database (and every connection of every thread made from it)."""
+        """Let go of the database: later reads open a new one. It is not closed here, since
+        reads of other threads may still run on it (closing would fail them, or fail on them);
+        DuckDB frees it when its last connection and relation are gone."""
         with self._lock:
-            database, self._database = self._database, None
-            if database is not None and self._pid == os.getpid():
-                database.close()
+            self._database = None
 
     def _thread_parent(self) -> duckdb.DuckDBPyConnection:
         database = self._current_database()
