@@ -7,7 +7,8 @@
 One function, :func:`read_rows`, serves every write (``insert``, ``upsert``, ``update``,
 ``delete``, ``append_entries``, in a table or a transaction). It yields :class:`Rows`: an Arrow
 table plus, for a list of dicts whose rows name different columns, which rows named each column,
-so a partial upsert can tell "absent, keep the current value" from "explicit None". Every other
+so a partial upsert can tell "absent, keep the current value" from "explicit None". JSON lines
+read for an upsert or update (``row_presence=True``) say the same line by line. Every other
 source has fixed columns: a column it has is present in every row.
 
 Files (Parquet, CSV, JSON lines; one file, a folder or a glob; local or ``s3://``) are read
@@ -22,12 +23,13 @@ from __future__ import annotations
 
 import decimal
 import fnmatch
+import json
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlparse
 
 import pyarrow as pa
@@ -73,6 +75,7 @@ READ_BATCH_ROWS = 1 << 16
 # fixed number of blocks, so this bounds the memory a text file takes while it streams.
 TEXT_BLOCK_BYTES = 1 << 18
 _GLOB_CHARACTERS = frozenset("*?[")
+_Item = TypeVar("_Item")
 
 
 @dataclass(frozen=True)
@@ -129,6 +132,7 @@ def read_rows(
     store: Store | None = None,
     chunk_rows: int = 1 << 20,
     in_memory_chunk_rows: int = 1 << 22,
+    row_presence: bool = False,
 ) -> Iterator[Rows]:
     """Yield ``data`` as :class:`Rows`: streams and files gathered into chunks of about
     ``chunk_rows`` rows, data already in memory cut into slices of ``in_memory_chunk_rows``.
@@ -136,10 +140,16 @@ def read_rows(
 
     ``schema`` gives the types CSV and JSON text is parsed into; ``store`` (the table's) gives
     the S3 options for ``s3://`` sources. Anything else raises :class:`TypeMismatchError`
-    listing the accepted sources.
+    listing the accepted sources. With ``row_presence`` (an upsert or update), each line of a
+    JSON-lines file says which columns it gives, as each dict of a list does (an absent key
+    keeps the row's value, an explicit ``null`` sets NULL); inserts need no such masks.
     """
     if isinstance(data, str | os.PathLike):
-        yield from _gather(_file_batches(os.fspath(data), schema, store), chunk_rows)
+        location = os.fspath(data)
+        if row_presence:
+            yield from _file_rows_with_presence(location, schema, store)
+        else:
+            yield from _gather(_file_batches(location, schema, store), chunk_rows)
     elif isinstance(data, pa.RecordBatchReader):
         yield from _gather(iter(data), chunk_rows)
     elif _is_duckdb_relation(data):
@@ -252,18 +262,43 @@ def _file_batches(
     location: str, schema: TableSchema, store: Store | None
 ) -> Iterator[pa.RecordBatch]:
     filesystem, paths, file_format = _resolve_files(location, store)
-    table_types = dict(zip(schema.names, schema.arrow().types, strict=True))
     read_file = _FILE_READERS[file_format]
     for path in paths:
-        try:
-            yield from read_file(filesystem, path, table_types)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
-            raise MalformedSourceError(
-                f"{path!r} (from {location!r}) could not be read as {file_format}: {e}. Fix the "
-                "file (or pass the data another way); nothing was written"
-            ) from e
-        except OSError as e:
-            raise StorageError(f"reading {path!r} (from {location!r}) failed: {e}") from e
+        yield from _reading(
+            location, path, file_format, read_file(filesystem, path, _types(schema))
+        )
+
+
+def _file_rows_with_presence(
+    location: str, schema: TableSchema, store: Store | None
+) -> Iterator[Rows]:
+    """Files as :class:`Rows`; JSON lines with each line's own presence masks, other formats
+    with the fixed columns of each file."""
+    filesystem, paths, file_format = _resolve_files(location, store)
+    for path in paths:
+        if file_format == "json":
+            rows = _json_rows_with_presence(filesystem, path, _types(schema))
+            yield from _reading(location, path, file_format, rows)
+        else:
+            batches = _FILE_READERS[file_format](filesystem, path, _types(schema))
+            yield from _gather(_reading(location, path, file_format, batches), READ_BATCH_ROWS)
+
+
+def _types(schema: TableSchema) -> dict[str, pa.DataType]:
+    return dict(zip(schema.names, schema.arrow().types, strict=True))
+
+
+def _reading(location: str, path: str, file_format: str, items: Iterator[_Item]) -> Iterator[_Item]:
+    """``items`` read from one file, its reader's failures raised as the ledger's errors."""
+    try:
+        yield from items
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
+        raise MalformedSourceError(
+            f"{path!r} (from {location!r}) could not be read as {file_format}: {e}. Fix the "
+            "file (or pass the data another way); nothing was written"
+        ) from e
+    except OSError as e:
+        raise StorageError(f"reading {path!r} (from {location!r}) failed: {e}") from e
 
 
 # Each file is read by its format's own streaming reader, one file at a time: their read-ahead
@@ -303,6 +338,9 @@ def _csv_batches(
         where = _csv_error_row(filesystem, path, str(e), table_types)
         if where is None:
             raise
+        if _CSV_NAIVE_TIMESTAMP_ERROR.search(str(e)):
+            # Arrow's advice (assume_timezone) is for its own API, not for this file.
+            raise pa.ArrowInvalid(where) from e
         raise pa.ArrowInvalid(f"{e} ({where})") from e
 
 
@@ -313,6 +351,11 @@ _CSV_CONVERSION_ERROR = re.compile(
 )
 
 
+_CSV_NAIVE_TIMESTAMP_ERROR = re.compile(
+    r"In CSV column #(\d+): (?:Row #\d+: )?CSV conversion error to timestamp\[[^\]]*tz=[^\]]*\]: "
+    r"expected a zone offset in '(.*?)'",
+    re.DOTALL,
+)
 _CSV_RESCALE_ERROR = re.compile(
     r"In CSV column #(\d+): (?:Row #\d+: )?Rescaling Decimal value would cause data loss"
 )
@@ -327,6 +370,9 @@ def _csv_error_row(
     """Where in the file the value Arrow's CSV reader refused is: its column's name and its row
     (counted from 1 after the header), found by reading that column again as text. None when
     the message is not a conversion error or the value is not found."""
+    naive = _CSV_NAIVE_TIMESTAMP_ERROR.search(message)
+    if naive is not None:
+        return _csv_naive_timestamp(filesystem, path, int(naive.group(1)), naive.group(2))
     match = _CSV_CONVERSION_ERROR.search(message)
     rescale = _CSV_RESCALE_ERROR.search(message)
     if match is None and rescale is None:
@@ -346,6 +392,30 @@ def _csv_error_row(
     except (pa.ArrowException, OSError, IndexError):
         return None
     return None if found is None else f"column {name!r}, row {found[0]}"
+
+
+def _csv_naive_timestamp(
+    filesystem: pafs.FileSystem, path: str, index: int, value: str
+) -> str | None:
+    """Where a timestamp without offset sits in a TIMESTAMPTZ column, and what to do."""
+    try:
+        name = _csv_column_name(filesystem, path, index)
+        found = _first_csv_text(filesystem, path, name, lambda texts: _index_of(texts, value))
+    except (pa.ArrowException, OSError, IndexError):
+        return None
+    row = "" if found is None else f", row {found[0]}"
+    return (
+        f"column {name!r}{row}: {value!r} has no UTC offset, and a TIMESTAMPTZ column stores "
+        "instants: write the offset in the file (e.g. '2026-01-03 10:00:00+00:00' or a "
+        "trailing 'Z'), or make the column TIMESTAMP"
+    )
+
+
+def _index_of(texts: pa.Array, value: str) -> int | None:
+    """The offset of the first text that is ``value`` once its surrounding spaces are
+    dropped (as the CSV reader drops them)."""
+    found = pc.index(pc.utf8_trim_whitespace(texts), value).as_py()
+    return found if found >= 0 else None
 
 
 def _csv_rounded_decimal(
@@ -428,11 +498,32 @@ def _first_csv_text(
 def _json_batches(
     filesystem: pafs.FileSystem, path: str, table_types: Mapping[str, pa.DataType]
 ) -> Iterator[pa.RecordBatch]:
+    """:func:`_json_batches_of`, its errors naming the line of the file they are on."""
+    batches = _json_batches_of(filesystem, path, table_types)
+    return _at_json_line(filesystem, path, table_types, batches)
+
+
+def _json_batches_of(
+    filesystem: pafs.FileSystem, path: str, table_types: Mapping[str, pa.DataType]
+) -> Iterator[pa.RecordBatch]:
     """JSON lines parsed into the types of the table's columns the file names (a column the
     file does not name stays absent, so an upsert keeps its values). A column the file holds as
     text stays text here, and is parsed into its column's type by the rule every source follows
     (``ledger.schema.parse_text``): the JSON reader itself takes ``"19.99"`` for a DECIMAL but
     refuses ``"7"`` for an integer and ``"2024-02-29"`` for a DATE."""
+    typed = _json_schema(filesystem, path, table_types)
+    parse = pajson.ParseOptions(explicit_schema=typed, unexpected_field_behavior="infer")
+    read_options = pajson.ReadOptions(block_size=TEXT_BLOCK_BYTES)
+    with filesystem.open_input_stream(path) as source:
+        yield from pajson.open_json(source, read_options=read_options, parse_options=parse)
+
+
+def _json_schema(
+    filesystem: pafs.FileSystem, path: str, table_types: Mapping[str, pa.DataType]
+) -> pa.Schema:
+    """The types a JSON-lines file is read into: the table's types for the columns its first
+    block names (text stays text, parsed later by the rule every source follows), inferred
+    types for the others."""
     read_options = pajson.ReadOptions(block_size=TEXT_BLOCK_BYTES)
     try:
         with filesystem.open_input_stream(path) as source:
@@ -445,7 +536,7 @@ def _json_batches(
                 "json.load it and pass the list"
             ) from e
         raise
-    typed = pa.schema(
+    return pa.schema(
         [
             pa.field(f.name, pa.string())
             if _is_json_text(f.type)
@@ -453,9 +544,189 @@ def _json_batches(
             for f in inferred
         ]
     )
+
+
+def _json_rows_with_presence(
+    filesystem: pafs.FileSystem, path: str, table_types: Mapping[str, pa.DataType]
+) -> Iterator[Rows]:
+    """:func:`_json_rows_of`, its errors naming the line of the file they are on."""
+    return _at_json_line(
+        filesystem, path, table_types, _json_rows_of(filesystem, path, table_types)
+    )
+
+
+def _json_rows_of(
+    filesystem: pafs.FileSystem, path: str, table_types: Mapping[str, pa.DataType]
+) -> Iterator[Rows]:
+    """JSON lines as :class:`Rows` that say, line by line, which columns each line gives: a
+    key absent from a line keeps that row's value in an upsert, an explicit ``null`` sets
+    NULL, as for a list of dicts. Values are parsed by the same reader and types as
+    :func:`_json_batches` (so a file stores the same values whatever the operation); only the
+    keys of each line are read with :mod:`json`. Lines are taken in blocks of about
+    ``TEXT_BLOCK_BYTES``, so memory per block stays bounded."""
+    typed = _json_schema(filesystem, path, table_types)
     parse = pajson.ParseOptions(explicit_schema=typed, unexpected_field_behavior="infer")
+    for block in _line_blocks(filesystem, path):
+        table = pajson.read_json(pa.BufferReader(block), parse_options=parse)
+        shapes = [_keys_of_line(line) for line in block.splitlines() if line.strip()]
+        if len(shapes) != table.num_rows:
+            raise pa.ArrowInvalid("JSON parse error: a line holds no object; write one per line")
+        yield Rows(table, _presence_masks(table.column_names, shapes))
+
+
+def _keys_of_line(line: bytes) -> frozenset[str]:
+    try:
+        value = json.loads(line)
+    except ValueError as e:
+        raise pa.ArrowInvalid(f"JSON parse error: {e}") from e
+    if not isinstance(value, dict):
+        raise pa.ArrowInvalid(
+            f"JSON parse error: a line holds {type(value).__name__}, not an object"
+        )
+    return frozenset(value)
+
+
+def _presence_masks(names: Sequence[str], shapes: list[frozenset[str]]) -> dict[str, pa.Array]:
+    """For each column some rows do not name, a mask true where the row names it. Built per
+    distinct set of names (few in practice), not per row and column."""
+    distinct: dict[frozenset[str], int] = {}
+    ids = pa.array([distinct.setdefault(shape, len(distinct)) for shape in shapes], pa.int32())
+    masks: dict[str, pa.Array] = {}
+    for name in names:
+        naming = [i for shape, i in distinct.items() if name in shape]
+        if len(naming) < len(distinct):
+            masks[name] = pc.is_in(ids, pa.array(naming, pa.int32()))
+    return masks
+
+
+def _line_blocks(filesystem: pafs.FileSystem, path: str) -> Iterator[bytes]:
     with filesystem.open_input_stream(path) as source:
-        yield from pajson.open_json(source, read_options=read_options, parse_options=parse)
+        yield from _line_blocks_of(source)
+
+
+def _line_blocks_of(source: pa.NativeFile) -> Iterator[bytes]:
+    """A file's bytes in blocks of whole lines, each about ``TEXT_BLOCK_BYTES`` long (a
+    longer line is a block of its own)."""
+    pending = b""
+    while chunk := bytes(source.read(TEXT_BLOCK_BYTES)):
+        pending += chunk
+        end = pending.rfind(b"\n") + 1
+        if end:
+            yield pending[:end]
+            pending = pending[end:]
+    if pending.strip():
+        yield pending
+
+
+# Arrow's JSON reader counts rows from 0 within a block of the file; these find the line.
+_JSON_KIND_CHANGE = re.compile(r"Column\((/[^)]*)\) changed from \w+ to (\w+)")
+_JSON_SYNTAX_ERROR = re.compile(r"JSON parse error: ")
+_JSON_BAD_NUMBER = re.compile(
+    r"Failed to convert JSON to (.+?)(?:, couldn't parse:(.*)$|: (\S+) requires scale)",
+    re.DOTALL,
+)
+_JSON_BAD_STRING = re.compile(r"The string '(.*)' is not a valid (\w+)", re.DOTALL)
+_JSON_ROW_OF_BLOCK = re.compile(r"\.? in row \d+")
+
+
+def _at_json_line(
+    filesystem: pafs.FileSystem,
+    path: str,
+    table_types: Mapping[str, pa.DataType],
+    items: Iterator[_Item],
+) -> Iterator[_Item]:
+    """``items`` read from a JSON-lines file; a failure of Arrow's reader names the line of the
+    file it is on (counted from 1, blank lines included), as a CSV error names its row."""
+    try:
+        yield from items
+    except pa.ArrowInvalid as e:
+        message = str(e)
+        try:
+            where = _json_error_line(filesystem, path, message, table_types)
+        except OSError:
+            where = None
+        if where is None:
+            raise
+        raise pa.ArrowInvalid(f"{_JSON_ROW_OF_BLOCK.sub('', message)} ({where})") from e
+
+
+def _json_error_line(
+    filesystem: pafs.FileSystem, path: str, message: str, table_types: Mapping[str, pa.DataType]
+) -> str | None:
+    """The line of the file an error of Arrow's JSON reader is about, found by reading the
+    file again line by line; None when the message names nothing to look for."""
+    change = _JSON_KIND_CHANGE.search(message)
+    number = _JSON_BAD_NUMBER.search(message)
+    string = _JSON_BAD_STRING.search(message)
+    if change is not None:
+        column, kind = change.group(1).lstrip("/"), change.group(2)
+        return _first_json_line(
+            filesystem, path, lambda row: column in row and _json_kind(row[column]) == kind
+        )
+    if number is not None or string is not None:
+        if number is not None:
+            type_name, value = number.group(1), number.group(2) or number.group(3)
+        else:
+            assert string is not None
+            value, type_name = string.group(1), string.group(2)
+        wanted_kind = "number" if number is not None else "string"
+        columns = {c for c, t in table_types.items() if str(t).startswith(type_name.strip())}
+
+        def holds_value(row: dict[str, Any]) -> bool:
+            return any(
+                c in row and _json_kind(row[c]) == wanted_kind and row[c].strip() == value.strip()
+                for c in columns
+            )
+
+        return _first_json_line(filesystem, path, holds_value)
+    if _JSON_SYNTAX_ERROR.search(message):
+        return _first_json_line(filesystem, path, lambda row: False)
+    return None
+
+
+def _first_json_line(
+    filesystem: pafs.FileSystem, path: str, is_wanted: Callable[[dict[str, Any]], bool]
+) -> str | None:
+    """``line N: <the line>`` of the first line that is no JSON object or whose object
+    ``is_wanted`` picks. Numbers are read as the text they are written as."""
+    with filesystem.open_input_stream(path) as source:
+        number = 0
+        for block in _line_blocks_of(source):
+            for line in block.splitlines():
+                number += 1
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line, parse_float=_JsonNumber, parse_int=_JsonNumber)
+                except ValueError:
+                    return f"line {number}: {_shown(line)}"
+                if not isinstance(row, dict):
+                    return f"line {number}: {_shown(line)}"
+                if is_wanted(row):
+                    return f"line {number}: {_shown(line)}"
+    return None
+
+
+def _shown(line: bytes, limit: int = 200) -> str:
+    text = line.decode("utf-8", "replace").strip()
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _json_kind(value: Any) -> str:
+    """The name Arrow's JSON reader gives a value's kind."""
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, dict):
+        return "object"
+    if isinstance(value, list):
+        return "array"
+    if value is None:
+        return "null"
+    return "number" if isinstance(value, _JsonNumber) else "string"
+
+
+class _JsonNumber(str):
+    """A JSON number as the text it is written as (``1.50`` stays ``1.50``)."""
 
 
 def _starts_with_array(filesystem: pafs.FileSystem, path: str) -> bool:

@@ -751,6 +751,8 @@ def _cast_column(name: str, column: pa.ChunkedArray, target: pa.DataType) -> pa.
     if pa.types.is_dictionary(source):
         column = column.cast(source.value_type)
         source = column.type
+    if _is_all_missing(column):
+        return pa.chunked_array([pa.nulls(len(column), target)], target)
     if not _fits(source, target):
         raise TypeMismatchError(
             f"column {name!r} is {arrow_to_sql_or_str(target)} but the data holds {source}; "
@@ -782,6 +784,18 @@ def _cast_column(name: str, column: pa.ChunkedArray, target: pa.DataType) -> pa.
         ) from e
     _check_lossless(name, column, converted, target)
     return converted
+
+
+def _is_all_missing(column: pa.ChunkedArray) -> bool:
+    """A column holding only NULLs in a type that says nothing of its values: Arrow's null
+    type, or floats (how pandas holds a column of NaN or None, as ``read_csv`` reads an empty
+    text column). It goes into a column of any type as NULLs."""
+    source = column.type
+    return bool(
+        (pa.types.is_null(source) or pa.types.is_floating(source))
+        and len(column)
+        and column.null_count == len(column)
+    )
 
 
 def _check_whole_digits(name: str, column: pa.ChunkedArray, target: pa.DataType) -> None:

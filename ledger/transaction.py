@@ -437,14 +437,16 @@ class Transaction:
                 "insert for new rows, or update/delete by _row_id"
             )
 
-    def _chunks(self, data: Any) -> Iterator[Rows]:
-        """User data as Arrow tables of bounded size (streams and files stay streams)."""
+    def _chunks(self, data: Any, *, row_presence: bool = False) -> Iterator[Rows]:
+        """User data as Arrow tables of bounded size (streams and files stay streams); with
+        ``row_presence``, JSON lines say line by line which columns they give."""
         return read_rows(
             data,
             self._schema,
             store=self._table.store,
             chunk_rows=STREAM_CHUNK_ROWS,
             in_memory_chunk_rows=STREAM_CHUNK_ROWS * 4,
+            row_presence=row_presence,
         )
 
     def _conform(self, table: pa.Table, *, require_keys: bool) -> pa.Table:
@@ -477,7 +479,8 @@ class Transaction:
     def _keyed_rows(self, data: Any) -> Rows | None:
         """The rows of a keyed operation, checked, with which rows named which columns; None
         when there are none."""
-        chunks = list(self._chunks(data))
+        # A partial row keeps the values it does not give: only these operations read them.
+        chunks = list(self._chunks(data, row_presence=True))
         if not chunks:
             return None
         given = concat_rows(chunks)

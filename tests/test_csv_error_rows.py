@@ -44,3 +44,20 @@ def test_a_refused_value_in_a_later_file_of_a_folder_names_that_file(location):
     with pytest.raises(ledger.MalformedSourceError, match=r"b\.csv.*column 'amount', row 2\b"):
         table.insert(uri.rsplit("/", 1)[0] + "/")
     assert table.version == 0
+
+
+def test_a_timestamp_without_offset_for_a_timestamptz_column_is_named_with_what_to_do(location):
+    table = location.connect().create_table(
+        "events", {"id": "BIGINT", "at": "TIMESTAMPTZ"}, primary_key="id"
+    )
+    table.store.put(
+        "incoming/at.csv",
+        b"id,at\n1,2026-01-03 10:00:00+00:00\n2,2026-01-03T10:00:00Z\n3,2026-01-03 10:00:00\n",
+    )
+    with pytest.raises(
+        ledger.MalformedSourceError,
+        match=r"at\.csv.*column 'at', row 3: '2026-01-03 10:00:00' has no UTC offset.*offset",
+    ) as raised:
+        table.insert(f"{location.uri}/incoming/at.csv")
+    assert "assume_timezone" not in str(raised.value)  # Arrow's advice is for its own API
+    assert table.version == 0

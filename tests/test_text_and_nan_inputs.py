@@ -19,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ledger
+import views
 from ledger.errors import SchemaError, TypeMismatchError
 from tests.conftest import examples
 
@@ -214,3 +215,75 @@ def test_spark_parses_text_and_keeps_nan_as_the_embedded_engine(spark, local_loc
     with pytest.raises(TypeMismatchError, match=r"19\.999"):
         ls.insert(by_spark, bad)
     assert by_spark.version == 1
+
+
+# --- a column holding no value at all --------------------------------------------------------
+
+EMPTY_COLUMN_TYPES = [
+    "VARCHAR",
+    "BIGINT",
+    "INTEGER",
+    "DECIMAL(18,2)",
+    "DOUBLE",
+    "FLOAT",
+    "BOOLEAN",
+    "DATE",
+    "TIMESTAMP",
+    "TIMESTAMPTZ",
+    "BLOB",
+]
+
+
+def _all_missing(kind: str) -> Any:
+    """Two rows whose ``note`` holds no value, as each source has such a column."""
+    ids = [1, 2]
+    if kind == "pandas NaN":
+        return pd.DataFrame({"id": ids, "note": [math.nan, math.nan]})  # float64
+    if kind == "pandas None":
+        return pd.DataFrame({"id": ids, "note": pd.Series([None, None], dtype=object)})
+    if kind == "arrow null":
+        return pa.table({"id": ids, "note": pa.nulls(2)})
+    if kind == "arrow float nulls":
+        return pa.table({"id": ids, "note": pa.nulls(2, pa.float64())})
+    if kind == "polars":
+        import polars as pl
+
+        return pl.DataFrame({"id": ids, "note": [None, None]})
+    return {"id": ids, "note": [None, None]}  # a dict of lists
+
+
+@pytest.mark.parametrize("column_type", EMPTY_COLUMN_TYPES)
+@pytest.mark.parametrize(
+    "kind",
+    ["pandas NaN", "pandas None", "arrow null", "arrow float nulls", "polars", "dict of lists"],
+)
+def test_a_column_without_any_value_goes_into_every_type_as_nulls(
+    local_location, kind, column_type
+):
+    table = local_location.connect().create_table(
+        "notes", {"id": "BIGINT", "note": column_type}, primary_key="id"
+    )
+    table.insert(_all_missing(kind))
+    assert table.scan().select("id, note").order("id").fetchall() == [(1, None), (2, None)]
+    assert table.schema["note"] == column_type  # the column keeps its type
+
+
+def test_an_empty_text_column_read_by_pandas_read_csv_is_written_as_nulls(local_location, tmp_path):
+    (tmp_path / "notes.csv").write_text("id,note\n1,\n2,\n")
+    frame = pd.read_csv(tmp_path / "notes.csv")
+    assert str(frame["note"].dtype) == "float64"  # how pandas reads a column of empty fields
+    table = local_location.connect().create_table(
+        "notes", {"id": "BIGINT", "note": "VARCHAR"}, primary_key="id"
+    )
+    table.insert([{"id": 1, "note": "kept"}])
+    table.upsert(frame)  # the column is given for every row: it sets NULL
+    assert views.visible(table).order("id").fetchall() == [(1, None), (2, None)]
+
+
+def test_arrow_nan_stays_a_value_and_is_refused_by_a_text_column(local_location):
+    table = local_location.connect().create_table(
+        "notes", {"id": "BIGINT", "note": "VARCHAR"}, primary_key="id"
+    )
+    with pytest.raises(TypeMismatchError, match="'note' is VARCHAR but the data holds double"):
+        table.insert(pa.table({"id": [1], "note": [math.nan]}))
+    assert table.version == 0

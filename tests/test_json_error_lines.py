@@ -1,0 +1,52 @@
+"""A JSON-lines value or line Arrow's reader refuses is named with its file and its line,
+counted from 1 as an editor counts them (blank lines included), on every store and for every
+write (an insert streams the file; an upsert reads which keys each line gives)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import ledger
+from tests.conftest import Location
+
+SCHEMA = {"id": "BIGINT", "name": "VARCHAR", "amount": "DECIMAL(18,2)"}
+
+
+def _put_lines(location: Location, table: ledger.Table, key: str, lines: list[str]) -> str:
+    table.store.put(key, ("\n".join(lines) + "\n").encode())
+    return f"{location.uri}/{key}"
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ('{"id": 40, "amount": "3.30"}', r"changed from number to string \(line 41: "),
+        ('{"id": 40, "amount": 1.239}', r"requires scale 3 \(line 41: .*1\.239"),
+        ('{"id": 40.5, "amount": 1}', r"couldn't parse:40\.5 \(line 41: "),
+        ('{"id": 40, "amount": 1', r"JSON parse error: .* \(line 41: "),
+        ('{"id": 40, "name": true}', r"changed from string to boolean \(line 41: "),
+    ],
+)
+@pytest.mark.parametrize("operation", ["insert", "upsert"])
+def test_a_refused_json_line_is_named_with_its_file_and_line(location, bad, message, operation):
+    table = location.connect().create_table("accounts", SCHEMA, primary_key="id")
+    lines = [f'{{"id": {i}, "name": "n{i}", "amount": {i}.5}}' for i in range(1, 60)]
+    lines[39] = bad
+    lines.insert(20, "")  # a blank line is a line of the file, not a row
+    uri = _put_lines(location, table, "incoming/late.jsonl", lines)
+    with pytest.raises(ledger.MalformedSourceError, match=r"late\.jsonl.*" + message) as raised:
+        getattr(table, operation)(uri)
+    assert not re.search(r"in row \d", str(raised.value))  # Arrow counts rows of a block from 0
+    assert table.version == 0
+
+
+def test_a_refused_value_past_the_first_read_block_names_its_line(local_location, tmp_path):
+    table = local_location.connect().create_table("accounts", SCHEMA, primary_key="id")
+    lines = [f'{{"id": {i}, "amount": 1.5}}' for i in range(1, 30_000)]
+    lines[25_000] = '{"id": 25001, "amount": "x"}'
+    (tmp_path / "late.jsonl").write_text("\n".join(lines) + "\n")
+    with pytest.raises(ledger.MalformedSourceError, match=r"'x'.*\(line 25001: "):
+        table.insert(str(tmp_path / "late.jsonl"))
+    assert table.version == 0
