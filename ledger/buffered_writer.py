@@ -12,12 +12,15 @@ the converted rows in memory, and inserts them in one transaction when the buffe
 ``flush()``, on ``close()`` (also on leaving the ``with`` block, by an exception or not) and at
 interpreter exit.
 
-A dict whose every value is of the one Python type that always fits its column (``str`` for
+A dict whose every value is of a Python type that plainly fits its column (``str`` for
 VARCHAR, ``int`` in range for the integer types, a finite ``float`` for DOUBLE, ``bool`` for
-BOOLEAN, None outside the key) is checked value by value and kept as is: converting many such
-rows together at flush time cannot fail, and costs a fraction of converting each alone. Other
-writes of dicts are converted at once, together with other threads' writes: a call joins the
-group of calls waiting while another thread converts, and the group is converted in one pass. If
+BOOLEAN; for DECIMAL(p,s) a ``Decimal``, an ``int`` or a ``float`` whose digits fit p and s;
+``date`` for DATE; a naive ``datetime`` for TIMESTAMP; a ``datetime`` with a zone or ISO text
+with an offset for TIMESTAMPTZ; None outside the key) is checked value by value in Python and
+kept as is: converting many such rows together at flush time cannot fail, and costs a fraction
+of converting each alone. Other writes of dicts are converted at once, together with other
+threads' writes: a call joins the group of calls waiting while another thread converts, and
+the group is converted in one pass. If
 a group does not convert, each of its calls is converted alone, so only the calls that hold a bad
 row raise.
 
@@ -30,12 +33,15 @@ when the failed attempt's commit did land.
 from __future__ import annotations
 
 import atexit
+import datetime as dt
+import decimal
 import logging
 import math
+import re
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -81,52 +87,35 @@ class _Conversion:
 
 
 _UNPLANNED: Any = object()
-# Per value, for rows holding a None: its expected type, integer range, and whether it may be None.
-_ValueChecks: TypeAlias = "tuple[tuple[type, int, int, bool], ...]"
+# Row plans are kept per set of names and value types (few in practice); past this many, the
+# cache starts again rather than grow without bound on rows of ever new shapes.
+MAX_ROW_PLANS = 1024
+_NoneType = type(None)
+
+
+@dataclass(frozen=True, slots=True)
+class _Fit:
+    """How a value of one Python type is checked against one column: ``text`` (valid UTF-8),
+    ``int`` (within ``low``..``high``), ``float`` (finite), ``fixed`` (every value fits) or
+    ``call`` (``check`` returns the value's size, or None when it does not plainly fit)."""
+
+    kind: str
+    size: int
+    low: int = 0
+    high: int = 0
+    check: Callable[[Any], int | None] | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class _RowPlan:
-    """The checks of a row of given names, worked out once per set of names: when every value
-    is of its expected type (one comparison of type tuples), only text, integer ranges and
-    finite floats are left to check, each at its known position."""
+    """The checks of a row of given names and value types, worked out once per such row
+    shape: each value left to check is checked at its known position."""
 
-    types: tuple[type, ...]
-    checks: _ValueChecks
     texts: tuple[int, ...]
     integers: tuple[tuple[int, int, int], ...]
     floats: tuple[int, ...]
+    calls: tuple[tuple[int, Callable[[Any], int | None]], ...]
     fixed_size: int
-
-
-def _checked_value_by_value(
-    row: dict[str, Any], checks: _ValueChecks
-) -> tuple[dict[str, Any], int] | None:
-    """``row`` and its approximate size if each value plainly fits (None allowed outside the
-    key), else None."""
-    size = 0
-    for value, (expected, low, high, nullable) in zip(row.values(), checks, strict=True):
-        kind = type(value)
-        if kind is not expected:
-            if value is None and nullable:
-                size += 1
-                continue
-            return None
-        if kind is str:
-            if not value.isascii() and not _encodes(value):
-                return None
-            size += len(value) + 4
-        elif kind is int:
-            if not low <= value <= high:
-                return None
-            size += 8
-        elif kind is float:
-            if not math.isfinite(value):
-                return None
-            size += 8
-        else:
-            size += 1
-    return row, size
 
 
 # Accepted rows: converted Arrow tables, or plain dicts that convert together at flush time.
@@ -216,10 +205,9 @@ class BufferedWriter:
         self._stopped = False
         self._flushing = threading.Lock()  # one flush at a time commits, in batch order
         self._conversions: list[_Conversion] = []
-        self._plain_types: dict[str, type] = {}
-        self._int_bounds: dict[str, tuple[int, int]] = {}
+        self._column_fits: dict[str, dict[type, _Fit]] = {}
         self._plain_keys: frozenset[str] = frozenset()
-        self._row_plans: dict[tuple[str, ...], _RowPlan | None] = {}
+        self._row_plans: dict[tuple[Any, ...], _RowPlan | None] = {}
         self._checks_for: TableSchema | None = None
         self._plain_checks()
         self._backlog_rows = BACKLOG_FACTOR * self._max_rows
@@ -498,9 +486,11 @@ class BufferedWriter:
 
     def _accept_part(self, part: _Part, rows: int, size: int) -> int:
         if rows:
+            first = self._open.oldest is None
             self._open.add(part, rows, size)
             self._accepted += rows
-            if self._limit_reached():
+            # The flusher, idle while the buffer was empty, starts its clock for max_seconds.
+            if first or self._limit_reached():
                 self._state.notify_all()
         return self._accepted
 
@@ -514,6 +504,7 @@ class BufferedWriter:
             parts.append([row])
             if buffer.oldest is None:
                 buffer.oldest = time.monotonic()
+                self._state.notify_all()  # the idle flusher starts its clock for max_seconds
         buffer.rows += 1
         buffer.bytes += size
         self._accepted += 1
@@ -523,22 +514,25 @@ class BufferedWriter:
 
     def _plain_row(self, row: dict[str, Any]) -> tuple[dict[str, Any], int] | None:
         """A copy of one row and its approximate size if every value plainly fits its column,
-        else None: :meth:`_plain_rows` for one row, with the checks of its names looked up once
-        per set of names (few in practice), not once per value.
+        else None. The checks of a row's names and value types are worked out once per such
+        shape (few in practice), not once per value.
 
         The checks are those of the schema as of the last flush (or the writer's start), not
         looked up at every write: a schema only gains columns and widens integer and float
         columns, so an older schema's checks accept nothing the latest schema would refuse."""
         names = tuple(row)
-        plan = self._row_plans.get(names, _UNPLANNED)
-        if plan is _UNPLANNED:
-            plan = self._row_plans[names] = self._plan_row(names)
-        if plan is None:
-            return None
         copy = row.copy()  # the caller may change its dict after write() returns
         values = tuple(copy.values())
-        if tuple(map(type, values)) != plan.types:
-            return _checked_value_by_value(copy, plan.checks)  # a None, or a value to refuse
+        types = tuple(map(type, values))
+        shape = names + types
+        plans = self._row_plans
+        plan = plans.get(shape, _UNPLANNED)
+        if plan is _UNPLANNED:
+            if len(plans) >= MAX_ROW_PLANS:
+                plans.clear()
+            plan = plans[shape] = self._plan_row(names, types)
+        if plan is None:
+            return None
         size = plan.fixed_size
         for i in plan.texts:
             text = values[i]
@@ -551,70 +545,72 @@ class BufferedWriter:
         for i in plan.floats:
             if not math.isfinite(values[i]):
                 return None
+        for i, check in plan.calls:
+            value_size = check(values[i])
+            if value_size is None:
+                return None
+            size += value_size
         return copy, size
 
-    def _plan_row(self, names: tuple[str, ...]) -> _RowPlan | None:
-        """The checks of a row naming ``names``; None when a value needs a conversion whatever
-        it is (a column without a plain type, an unknown column) or a key column is missing."""
-        expected_types, bounds, keys = self._plain_types, self._int_bounds, self._plain_keys
-        if not names or not keys.issubset(names) or not all(n in expected_types for n in names):
+    def _plan_row(self, names: tuple[str, ...], types: tuple[type, ...]) -> _RowPlan | None:
+        """The checks of a row naming ``names`` with values of ``types``; None when a value
+        needs a conversion whatever it is (a type without a plain fit, an unknown column) or a
+        key column is missing or None."""
+        fits, keys = self._column_fits, self._plain_keys
+        if not names or not keys.issubset(names):
             return None
-        types = tuple(expected_types[n] for n in names)
-        return _RowPlan(
-            types=types,
-            checks=tuple((expected_types[n], *bounds.get(n, (0, 0)), n not in keys) for n in names),
-            texts=tuple(i for i, kind in enumerate(types) if kind is str),
-            integers=tuple((i, *bounds[n]) for i, n in enumerate(names) if types[i] is int),
-            floats=tuple(i for i, kind in enumerate(types) if kind is float),
-            fixed_size=sum({str: 4, int: 8, float: 8}.get(kind, 1) for kind in types),
-        )
+        texts: list[int] = []
+        integers: list[tuple[int, int, int]] = []
+        floats: list[int] = []
+        calls: list[tuple[int, Callable[[Any], int | None]]] = []
+        fixed_size = 0
+        for i, (name, kind) in enumerate(zip(names, types, strict=True)):
+            column = fits.get(name)
+            if column is None:
+                return None
+            if kind is _NoneType:
+                if name in keys:
+                    return None
+                fixed_size += 1
+                continue
+            fit = column.get(kind)
+            if fit is None:
+                return None
+            fixed_size += fit.size
+            if fit.kind == "text":
+                texts.append(i)
+            elif fit.kind == "int":
+                integers.append((i, fit.low, fit.high))
+            elif fit.kind == "float":
+                floats.append(i)
+            elif fit.check is not None:
+                calls.append((i, fit.check))
+        return _RowPlan(tuple(texts), tuple(integers), tuple(floats), tuple(calls), fixed_size)
 
     def _plain_rows(self, rows: list[Any]) -> tuple[list[dict[str, Any]] | None, int]:
         """Copies of ``rows`` and their approximate size if every value plainly fits its column
-        (see the module docstring); (None, 0) if any row needs a conversion first. On the hot
-        path of every write, so the checks are inline."""
-        expected_types, bounds, keys = self._plain_checks()
+        (see the module docstring); (None, 0) if any row needs a conversion first."""
+        self._plain_checks()
         copies: list[dict[str, Any]] = []
         size = 0
         for row in rows:
-            if type(row) is not dict or not row or not keys.issubset(row):
+            if type(row) is not dict:
                 return None, 0
-            copy = dict(row)  # the caller may change its dict after write() returns
-            for name, value in copy.items():
-                expected = expected_types.get(name)
-                kind = type(value)
-                if kind is not expected:
-                    if value is None and expected is not None and name not in keys:
-                        size += 1
-                        continue
-                    return None, 0
-                if kind is str:
-                    if not value.isascii() and not _encodes(value):
-                        return None, 0
-                    size += len(value) + 4
-                elif kind is int:
-                    low, high = bounds[name]
-                    if not low <= value <= high:
-                        return None, 0
-                    size += 8
-                elif kind is float:
-                    if not math.isfinite(value):
-                        return None, 0
-                    size += 8
-                else:
-                    size += 1
-            copies.append(copy)
+            checked = self._plain_row(row)
+            if checked is None:
+                return None, 0
+            copies.append(checked[0])
+            size += checked[1]
         return copies, size
 
-    def _plain_checks(self) -> tuple[dict[str, type], dict[str, tuple[int, int]], frozenset[str]]:
+    def _plain_checks(self) -> None:
         state = self._table.handle.state
         if self._checks_for is not state.schema:
             config = state.config
-            self._plain_types, self._int_bounds = _plain_types(state.schema)
+            self._column_fits = _column_fits(state.schema)
             self._plain_keys = frozenset(() if config.generated_row_id else config.key_columns)
             self._row_plans = {}
             self._checks_for = state.schema
-        return self._plain_types, self._int_bounds, self._plain_keys
 
     def _limit_reached(self) -> bool:
         return self._open.rows >= self._max_rows or self._open.bytes >= self._max_bytes
@@ -739,24 +735,107 @@ class BufferedWriter:
             )
 
 
-def _plain_types(schema: TableSchema) -> tuple[dict[str, type], dict[str, tuple[int, int]]]:
-    """The one Python type that plainly fits each column that has one, and the range of each
-    integer column."""
-    types: dict[str, type] = {}
-    bounds: dict[str, tuple[int, int]] = {}
+def _column_fits(schema: TableSchema) -> dict[str, dict[type, _Fit]]:
+    """Per column that has any, the Python types whose values plainly fit it, each with the
+    check its values still need. A value passing its check converts at flush time, alone or
+    among any other values that pass, to what ``insert`` would store for it alone."""
+    fits: dict[str, dict[type, _Fit]] = {}
     for name in schema.names:
         arrow_type = schema.type_of(name)
         if pa.types.is_string(arrow_type):
-            types[name] = str
+            fits[name] = {str: _Fit("text", 4)}
         elif pa.types.is_boolean(arrow_type):
-            types[name] = bool
+            fits[name] = {bool: _Fit("fixed", 1)}
         elif pa.types.is_float64(arrow_type):
-            types[name] = float
+            fits[name] = {float: _Fit("float", 8)}
         elif pa.types.is_signed_integer(arrow_type):
-            types[name] = int
             bits = arrow_type.bit_width
-            bounds[name] = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
-    return types, bounds
+            fits[name] = {int: _Fit("int", 8, -(1 << (bits - 1)), (1 << (bits - 1)) - 1)}
+        elif pa.types.is_decimal128(arrow_type):
+            fits[name] = _decimal_fits(arrow_type.precision, arrow_type.scale)
+        elif pa.types.is_date32(arrow_type):
+            fits[name] = {dt.date: _Fit("fixed", 4)}
+        elif pa.types.is_timestamp(arrow_type) and arrow_type.tz is None:
+            fits[name] = {dt.datetime: _Fit("call", 8, check=_naive_time_size)}
+        elif pa.types.is_timestamp(arrow_type):
+            fits[name] = {
+                dt.datetime: _Fit("call", 8, check=_zoned_time_size),
+                str: _Fit("call", 0, check=_zoned_text_size),
+            }
+    return fits
+
+
+def _decimal_fits(precision: int, scale: int) -> dict[type, _Fit]:
+    """A DECIMAL(p,s) takes plainly a Decimal of at most s places and p - s whole digits (so
+    any number of them together make an Arrow decimal type that widens into the column), an
+    int64 of at most p - s digits, and a float whose shortest text (the digits ``repr``
+    prints, as ``insert`` reads a float) has at most s places and p - s whole digits."""
+    whole_digits = precision - scale
+    limit = min(10**whole_digits, 1 << 63)
+
+    def decimal_size(value: decimal.Decimal) -> int | None:
+        if not value.is_finite():
+            return None
+        _, digits, exponent = value.as_tuple()
+        assert isinstance(exponent, int)  # a finite Decimal's exponent is a number
+        if exponent < -scale or len(digits) + exponent > whole_digits:
+            return None
+        return 16
+
+    # Below 1e16 repr() never uses an exponent, and 10.0**k is exact for every k up to 16.
+    float_limit = 10.0 ** min(whole_digits, 16)
+
+    def float_size(value: float) -> int | None:
+        if not abs(value) < float_limit:  # also NaN and infinities
+            return None
+        text = repr(value)
+        if "e" in text or len(text.rstrip("0")) - text.index(".") - 1 > scale:
+            return None
+        return 16
+
+    return {
+        decimal.Decimal: _Fit("call", 0, check=decimal_size),
+        int: _Fit("int", 16, -(limit - 1), limit - 1),
+        float: _Fit("call", 0, check=float_size),
+    }
+
+
+def _naive_time_size(value: dt.datetime) -> int | None:
+    """A TIMESTAMP takes a datetime without a zone plainly (with one, it is converted)."""
+    return 0 if value.tzinfo is None else None
+
+
+def _zoned_time_size(value: dt.datetime) -> int | None:
+    """A TIMESTAMPTZ takes a datetime with a zone; in years 1 and 9999 its UTC time may fall
+    outside the calendar range, which only the conversion tells."""
+    if value.tzinfo is None or not 1 < value.year < 9999:
+        return None
+    try:
+        offset = value.utcoffset()
+    except Exception:  # a tzinfo of the caller's own that fails: the conversion reports it
+        return None
+    return None if offset is None else 0
+
+
+# ISO text with an offset that Arrow's parser reads as Python's fromisoformat does: every field
+# within its range, so only the day of the month is left to check against the calendar.
+_ZONED_TEXT = re.compile(
+    r"(\d{4})-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])[T ]([01]\d|2[0-3]):[0-5]\d"
+    r"(:[0-5]\d(\.\d{1,6})?)?(Z|[+-]([01]\d|2[0-3]):[0-5]\d)"
+)
+
+
+def _zoned_text_size(text: str) -> int | None:
+    """A TIMESTAMPTZ takes plainly ISO text with an offset, a valid day, in years 2 to 9998
+    (an offset may move years 1 and 9999 out of the calendar range)."""
+    match = _ZONED_TEXT.fullmatch(text)
+    if match is None or not 1 < int(match[1]) < 9999:
+        return None
+    try:
+        dt.date(int(match[1]), int(match[2]), int(match[3]))
+    except ValueError:  # 2023-02-29
+        return None
+    return len(text)
 
 
 def _encodes(text: str) -> bool:

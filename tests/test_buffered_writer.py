@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import datetime as dt
 import os
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 from hypothesis import given, settings
@@ -632,3 +634,160 @@ def test_a_table_with_an_insert_transform_takes_no_buffered_writer(local_locatio
     with pytest.raises(ledger.InvalidArgumentError, match="insert transform"):
         table.writer()
     assert table.refresh().version == 0
+
+
+# --- decimals, dates and timestamps ---------------------------------------------------------
+
+TIMED_SCHEMA = {
+    "id": "BIGINT",
+    "amount": "DECIMAL(12,2)",
+    "at": "TIMESTAMPTZ",
+    "local_at": "TIMESTAMP",
+    "day": "DATE",
+}
+ZONES = st.sampled_from(
+    [
+        None,
+        dt.UTC,
+        dt.timezone(dt.timedelta(hours=5, minutes=30)),
+        dt.timezone(dt.timedelta(hours=-23, minutes=-59)),
+        ZoneInfo("America/New_York"),
+    ]
+)
+DATETIMES = st.builds(
+    lambda moment, zone: moment.replace(tzinfo=zone),
+    st.one_of(
+        st.datetimes(),
+        st.sampled_from([dt.datetime(1, 1, 1), dt.datetime(9999, 12, 31, 23, 59)]),
+    ),
+    ZONES,
+)
+ISO_TEXTS = st.builds(
+    lambda year, month, day, hour, minute, second, fraction, zone: (
+        f"{year:04d}-{month:02d}-{day:02d}T{hour:02d}:{minute:02d}{second}{fraction}{zone}"
+    ),
+    st.sampled_from([1, 2, 2023, 2024, 9998, 9999]),
+    st.integers(1, 12),
+    st.sampled_from([1, 28, 29, 30, 31]),
+    st.sampled_from([0, 23, 24]),
+    st.sampled_from([0, 59, 60]),
+    st.sampled_from(["", ":00", ":59", ":60"]),
+    st.sampled_from(["", ".1", ".123456", ".1234567"]),
+    st.sampled_from(["Z", "+05:30", "-23:59", "+24:00", "", "+0530"]),
+)
+DECIMAL_VALUES = st.one_of(
+    st.decimals(places=2, min_value=-(10**10), max_value=10**10),
+    st.decimals(allow_nan=True, allow_infinity=True),
+    st.sampled_from([Decimal("1.230"), Decimal("0E+5"), Decimal("1E+9"), Decimal("-0.00")]),
+    st.integers(-(10**11), 10**11),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.integers(-(10**12), 10**12).map(lambda cents: cents / 100),
+    st.sampled_from([24.08, 1.234, 1e-5, 9999999999.99, 1e10, 1e17, -0.0]),
+)
+TIMED_VALUES = {
+    "amount": DECIMAL_VALUES,
+    "at": st.one_of(DATETIMES, ISO_TEXTS, st.dates()),
+    "local_at": st.one_of(DATETIMES, ISO_TEXTS),
+    "day": st.one_of(st.dates(), DATETIMES),
+}
+TIMED_ROW = st.fixed_dictionaries(
+    {"id": st.integers(0, 10)},
+    optional={name: st.one_of(st.none(), values) for name, values in TIMED_VALUES.items()},
+)
+
+
+@settings(max_examples=examples(40))
+@given(st.lists(st.one_of(TIMED_ROW, st.lists(TIMED_ROW, max_size=3)), max_size=10))
+def test_decimals_and_times_accept_and_refuse_exactly_what_insert_does(
+    tmp_path_factory: pytest.TempPathFactory, calls: list[Any]
+) -> None:
+    """Model test: Decimals, ints and floats into a DECIMAL, datetimes with and without zones
+    and ISO text into TIMESTAMPTZ and TIMESTAMP, dates into DATE, each write() against an
+    insert() of the same data into a twin table: a write raises exactly when the insert does,
+    and both tables hold the same values, whichever rows share a flush."""
+    warehouse = ledger.connect(str(tmp_path_factory.mktemp("wh")))
+    buffered = warehouse.create_table("buffered", TIMED_SCHEMA, primary_key="id")
+    oracle = warehouse.create_table("oracle", TIMED_SCHEMA, primary_key="id")
+    with buffered.writer(max_rows=4, max_seconds=None) as writer:
+        for data in calls:
+            try:
+                oracle.insert([data] if isinstance(data, dict) else data)
+            except ledger.LedgerError as e:
+                with pytest.raises(type(e)):
+                    writer.write(data)
+            else:
+                writer.write(data)
+
+    def read(table: ledger.Table) -> list[tuple[Any, ...]]:
+        query = 'id, amount, "at", local_at, day'
+        return sorted(table.refresh().scan().project(query).fetchall(), key=repr)
+
+    assert read(buffered) == read(oracle)
+
+
+def test_bad_decimals_and_timestamps_raise_at_write_and_good_ones_arrive_exactly(
+    local_location: Location,
+) -> None:
+    table = local_location.connect().create_table("timed", TIMED_SCHEMA, primary_key="id")
+    new_york = ZoneInfo("America/New_York")
+    good = [
+        {
+            "id": 1,
+            "amount": Decimal("1234567890.12"),
+            "at": dt.datetime(2024, 7, 1, tzinfo=new_york),
+        },
+        {"id": 2, "amount": 24.08, "at": "2024-01-01T10:30:15.123456+05:30"},
+        {"id": 3, "amount": -7, "at": "2024-02-29 23:59Z", "day": dt.date(2024, 2, 29)},
+        {"id": 4, "amount": Decimal("0.1"), "local_at": dt.datetime(2024, 3, 10, 1, 30)},
+        {"id": 5, "amount": None, "at": None, "local_at": None, "day": None},
+    ]
+    bad = [
+        {"id": 10, "amount": Decimal("1.234")},  # three places into scale 2
+        {"id": 11, "amount": Decimal("12345678901")},  # eleven whole digits into ten
+        {"id": 12, "amount": 1.234},
+        {"id": 13, "amount": 1e10},
+        {"id": 14, "amount": Decimal("NaN")},
+        {"id": 15, "at": dt.datetime(2024, 1, 1)},  # no zone: no instant
+        {"id": 16, "at": "2023-02-29T00:00Z"},
+        {"id": 17, "at": "2024-01-01T00:00"},  # text without offset
+        {"id": 18, "at": dt.datetime(1, 1, 1, tzinfo=dt.timezone(dt.timedelta(hours=5)))},
+        {"id": 19, "day": dt.datetime(2024, 1, 1, 12)},
+    ]
+    with table.writer(max_rows=2, max_seconds=None) as writer:
+        for good_row, bad_row in zip(good, bad, strict=False):
+            writer.write(good_row)
+            with pytest.raises(ledger.TypeMismatchError):
+                writer.write(bad_row)
+        for bad_row in bad[len(good) :]:
+            with pytest.raises(ledger.TypeMismatchError):
+                writer.write(bad_row)
+    utc = dt.UTC
+    expected = [
+        (1, Decimal("1234567890.12"), dt.datetime(2024, 7, 1, 4, tzinfo=utc), None, None),
+        (2, Decimal("24.08"), dt.datetime(2024, 1, 1, 5, 0, 15, 123456, tzinfo=utc), None, None),
+        (
+            3,
+            Decimal("-7.00"),
+            dt.datetime(2024, 2, 29, 23, 59, tzinfo=utc),
+            None,
+            dt.date(2024, 2, 29),
+        ),
+        (4, Decimal("0.10"), None, dt.datetime(2024, 3, 10, 1, 30), None),
+        (5, None, None, None, None),
+    ]
+    rows = table.refresh().scan().project('id, amount, "at", local_at, day').fetchall()
+    assert sorted(rows) == expected
+    assert table.count() == len(good)
+
+
+def test_plain_rows_alone_are_flushed_by_age(local_location: Location) -> None:
+    """Rows that take no conversion wake the idle flusher, which then flushes them once the
+    oldest is max_seconds old."""
+    table = local_location.connect().create_table("plain", PLAIN_SCHEMA, primary_key="id")
+    writer = table.writer(max_rows=1_000, max_seconds=0.2)
+    try:
+        writer.write({"id": 1, "s": "a"})
+        writer.write([{"id": 2, "s": "b"}])
+        assert _eventually(lambda: table.refresh().count() == 2, seconds=10.0)
+    finally:
+        writer.close()

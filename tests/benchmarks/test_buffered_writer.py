@@ -1,5 +1,7 @@
 """Buffered ingestion: 100k single-row ``writer.write`` calls from 8 threads, against one
-``table.insert`` of the same rows (a list of dicts) in the same run.
+``table.insert`` of the same rows (a list of dicts) in the same run: rows of plain values
+(text, integers, floats), rows with a DECIMAL(12,2) column of ``Decimal`` values, and rows with a
+TIMESTAMPTZ column of ``datetime`` values with a zone.
 
 ratio = insert_time / writer_time (1.0: as fast as handing every row over at once; target
 >= 0.25). Also recorded: the data files and commits each way made, the point of buffering (one
@@ -8,8 +10,10 @@ commit per row would make 100k files).
 
 from __future__ import annotations
 
+import datetime as dt
 import shutil
 import threading
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +27,9 @@ THREADS = 8
 REPEATS = repeats(3)
 TARGET = ">= 0.25"
 SCHEMA = {"event_id": "BIGINT", "user": "VARCHAR", "kind": "VARCHAR", "amount": "DOUBLE"}
+DECIMAL_SCHEMA = {**SCHEMA, "amount": "DECIMAL(12,2)"}
+TIMESTAMPTZ_SCHEMA = {**SCHEMA, "at": "TIMESTAMPTZ"}
+START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
 pytestmark = pytest.mark.timeout(1800)
 
@@ -37,6 +44,22 @@ def make_rows(n: int) -> list[dict[str, Any]]:
         }
         for i in range(n)
     ]
+
+
+def make_decimal_rows(n: int) -> list[dict[str, Any]]:
+    return [{**row, "amount": Decimal(row["event_id"] % 10_000).scaleb(-2)} for row in make_rows(n)]
+
+
+def make_timestamptz_rows(n: int) -> list[dict[str, Any]]:
+    return [{**row, "at": START + dt.timedelta(seconds=row["event_id"])} for row in make_rows(n)]
+
+
+# Figure name -> (table schema, rows); the plain figure keeps its name from before the others.
+WORKLOADS = {
+    "buffered_writer_100k_single_rows_8_threads": (SCHEMA, make_rows),
+    "buffered_writer_100k_decimal_rows_8_threads": (DECIMAL_SCHEMA, make_decimal_rows),
+    "buffered_writer_100k_timestamptz_rows_8_threads": (TIMESTAMPTZ_SCHEMA, make_timestamptz_rows),
+}
 
 
 def _write_with_threads(table: ledger.Table, rows: list[dict[str, Any]]) -> int:
@@ -68,8 +91,12 @@ def _check(table: ledger.Table, rows: list[dict[str, Any]]) -> tuple[int, int]:
     return len(table.files()), len(commits)
 
 
-def test_buffered_writer_against_one_insert(tmp_path: Path, bench_results: dict[str, Any]) -> None:
-    rows = make_rows(ROWS)
+@pytest.mark.parametrize("figure", list(WORKLOADS))
+def test_buffered_writer_against_one_insert(
+    tmp_path: Path, bench_results: dict[str, Any], figure: str
+) -> None:
+    schema, make = WORKLOADS[figure]
+    rows = make(ROWS)
     root = tmp_path / "warehouse"
     warehouse = ledger.connect(str(root))
     samples: dict[str, list[float]] = {"writer": [], "insert": []}
@@ -78,7 +105,7 @@ def test_buffered_writer_against_one_insert(tmp_path: Path, bench_results: dict[
     for repetition in range(REPEATS + 1):
         for way in ("insert", "writer"):
             name = f"{way}_{repetition}"
-            table = warehouse.create_table(name, SCHEMA, primary_key="event_id")
+            table = warehouse.create_table(name, schema, primary_key="event_id")
             if way == "insert":
                 elapsed, _ = timed(lambda t=table: t.insert(rows))
             else:
@@ -90,7 +117,7 @@ def test_buffered_writer_against_one_insert(tmp_path: Path, bench_results: dict[
             if repetition:
                 samples[way].append(elapsed)
     writer, insert = summary(samples["writer"]), summary(samples["insert"])
-    bench_results["buffered_writer_100k_single_rows_8_threads"] = {
+    bench_results[figure] = {
         "rows": ROWS,
         "threads": THREADS,
         "repeats": REPEATS,
