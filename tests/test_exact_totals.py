@@ -157,7 +157,7 @@ def test_a_visible_zero_keeps_its_sign_through_updates_and_merges(location: Loca
 
 
 @pytest.mark.spark
-def test_spark_never_shows_a_visible_zero_as_negative(spark: Any, tmp_path: Any) -> None:
+def test_spark_shows_a_visible_zero_with_its_sign_as_duckdb_does(spark: Any, tmp_path: Any) -> None:
     import ledger.spark as ls
 
     table = ledger.connect(str(tmp_path)).create_table(
@@ -172,8 +172,8 @@ def test_spark_never_shows_a_visible_zero_as_negative(spark: Any, tmp_path: Any)
 
     on_spark = signs([tuple(r) for r in ls.visible(table).collect()])
     assert signs(views.visible(table).fetchall()) == [(1, 1.0, 1), (2, -1.0, 1)]
-    # A visible 0.0 stays 0.0 on Spark too; Spark reads a visible -0.0 as 0.0 (docs/views.md).
-    assert on_spark == [(1, 1.0, 1), (2, 1.0, 1)]
+    # Both engines render one tree: a visible 0.0 stays 0.0, a visible -0.0 stays -0.0.
+    assert on_spark == [(1, 1.0, 1), (2, -1.0, 1)]
 
 
 @settings(max_examples=200, deadline=None)

@@ -71,6 +71,7 @@ class ReadSessions:
         """A new child connection for one read, in UTC, never loading extensions."""
         child = self._thread_parent().cursor()
         child.execute(_UTC)
+        _CHILDREN.add(child)
         return child
 
     def close(self) -> None:
@@ -136,15 +137,27 @@ def read_connection(
 def bind_relations(
     con: duckdb.DuckDBPyConnection, relations: dict[str, duckdb.DuckDBPyRelation]
 ) -> dict[str, str]:
-    """Make each relation readable by name in SQL on ``con`` (a temporary view under a fresh
-    name, so several views on one connection never collide, and none outlives ``con``);
-    returns the names."""
+    """Make each relation readable by name in SQL on ``con``; returns the names.
+
+    On a read's own child connection, a temporary view numbered from 0 (it vanishes with the
+    child, and repeated names let the SQL text be reused). On a caller's connection, a view in
+    the current catalog under a random name, as a catalog of registered tables expects (a
+    temporary view would be listed beside the caller's tables, and connections of one database
+    share their views, so numbers could collide)."""
     names = {}
     for role, relation in relations.items():
-        name = f"__ledger_{role}_{_view_number(con)}"
-        con.register(name, relation)
+        if con in _CHILDREN:
+            name = f"__ledger_{role}_{_view_number(con)}"
+            con.register(name, relation)
+        else:
+            name = f"__ledger_{role}_{uuid.uuid4().hex[:12]}"
+            relation.create_view(name, replace=True)
         names[role] = name
     return names
+
+
+# The child connections ReadSessions made (a caller's connection is never in it).
+_CHILDREN: weakref.WeakSet[duckdb.DuckDBPyConnection] = weakref.WeakSet()
 
 
 _VIEW_NUMBERS: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, Iterator[int]] = (
