@@ -860,12 +860,15 @@ def _is_one_row(data: Mapping[Any, Any]) -> bool:
 
 
 def _concat(tables: list[pa.Table]) -> pa.Table:
-    """Rows of calls that named different columns: an absent column is NULL (an insert)."""
+    """Rows of calls that named different columns: an absent column is NULL (an insert).
+    Parts converted before and after another writer widened a column (INTEGER to BIGINT,
+    FLOAT to DOUBLE) take the wider type: a schema only ever widens, and the insert then
+    converts every part to the latest one."""
     if len(tables) == 1:
         return tables[0]
     if not tables:
         return pa.table({})
-    return pa.concat_tables(tables, promote_options="default")
+    return pa.concat_tables(tables, promote_options="permissive")
 
 
 __all__ = ["BufferedWriter"]

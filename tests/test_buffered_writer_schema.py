@@ -4,10 +4,13 @@ only the wider type holds once the writer has seen the change."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pyarrow as pa
 import pytest
 
 import ledger
+import views
 from tests.conftest import Location
 
 INT_MAX = 2**31 - 1
@@ -36,3 +39,22 @@ def test_a_column_widened_by_another_writer_takes_wider_values(location: Locatio
         (5, INT_MAX + 5),
         (6, -1),
     ]
+
+
+def test_rows_converted_before_and_after_a_widening_commit_together(tmp_path: Path) -> None:
+    # A row converted at write() (int into VARCHAR is not a plain row) holds INTEGER; after
+    # another writer widens the column to BIGINT, a plain row converted at flush holds BIGINT.
+    warehouse = ledger.connect(str(tmp_path))
+    table = warehouse.create_table(
+        "t", {"k": "BIGINT", "i": "INTEGER", "s": "VARCHAR"}, primary_key="k"
+    )
+    other = ledger.connect(str(tmp_path)).table("t")
+    with table.writer(max_seconds=None) as writer:
+        writer.write({"k": 1, "i": 1, "s": 7})
+        other.insert([{"k": 2, "i": 2**40}], evolve_schema=True)
+        table.insert([{"k": 4, "i": 4}])  # the writer's table sees the wider schema
+        writer.write({"k": 3, "i": 3, "s": "x"})
+        writer.flush()
+        assert writer.pending_rows == 0
+    got = sorted(tuple(r.values()) for r in views.rows(table).to_pylist())
+    assert got == [(1, 1, "7"), (2, 2**40, None), (3, 3, "x"), (4, 4, None)]
