@@ -336,3 +336,31 @@ def test_a_key_named_like_a_field_path_is_written_sorted_and_checked(tmp_path, k
     table.delete([2])
     table.merge(min_files=1)
     assert sorted(views.visible(table).fetchall()) == [(1, 11), (3, 30)]
+
+
+@pytest.mark.spark
+def test_spark_writes_and_merges_columns_named_with_dots_and_backticks(spark, local_location):
+    # PySpark resolves mapInArrow's input columns by name, which fails on these names: the
+    # engine hands them over by position.
+    import pyspark.sql.types as T
+
+    import ledger.spark as ls
+
+    key, value = 'select `k`"', "Wert é.x"
+    table = local_location.connect().create_table(
+        "odd", {key: "VARCHAR", value: "DOUBLE"}, primary_key=key
+    )
+    schema = T.StructType(
+        [T.StructField(key, T.StringType()), T.StructField(value, T.DoubleType())]
+    )
+    ls.insert(table, spark.createDataFrame([("a", 1.0), ("b", 2.0), ("c", 3.0)], schema))
+    ls.delete(table, spark.createDataFrame([("a",)], T.StructType([schema[0]])))
+    ls.upsert(table, spark.createDataFrame([("b", 20.0), ("d", 4.0)], schema))
+    assert sorted(views.visible(table).fetchall()) == [("b", 20.0), ("c", 3.0), ("d", 4.0)]
+    ls.merge(table, spark=spark, min_files=1)
+    assert sorted(views.visible(table).fetchall()) == [("b", 20.0), ("c", 3.0), ("d", 4.0)]
+    assert sorted(tuple(r) for r in ls.visible(table).collect()) == [
+        ("b", 20.0),
+        ("c", 3.0),
+        ("d", 4.0),
+    ]

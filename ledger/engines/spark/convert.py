@@ -17,6 +17,7 @@ from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema, to_arro
 
 from ledger import errors, insert_transform
 from ledger.engines.spark.errors import task_errors
+from ledger.engines.spark.session import map_in_arrow
 from ledger.errors import InvalidArgumentError, SchemaError, TypeMismatchError
 from ledger.schema import DML_TYPE, ROW_ID, check_data_names, conform, parse_text
 from ledger.writer import file_schema
@@ -156,7 +157,7 @@ def insert_transformed(df: DataFrame, sql: str) -> DataFrame:
             yield from result.cast(output).to_batches()
 
     with task_errors("running the insert transform"):
-        shaped: DataFrame = df.mapInArrow(shape, target).localCheckpoint(eager=True)
+        shaped: DataFrame = map_in_arrow(df, shape, target).localCheckpoint(eager=True)
     return shaped
 
 

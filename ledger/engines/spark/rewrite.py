@@ -19,12 +19,13 @@ from ledger.engines.duckdb import session as embedded
 from ledger.engines.spark.convert import col
 from ledger.engines.spark.errors import task_errors
 from ledger.engines.spark.scan import scan_files
-from ledger.engines.spark.session import arrow_batches
+from ledger.engines.spark.session import arrow_batches, map_in_arrow
 from ledger.log.entries import FileMarker, TableConfig
 from ledger.log.state import TableState
 from ledger.maintenance import merge as merging
 from ledger.partitioning import PartitionSpec
 from ledger.schema import DML_TYPE, TableSchema
+from ledger.sql import ident
 from ledger.sql.names import ENTRIES
 from ledger.storage import Store
 from ledger.writer import DataWriter, SortedFileSink, file_schema, sort_columns
@@ -114,8 +115,8 @@ def rewrite_entries(
     markers."""
     spread = entries.repartitionByRange(ranges, *map(col, group_columns))
     with arrow_batches(entries.sparkSession):
-        written = spread.mapInArrow(
-            lambda batches: _rewrite_task(job, batches), "marker string"
+        written = map_in_arrow(
+            spread, lambda batches: _rewrite_task(job, batches), "marker string"
         ).collect()
     return [FileMarker.from_json(json.loads(row["marker"])) for row in written]
 
@@ -136,7 +137,7 @@ def _rewrite_task(job: RewriteJob, batches: Iterator[pa.RecordBatch]) -> Iterato
     sink = SortedFileSink(
         writer, job.partition, file_rows=job.file_rows, row_group_rows=job.row_group_rows
     )
-    order = ", ".join(f'"{c}" ASC NULLS LAST' for c in sort_columns(job.config))
+    order = ", ".join(f"{ident(c)} ASC NULLS LAST" for c in sort_columns(job.config))
     try:
         with closing(embedded.connect()) as con:
             con.register(ENTRIES, entries)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -72,6 +72,22 @@ def _batch_rows(value: str | None) -> int:
         return int(value) if value is not None else 0
     except ValueError:
         return 0
+
+
+ArrowTask = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
+
+
+def map_in_arrow(df: DataFrame, task: ArrowTask, schema: Any) -> DataFrame:
+    """``df.mapInArrow(task, schema)`` for any column names. PySpark resolves each input
+    column by its name there, which fails on a name holding a dot or a backtick; the columns
+    cross under positional names and ``task`` gets its batches under the original ones."""
+    names = list(df.columns)
+    positional = df.toDF(*(f"_{i}" for i in range(len(names))))
+
+    def renamed(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        return task(batch.rename_columns(names) for batch in batches)
+
+    return positional.mapInArrow(renamed, schema)
 
 
 @contextmanager

@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 from ledger import errors
 from ledger.engines.spark.convert import checked_frame, col, conformed_columns, transformed
 from ledger.engines.spark.errors import task_errors
-from ledger.engines.spark.session import arrow_batches, to_arrow
+from ledger.engines.spark.session import arrow_batches, map_in_arrow, to_arrow
 from ledger.errors import InvalidArgumentError, MissingKeyError, SchemaError, TypeMismatchError
 from ledger.log.entries import FileMarker, TableConfig
 from ledger.partitioning import PartitionSpec
@@ -278,8 +278,8 @@ def write_entries(df: DataFrame, job: WriteJob) -> list[FileMarker]:
     """Write ``df`` (see :class:`WriteJob`) as entry files from the executors; return the
     markers of every file written."""
     with arrow_batches(df.sparkSession):
-        written = df.mapInArrow(
-            lambda batches: _write_task(job, batches), "marker string"
+        written = map_in_arrow(
+            df, lambda batches: _write_task(job, batches), "marker string"
         ).collect()
     return [FileMarker.from_json(json.loads(row["marker"])) for row in written]
 
