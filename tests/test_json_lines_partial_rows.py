@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 import ledger
 import views
 from tests.conftest import Location, examples
+from tests.support.partial_rows import VALUE_COLUMNS, partial_row
 
 SCHEMA = {"id": "BIGINT", "name": "VARCHAR", "score": "BIGINT", "region": "VARCHAR"}
-VALUE_COLUMNS = ["name", "score", "region"]
 FIRST = [
     {"id": 1, "name": "A", "score": 10, "region": "eu"},
     {"id": 2, "name": "B", "score": 20, "region": "us"},
@@ -145,27 +145,12 @@ def test_a_line_that_is_no_object_is_refused_and_nothing_is_written(location, pl
 
 # --- the model: random JSON-lines writes against dicts and an in-place oracle ---------------
 
-_VALUES = {
-    "name": st.one_of(st.none(), st.text(max_size=4)),
-    "score": st.one_of(st.none(), st.integers(-(2**40), 2**40)),
-    "region": st.one_of(st.none(), st.sampled_from(["eu", "us", "ap"])),
-}
-
-
-@st.composite
-def _partial_row(draw: st.DrawFn, key: int) -> dict[str, Any]:
-    named = draw(st.lists(st.sampled_from(VALUE_COLUMNS), unique=True))
-    row: dict[str, Any] = {"id": key}
-    for column in named:
-        row[column] = draw(_VALUES[column])
-    return row
-
 
 @st.composite
 def _step(draw: st.DrawFn) -> tuple[str, list[list[dict[str, Any]]]]:
     """An operation and its rows, cut into one to three files (a folder of several)."""
     keys = draw(st.lists(st.integers(0, 5), min_size=1, max_size=6, unique=True))
-    rows = [draw(_partial_row(k)) for k in keys]
+    rows = [draw(partial_row(k)) for k in keys]
     cuts = sorted(draw(st.lists(st.integers(1, len(rows)), max_size=2, unique=True)))
     files = [rows[a:b] for a, b in zip([0, *cuts], [*cuts, len(rows)], strict=True) if b > a]
     return draw(st.sampled_from(["upsert", "update"])), files

@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 
 import ledger
 import views
+from tests.support.partial_rows import VALUE_COLUMNS, partial_row
 
 SCHEMA = {"id": "BIGINT", "name": "VARCHAR", "score": "BIGINT", "region": "VARCHAR"}
-VALUE_COLUMNS = ["name", "score", "region"]
 
 
 def _visible(table: ledger.Table) -> dict[int, dict[str, Any]]:
@@ -117,29 +117,11 @@ def test_a_failed_partial_update_writes_nothing(players):
 
 # --- the model: random partial writes against an in-place oracle ------------------------------
 
-_VALUES = {
-    "name": st.one_of(st.none(), st.text(max_size=4)),
-    "score": st.one_of(st.none(), st.integers(-(2**40), 2**40)),
-    "region": st.one_of(st.none(), st.sampled_from(["eu", "us", "ap"])),
-}
-
-
-@st.composite
-def _partial_row(draw: st.DrawFn, key: int) -> dict[str, Any]:
-    named = draw(st.lists(st.sampled_from(VALUE_COLUMNS), unique=True))
-    row: dict[str, Any] = {"id": key}
-    for column in named:
-        row[column] = draw(_VALUES[column])
-    # Dict order must not matter: sometimes name the key last.
-    if draw(st.booleans()):
-        row = {**{c: row[c] for c in named}, "id": key}
-    return row
-
 
 @st.composite
 def _step(draw: st.DrawFn) -> tuple[str, list[dict[str, Any]]]:
     keys = draw(st.lists(st.integers(0, 5), min_size=1, max_size=5, unique=True))
-    return draw(st.sampled_from(["upsert", "update"])), [draw(_partial_row(k)) for k in keys]
+    return draw(st.sampled_from(["upsert", "update"])), [draw(partial_row(k)) for k in keys]
 
 
 def _apply_to_oracle(
