@@ -42,7 +42,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 import pyarrow as pa
@@ -86,11 +86,9 @@ class _Conversion:
     position: int = 0
 
 
-_UNPLANNED: Any = object()
-# Row plans are kept per set of names and value types (few in practice); past this many, the
-# cache starts again rather than grow without bound on rows of ever new shapes.
-MAX_ROW_PLANS = 1024
-_NoneType = type(None)
+# Row checks are kept per tuple of column names (few in practice); past this many, the cache
+# starts again rather than grow without bound on rows of ever new names.
+MAX_ROW_CHECKS = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,16 +104,14 @@ class _Fit:
     check: Callable[[Any], int | None] | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class _RowPlan:
-    """The checks of a row of given names and value types, worked out once per such row
-    shape: each value left to check is checked at its known position."""
+# A row's check: its approximate size in bytes if every value plainly fits, else None.
+_RowCheck: TypeAlias = "Callable[[dict[str, Any]], int | None]"
 
-    texts: tuple[int, ...]
-    integers: tuple[tuple[int, int, int], ...]
-    floats: tuple[int, ...]
-    calls: tuple[tuple[int, Callable[[Any], int | None]], ...]
-    fixed_size: int
+
+def _never_plain(row: dict[str, Any]) -> int | None:
+    """The check of rows whose names alone rule out the plain path (an unknown column, a
+    missing key column, no column at all)."""
+    return None
 
 
 # Accepted rows: converted Arrow tables, or plain dicts that convert together at flush time.
@@ -133,26 +129,6 @@ class _Batch:
     batch: int | None
     attempted: bool = False
     converted: pa.Table | None = None
-
-
-@dataclass
-class _Buffer:
-    """Rows accepted and not yet sealed into a batch."""
-
-    parts: list[_Part] = field(default_factory=list)
-    rows: int = 0
-    bytes: int = 0
-    oldest: float | None = None  # time.monotonic() when the first of them was accepted
-
-    def add(self, part: _Part, rows: int, size: int) -> None:
-        if isinstance(part, list) and self.parts and isinstance(self.parts[-1], list):
-            self.parts[-1].extend(part)  # one list of plain rows, converted in one pass
-        else:
-            self.parts.append(part)
-        self.rows += rows
-        self.bytes += size
-        if self.oldest is None:
-            self.oldest = time.monotonic()
 
 
 class BufferedWriter:
@@ -190,10 +166,16 @@ class BufferedWriter:
         # the Python-level wrapper of Condition.__enter__).
         self._lock = threading.Lock()
         self._state = threading.Condition(self._lock)
-        self._open = _Buffer()
+        # The open buffer: rows accepted and not yet sealed into a batch, in order. Its last
+        # part is always the list that plain rows are appended to (``_tail``).
+        self._tail: list[dict[str, Any]] = []
+        self._open_parts: list[_Part] = [self._tail]
+        self._open_bytes = 0
+        self._open_since: float | None = None  # time.monotonic() at its first row
         self._sealed: deque[_Batch] = deque()
-        self._sealed_bytes = 0  # bytes of the sealed batches, kept for the check of each write
+        self._sealed_bytes = 0  # bytes of the sealed batches
         self._accepted = 0  # position of the last accepted row
+        self._sealed_through = 0  # position of the last sealed row
         self._committed = 0  # position of the last committed row
         self._failures = 0
         self._error: BaseException | None = None  # the last failed flush, until reported
@@ -207,11 +189,18 @@ class BufferedWriter:
         self._conversions: list[_Conversion] = []
         self._column_fits: dict[str, dict[type, _Fit]] = {}
         self._plain_keys: frozenset[str] = frozenset()
-        self._row_plans: dict[tuple[Any, ...], _RowPlan | None] = {}
+        self._row_checks: dict[tuple[str, ...], _RowCheck] = {}
         self._checks_for: TableSchema | None = None
         self._plain_checks()
         self._backlog_rows = BACKLOG_FACTOR * self._max_rows
         self._backlog_bytes = BACKLOG_FACTOR * self._max_bytes
+        # What a plain write compares against, worked out when they change rather than at
+        # each write: the position whose row wakes the flusher (the open buffer's first row,
+        # to start its max_seconds clock, then its max_rows-th), and the positions and bytes
+        # at which the backlog is full.
+        self._wake_at = 1
+        self._accept_below = self._backlog_rows
+        self._bytes_below = self._backlog_bytes
         self._converting = False
         self._thread = threading.Thread(
             target=self._flush_in_background, name=f"ledger-writer-{table.name}", daemon=True
@@ -268,19 +257,26 @@ class BufferedWriter:
         rows stay buffered and are tried again), and
         :class:`~ledger.errors.WriterClosedError` after ``close()``.
         """
-        if type(data) is dict:  # the hot path: one row of plain values, one lock round
-            checked = self._plain_row(data)
-            if checked is not None:
-                row, size = checked
+        if type(data) is dict:  # the hot path: one row of plain values, one short lock round
+            row = data.copy()  # the caller may change its dict after write() returns
+            names = tuple(row)
+            size = (self._row_checks.get(names) or self._compile_row_check(names))(row)
+            if size is not None:
+                # Inline, with precomputed limits: this runs once per row, from every thread.
                 with self._lock:
                     if (
                         self._closed
                         or self._error is not None
-                        or self._accepted - self._committed >= self._backlog_rows
-                        or self._open.bytes + self._sealed_bytes >= self._backlog_bytes
-                    ):  # _backlog_full(), inline: it is checked at every write
+                        or self._accepted >= self._accept_below
+                        or self._open_bytes >= self._bytes_below
+                    ):
                         self._admit_locked()
-                    return self._accept_row(row, size)
+                    self._tail.append(row)
+                    self._open_bytes += size
+                    position = self._accepted = self._accepted + 1
+                    if position >= self._wake_at or self._open_bytes >= self._max_bytes:
+                        self._wake_flusher()
+                    return position
         if type(data) is dict or isinstance(data, list):
             rows: list[Any] = data if isinstance(data, list) else [data]
             plain, size = self._plain_rows(rows)
@@ -386,8 +382,13 @@ class BufferedWriter:
 
     def _backlog_full(self) -> bool:
         pending = self._accepted - self._committed
-        backlog_bytes = self._open.bytes + self._sealed_bytes
+        backlog_bytes = self._open_bytes + self._sealed_bytes
         return pending >= self._backlog_rows or backlog_bytes >= self._backlog_bytes
+
+    def _set_backlog_limits(self) -> None:
+        """After a seal or a commit (the state lock is held): the limits a plain write checks."""
+        self._accept_below = self._committed + self._backlog_rows
+        self._bytes_below = self._backlog_bytes - self._sealed_bytes
 
     def _ensure_open(self) -> None:
         if self._closed:
@@ -485,107 +486,49 @@ class BufferedWriter:
         return self._accepted
 
     def _accept_part(self, part: _Part, rows: int, size: int) -> int:
+        """Add rows to the open buffer (the state lock is held); return their position."""
         if rows:
-            first = self._open.oldest is None
-            self._open.add(part, rows, size)
+            if isinstance(part, list):
+                self._tail.extend(part)  # one list of plain rows, converted in one pass
+            else:
+                self._tail = []
+                self._open_parts += [part, self._tail]
+            self._open_bytes += size
             self._accepted += rows
-            # The flusher, idle while the buffer was empty, starts its clock for max_seconds.
-            if first or self._limit_reached():
-                self._state.notify_all()
+            if self._accepted >= self._wake_at or self._open_bytes >= self._max_bytes:
+                self._wake_flusher()
         return self._accepted
 
-    def _accept_row(self, row: dict[str, Any], size: int) -> int:
-        """:meth:`_accept_part` of one plain row, inline (the state lock is held)."""
-        buffer = self._open
-        parts = buffer.parts
-        if parts and type(parts[-1]) is list:
-            parts[-1].append(row)
-        else:
-            parts.append([row])
-            if buffer.oldest is None:
-                buffer.oldest = time.monotonic()
-                self._state.notify_all()  # the idle flusher starts its clock for max_seconds
-        buffer.rows += 1
-        buffer.bytes += size
-        self._accepted += 1
-        if buffer.rows >= self._max_rows or buffer.bytes >= self._max_bytes:
-            self._state.notify_all()
-        return self._accepted
+    def _wake_flusher(self) -> None:
+        """At the open buffer's first row the idle flusher starts its clock for max_seconds;
+        at its limits it seals (the state lock is held)."""
+        if self._open_since is None:
+            self._open_since = time.monotonic()
+        self._wake_at = self._sealed_through + self._max_rows
+        self._state.notify_all()
 
     def _plain_row(self, row: dict[str, Any]) -> tuple[dict[str, Any], int] | None:
         """A copy of one row and its approximate size if every value plainly fits its column,
-        else None. The checks of a row's names and value types are worked out once per such
-        shape (few in practice), not once per value.
+        else None. The check of a tuple of names is compiled once (few in practice), then
+        costs one call per row.
 
         The checks are those of the schema as of the last flush (or the writer's start), not
         looked up at every write: a schema only gains columns and widens integer and float
         columns, so an older schema's checks accept nothing the latest schema would refuse."""
-        names = tuple(row)
         copy = row.copy()  # the caller may change its dict after write() returns
-        values = tuple(copy.values())
-        types = tuple(map(type, values))
-        shape = names + types
-        plans = self._row_plans
-        plan = plans.get(shape, _UNPLANNED)
-        if plan is _UNPLANNED:
-            if len(plans) >= MAX_ROW_PLANS:
-                plans.clear()
-            plan = plans[shape] = self._plan_row(names, types)
-        if plan is None:
-            return None
-        size = plan.fixed_size
-        for i in plan.texts:
-            text = values[i]
-            if not text.isascii() and not _encodes(text):
-                return None
-            size += len(text)
-        for i, low, high in plan.integers:
-            if not low <= values[i] <= high:
-                return None
-        for i in plan.floats:
-            if not math.isfinite(values[i]):
-                return None
-        for i, check in plan.calls:
-            value_size = check(values[i])
-            if value_size is None:
-                return None
-            size += value_size
-        return copy, size
+        names = tuple(copy)
+        check = self._row_checks.get(names)
+        if check is None:
+            check = self._compile_row_check(names)
+        size = check(copy)
+        return None if size is None else (copy, size)
 
-    def _plan_row(self, names: tuple[str, ...], types: tuple[type, ...]) -> _RowPlan | None:
-        """The checks of a row naming ``names`` with values of ``types``; None when a value
-        needs a conversion whatever it is (a type without a plain fit, an unknown column) or a
-        key column is missing or None."""
-        fits, keys = self._column_fits, self._plain_keys
-        if not names or not keys.issubset(names):
-            return None
-        texts: list[int] = []
-        integers: list[tuple[int, int, int]] = []
-        floats: list[int] = []
-        calls: list[tuple[int, Callable[[Any], int | None]]] = []
-        fixed_size = 0
-        for i, (name, kind) in enumerate(zip(names, types, strict=True)):
-            column = fits.get(name)
-            if column is None:
-                return None
-            if kind is _NoneType:
-                if name in keys:
-                    return None
-                fixed_size += 1
-                continue
-            fit = column.get(kind)
-            if fit is None:
-                return None
-            fixed_size += fit.size
-            if fit.kind == "text":
-                texts.append(i)
-            elif fit.kind == "int":
-                integers.append((i, fit.low, fit.high))
-            elif fit.kind == "float":
-                floats.append(i)
-            elif fit.check is not None:
-                calls.append((i, fit.check))
-        return _RowPlan(tuple(texts), tuple(integers), tuple(floats), tuple(calls), fixed_size)
+    def _compile_row_check(self, names: tuple[str, ...]) -> _RowCheck:
+        checks = self._row_checks
+        if len(checks) >= MAX_ROW_CHECKS:
+            checks.clear()
+        check = checks[names] = _row_check(names, self._column_fits, self._plain_keys)
+        return check
 
     def _plain_rows(self, rows: list[Any]) -> tuple[list[dict[str, Any]] | None, int]:
         """Copies of ``rows`` and their approximate size if every value plainly fits its column
@@ -609,26 +552,34 @@ class BufferedWriter:
             config = state.config
             self._column_fits = _column_fits(state.schema)
             self._plain_keys = frozenset(() if config.generated_row_id else config.key_columns)
-            self._row_plans = {}
+            self._row_checks = {}
             self._checks_for = state.schema
 
     def _limit_reached(self) -> bool:
-        return self._open.rows >= self._max_rows or self._open.bytes >= self._max_bytes
+        open_rows = self._accepted - self._sealed_through
+        return open_rows >= self._max_rows or self._open_bytes >= self._max_bytes
 
     # --- internals: flushing -------------------------------------------------------------------
 
     def _seal(self) -> None:
         """Turn the open buffer into the next batch to commit (the state lock is held)."""
         self._plain_checks()  # later writes are checked against the schema as it is now
-        if not self._open.rows:
+        rows = self._accepted - self._sealed_through
+        if not rows:
             return
         batch = None
         if self._app_id is not None:
             batch, self._next_batch = self._next_batch, self._next_batch + 1
-        opened = self._open
-        self._sealed.append(_Batch(opened.parts, opened.rows, opened.bytes, self._accepted, batch))
-        self._sealed_bytes += opened.bytes
-        self._open = _Buffer()
+        parts = [part for part in self._open_parts if not isinstance(part, list) or part]
+        self._sealed.append(_Batch(parts, rows, self._open_bytes, self._accepted, batch))
+        self._sealed_bytes += self._open_bytes
+        self._tail = []
+        self._open_parts = [self._tail]
+        self._open_bytes = 0
+        self._open_since = None
+        self._sealed_through = self._accepted
+        self._wake_at = self._accepted + 1
+        self._set_backlog_limits()
 
     def _commit_sealed(self, *, in_background: bool) -> int:
         """Commit the sealed batches in order; stop at the first failure (it stays first). A
@@ -657,6 +608,7 @@ class BufferedWriter:
                     self._sealed.popleft()
                     self._sealed_bytes -= head.bytes
                     self._committed = head.end_position
+                    self._set_backlog_limits()
                     self._error = None
                     self._retry_delay = RETRY_DELAY_SECONDS
                     self._state.notify_all()
@@ -702,13 +654,13 @@ class BufferedWriter:
                     self._retry_delay = min(self._retry_delay * 2, MAX_RETRY_DELAY_SECONDS)
 
     def _flush_due(self) -> bool:
-        if not self._open.rows and not self._sealed:
+        if self._accepted == self._sealed_through and not self._sealed:
             return False
         if time.monotonic() < self._retry_at:
             return False
         if self._sealed or self._flush_requested or self._limit_reached():
             return True
-        oldest = self._open.oldest
+        oldest = self._open_since
         return (
             self._max_seconds is not None
             and oldest is not None
@@ -719,9 +671,9 @@ class BufferedWriter:
         now = time.monotonic()
         if now < self._retry_at:
             return self._retry_at - now
-        if self._max_seconds is None or self._open.oldest is None:
+        if self._max_seconds is None or self._open_since is None:
             return None
-        return max(0.0, self._open.oldest + self._max_seconds - now)
+        return max(0.0, self._open_since + self._max_seconds - now)
 
     def _flush_at_exit(self) -> None:
         try:
@@ -763,6 +715,58 @@ def _column_fits(schema: TableSchema) -> dict[str, dict[type, _Fit]]:
                 str: _Fit("call", 0, check=_zoned_text_size),
             }
     return fits
+
+
+def _row_check(
+    names: tuple[str, ...], fits: Mapping[str, Mapping[type, _Fit]], keys: frozenset[str]
+) -> _RowCheck:
+    """The check of rows naming ``names`` in this order: straight-line code, compiled once per
+    tuple of names, that tests each value's exact type against its column's fits and returns
+    the row's approximate size, or None when a value needs a conversion. Rows of one source
+    share their names, so a write costs one call and a few comparisons per value, with no
+    loop and no lookup per value (a loop over per-column checks costs about twice as much).
+
+    Only positions and names bound in the function's namespace appear in its source: column
+    names and values never do."""
+    if not names or not keys.issubset(names) or not all(name in fits for name in names):
+        return _never_plain
+    namespace: dict[str, Any] = {"_encodes": _encodes, "_isfinite": math.isfinite}
+    lines = [
+        "def check(row):",
+        f"    ({''.join(f'v{i}, ' for i in range(len(names)))}) = row.values()",
+    ]
+    lines.append("    size = 0")
+    for i, name in enumerate(names):
+        value = f"v{i}"
+        branch = "if"
+        if name not in keys:  # None is NULL outside the key
+            lines += [f"    if {value} is None:", "        size += 1"]
+            branch = "elif"
+        for j, (kind, fit) in enumerate(fits[name].items()):
+            type_name, fit_name = f"t{i}_{j}", f"f{i}_{j}"
+            namespace[type_name], namespace[fit_name] = kind, fit.check
+            test, size = _fit_test(value, fit, fit_name)
+            condition = f"type({value}) is {type_name}" + (f" and {test}" if test else "")
+            lines += [f"    {branch} {condition}:", f"        size += {size}"]
+            branch = "elif"
+        lines += ["    else:", "        return None"]
+    lines.append("    return size")
+    exec("\n".join(lines), namespace)  # the source names positions only, never user text
+    check: _RowCheck = namespace["check"]
+    return check
+
+
+def _fit_test(value: str, fit: _Fit, fit_name: str) -> tuple[str, str]:
+    """The test (beyond the value's type) and the size expression of one fit, as source."""
+    if fit.kind == "text":
+        return f"({value}.isascii() or _encodes({value}))", f"{fit.size} + len({value})"
+    if fit.kind == "int":
+        return f"{fit.low!r} <= {value} <= {fit.high!r}", f"{fit.size}"
+    if fit.kind == "float":
+        return f"_isfinite({value})", f"{fit.size}"
+    if fit.kind == "call":
+        return f"(n := {fit_name}({value})) is not None", f"{fit.size} + n"
+    return "", f"{fit.size}"
 
 
 def _decimal_fits(precision: int, scale: int) -> dict[type, _Fit]:
