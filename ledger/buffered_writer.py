@@ -16,9 +16,10 @@ A dict whose every value is of a Python type that plainly fits its column (``str
 VARCHAR, ``int`` in range for the integer types, a finite ``float`` for DOUBLE, ``bool`` for
 BOOLEAN; for DECIMAL(p,s) a ``Decimal``, an ``int`` or a ``float`` whose digits fit p and s;
 ``date`` for DATE; a naive ``datetime`` for TIMESTAMP; a ``datetime`` with a zone or ISO text
-with an offset for TIMESTAMPTZ; None outside the key) is checked value by value in Python and
-kept as is: converting many such rows together at flush time cannot fail, and costs a fraction
-of converting each alone. Other writes of dicts are converted at once, together with other
+with an offset for TIMESTAMPTZ; None outside the key) is checked in Python, by a function
+compiled once per tuple of column names, and kept as is (appended under one short lock):
+converting many such rows together at flush time cannot fail, and costs a fraction of
+converting each alone. Other writes of dicts are converted at once, together with other
 threads' writes: a call joins the group of calls waiting while another thread converts, and
 the group is converted in one pass. If
 a group does not convert, each of its calls is converted alone, so only the calls that hold a bad
