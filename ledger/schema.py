@@ -490,7 +490,12 @@ def _from_pylist(rows: list[Any], schema: TableSchema) -> pa.Table:
 
 def dicts_to_arrow(rows: list[Any], schema: TableSchema) -> tuple[pa.Table, bool]:
     """:func:`_from_pylist`, and whether every row is known to name every column (True in the
-    common case, found while gathering the values; False when that is not known)."""
+    common case, found while gathering the values; False when that is not known).
+
+    >>> table, same_names = dicts_to_arrow([{"id": 1}, {"id": 2}], schema)  # doctest: +SKIP
+    >>> same_names  # doctest: +SKIP
+    True
+    """
     if not all(issubclass(kind, Mapping) for kind in set(map(type, rows))):
         raise InvalidArgumentError("a list given as data must hold one dict per row")
     same_names = False
