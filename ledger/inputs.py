@@ -47,7 +47,7 @@ from ledger.errors import (
     StorageError,
     TypeMismatchError,
 )
-from ledger.schema import TableSchema, to_arrow
+from ledger.schema import TableSchema, dicts_to_arrow, to_arrow
 from ledger.storage.base import Store
 
 ACCEPTED_SOURCES = (
@@ -181,8 +181,8 @@ def _rows_from_dicts(rows: list[Any], schema: TableSchema) -> Rows:
     """A list of dicts: one Arrow table with every column any row names, and which rows named
     it. Rows are grouped by their set of names (few distinct shapes in practice), so the masks
     are built per shape, not per row and column."""
-    table = to_arrow(rows, schema)  # checks that every row is a dict
-    if set(map(len, rows)) <= {table.num_columns}:
+    table, same_names = dicts_to_arrow(rows, schema)  # checks that every row is a dict
+    if same_names or set(map(len, rows)) <= {table.num_columns}:
         return Rows(table)  # a row with as many names as all rows together names every column
     shape_ids: list[int] = []
     shapes: dict[tuple[str, ...], int] = {}

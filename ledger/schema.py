@@ -485,14 +485,30 @@ def _from_pylist(rows: list[Any], schema: TableSchema) -> pa.Table:
     a few more mixes (``[True, 0.5]`` as doubles, as ``[0.5, True]`` is read either way); only
     when that pass fails too is the column whose values do not fit named.
     """
+    return dicts_to_arrow(rows, schema)[0]
+
+
+def dicts_to_arrow(rows: list[Any], schema: TableSchema) -> tuple[pa.Table, bool]:
+    """:func:`_from_pylist`, and whether every row is known to name every column (True in the
+    common case, found while gathering the values; False when that is not known).
+
+    >>> table, same_names = dicts_to_arrow([{"id": 1}, {"id": 2}], schema)  # doctest: +SKIP
+    >>> same_names  # doctest: +SKIP
+    True
+    """
     if not all(issubclass(kind, Mapping) for kind in set(map(type, rows))):
         raise InvalidArgumentError("a list given as data must hold one dict per row")
+    same_names = False
     try:
-        table = pa.table(_gathered_columns(rows)) if rows else pa.table({})
+        if rows:
+            columns, same_names = _gathered_columns(rows)
+            table = pa.table(columns)
+        else:
+            table = pa.table({})
     except _CONVERSION_ERRORS:
         table = _from_pylist_as_structs(rows, schema)
     _refuse_mixed_times(rows, table)
-    return _numbers_as_text(rows, table, schema)
+    return _numbers_as_text(rows, table, schema), same_names
 
 
 def _numbers_as_text(rows: list[Any], table: pa.Table, schema: TableSchema) -> pa.Table:
@@ -513,8 +529,9 @@ def _numbers_as_text(rows: list[Any], table: pa.Table, schema: TableSchema) -> p
 _CONVERSION_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError, ValueError)
 
 
-def _gathered_columns(rows: list[Any]) -> dict[str, pa.Array]:
-    """Each column's values, converted by Arrow's inference; raises what Arrow raises.
+def _gathered_columns(rows: list[Any]) -> tuple[dict[str, pa.Array], bool]:
+    """Each column's values, converted by Arrow's inference, and whether every row names the
+    same columns; raises what Arrow raises.
 
     When every row has as many names as the first and each of the first row's names is in
     every row, every row names the same columns: the common case, where values are gathered
@@ -526,10 +543,11 @@ def _gathered_columns(rows: list[Any]) -> dict[str, pa.Array]:
             columns = {name: list(map(operator.itemgetter(name), rows)) for name in names}
         except KeyError:
             columns = None
+    same_names = columns is not None
     if columns is None:
         names = list(dict.fromkeys(name for row in rows for name in row))
         columns = {name: [row.get(name) for row in rows] for name in names}
-    return {name: pa.array(values) for name, values in columns.items()}
+    return {name: pa.array(values) for name, values in columns.items()}, same_names
 
 
 def _from_pylist_as_structs(rows: list[Any], schema: TableSchema) -> pa.Table:

@@ -95,6 +95,20 @@ def _in_parallel(action: Callable[[_T], _R], items: list[_T], *, purpose: str) -
     return [f.result() for f in futures]
 
 
+def _start(action: Callable[[_T], _R], item: _T, *, purpose: str) -> Future[_R]:
+    """``action(item)`` started on the shared threads of ``purpose``; run in this thread when
+    no thread can be started (the interpreter is shutting down)."""
+    try:
+        return _pool(purpose).submit(action, item)
+    except RuntimeError:  # "cannot schedule new futures after interpreter shutdown"
+        done: Future[_R] = Future()
+        try:
+            done.set_result(action(item))
+        except Exception as e:
+            done.set_exception(e)
+        return done
+
+
 def file_schema(schema: TableSchema, config: TableConfig) -> pa.Schema:
     """The Arrow schema of the table's data files."""
     schema.check_usable()
@@ -187,22 +201,32 @@ class DataWriter:
         dictionary = dictionary_columns(entries)
         folders = self._make_folders([values for _, values in pieces])
         local = self.store.local_path(self.table_prefix) is not None
-        if len(pieces) == 1:
-            written = [self._write_file(*pieces[0], dictionary)]
-        else:
-            # pyarrow encodes and compresses without the GIL: large writes use every core.
-            # Files bound for an object store spend most of their time waiting on the network,
-            # so more of them are in flight at once.
-            written = _in_parallel(
-                lambda piece: self._write_file(*piece, dictionary),
-                pieces,
-                purpose="encode" if local else "upload",
-            )
         # Every file, then its folder's entry for it (and the entry of a folder this write made),
-        # made durable before the commit can point at them: all at once, once per folder.
-        files = [path for _, path in written if path is not None]
-        _in_parallel(fsync_path, [*files, *sorted(folders)], purpose="sync")
-        return [marker for marker, _ in written]
+        # made durable before the commit can point at them. A file's fsync starts as soon as
+        # it is written, so the disk flushes while the other files are still being encoded.
+        syncs: list[Future[None]] = []
+
+        def write_piece(piece: tuple[pa.Table, dict[str, str | None]]) -> FileMarker:
+            marker, path = self._write_file(*piece, dictionary)
+            if path is not None:
+                syncs.append(_start(fsync_path, path, purpose="sync"))
+            return marker
+
+        try:
+            if len(pieces) == 1:
+                markers = [write_piece(pieces[0])]
+            else:
+                # pyarrow encodes and compresses without the GIL: large writes use every core.
+                # Files bound for an object store spend most of their time waiting on the
+                # network, so more of them are in flight at once.
+                markers = _in_parallel(write_piece, pieces, purpose="encode" if local else "upload")
+            # Every file now exists, so each folder holds the entries of its files.
+            _in_parallel(fsync_path, sorted(folders), purpose="sync")
+        finally:
+            wait(syncs)  # none still running once this write has returned or failed
+        for done in syncs:
+            done.result()
+        return markers
 
     def _make_folders(self, partitions: list[dict[str, str | None]]) -> set[str]:
         """Create the local folders of ``partitions``; return the folders whose entries must be

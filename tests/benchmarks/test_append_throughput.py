@@ -3,7 +3,8 @@ warehouse, against plain ``pyarrow.parquet.write_table`` of the same data (snapp
 
 ``test_append_list_of_dicts``: 1M rows as Python dicts inserted in batches of 100k, partitioned
 by ``bucket(16, user_id)`` and not, on local disk and on S3 (moto), against
-``pa.Table.from_pylist`` + ``pq.write_table`` of the same batches to the same store.
+``pa.Table.from_pylist`` + ``pq.write_table`` of the same batches to the same store (and, as a
+diagnostic for the partitioned layout, against pyarrow's own partitioned write of as many files).
 
 ratio_throughput = raw_time / ledger_time (1.0 means the ledger writes as fast as bare pyarrow;
 target >= 0.8). Raw, primary-key and no-primary-key writes are interleaved within each repetition
@@ -19,6 +20,8 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
@@ -196,6 +199,26 @@ def make_dict_batches(rows: int, batch_rows: int) -> list[list[dict[str, Any]]]:
     return batches
 
 
+def _raw_partitioned_write(store: Any, batch: list[dict[str, Any]], folder: str) -> None:
+    """from_pylist, then pyarrow's own partitioned write of the batch into 16 files (one per
+    ``user_id % 16``, hive folders): what bare pyarrow pays for as many files as the ledger's
+    bucket(16, user_id) layout writes."""
+    table = pa.Table.from_pylist(batch)
+    table = table.append_column("bucket", pc.bit_wise_and(table.column("user_id"), 15))
+    local = store.local_path("") is not None
+    ds.write_dataset(
+        table,
+        folder,
+        format="parquet",
+        filesystem=store.filesystem,
+        partitioning=ds.partitioning(pa.schema([("bucket", pa.int64())]), flavor="hive"),
+        basename_template=f"{uuid.uuid4().hex}-{{i}}.parquet",
+        existing_data_behavior="overwrite_or_ignore",
+        file_options=ds.ParquetFileFormat().make_write_options(compression="snappy"),
+        create_dir=local,  # S3 has no folders: no marker objects
+    )
+
+
 def _dict_appends(
     warehouse: ledger.Warehouse,
     batches: list[list[dict[str, Any]]],
@@ -203,19 +226,25 @@ def _dict_appends(
     label: str,
 ) -> dict[str, Any]:
     """Median seconds of writing every batch through ``table.insert`` and through
-    from_pylist + write_table into the same store, interleaved batch by batch."""
+    from_pylist + write_table into the same store, interleaved batch by batch; for a
+    partitioned table also through pyarrow's own partitioned write of as many files (a
+    diagnostic beside the figure, which keeps its one-file baseline)."""
     store = warehouse.store
     raw_prefix = f"raw-{label}/"
     local_folder = store.local_path(raw_prefix)
     if local_folder is not None:
         store.filesystem.create_dir(local_folder, recursive=True)
-    ledger_samples, raw_samples = [], []
+    ledger_samples, raw_samples, partitioned_samples = [], [], []
     for repetition in range(DICT_REPEATS + 1):  # repetition 0 warms up, not counted
         table = warehouse.create_table(
             f"{label}_{repetition}", DICT_SCHEMA, primary_key="id", partition_by=partition_by
         )
-        ledger_s = raw_s = 0.0
+        ledger_s = raw_s = partitioned_s = 0.0
         for number, batch in enumerate(batches):
+            if partition_by is not None:
+                folder = store.fs_path(f"{raw_prefix}partitioned-{repetition}")
+                elapsed, _ = timed(lambda b=batch, f=folder: _raw_partitioned_write(store, b, f))
+                partitioned_s += elapsed
             path = store.fs_path(f"{raw_prefix}{repetition}-{number}.parquet")
             elapsed, _ = timed(
                 lambda b=batch, p=path: pq.write_table(
@@ -233,9 +262,24 @@ def _dict_appends(
         if repetition:
             ledger_samples.append(ledger_s)
             raw_samples.append(raw_s)
+            partitioned_samples.append(partitioned_s)
         warehouse.drop_table(table.name, purge=True)
     ledger_figures, raw_figures = summary(ledger_samples), summary(raw_samples)
     rows = sum(len(b) for b in batches)
+    diagnostics: dict[str, Any] = {}
+    if partition_by is not None:
+        partitioned = summary(partitioned_samples)
+        diagnostics = {
+            "raw_partitioned_s": partitioned["median_s"],
+            "raw_partitioned_comparison": (
+                "pa.Table.from_pylist + pyarrow.dataset.write_dataset of the same batches into "
+                "16 hive partitions (user_id % 16) of the same store"
+            ),
+            "ratio_vs_raw_partitioned": round(
+                partitioned["median_s"] / ledger_figures["median_s"], 3
+            ),
+            "raw_partitioned_samples_s": partitioned["samples_s"],
+        }
     return {
         "ratio": round(raw_figures["median_s"] / ledger_figures["median_s"], 3),
         "target": TARGET,
@@ -248,6 +292,7 @@ def _dict_appends(
         "raw_rows_per_s": round(rows / raw_figures["median_s"]),
         "ledger_samples_s": ledger_figures["samples_s"],
         "raw_samples_s": raw_figures["samples_s"],
+        **diagnostics,
     }
 
 
