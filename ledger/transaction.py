@@ -485,7 +485,9 @@ class Transaction:
             return None
         given = concat_rows(chunks)
         if self._config.insert_transform is not None:
-            given = transforms.apply_to_rows(self._config.insert_transform, given)
+            given = transforms.apply_over_current(
+                self._config.insert_transform, given, self._value_columns, self._current_values
+            )
             if not given.num_rows:
                 return None
         rows = self._conform(given.table, require_keys=True)
@@ -495,6 +497,14 @@ class Transaction:
             raise MissingKeyError("rows of a table without a primary key are addressed by _row_id")
         _check_unique(rows, self.key_columns)
         return Rows(rows, {c: m for c, m in given.given.items() if c in rows.column_names})
+
+    def _current_values(self, rows: pa.Table) -> pa.Table:
+        """The value columns of the visible row of each row's key (NULL for a new key), row
+        for row: what a partial row is overlaid on before the insert transform runs."""
+        keys = self._conform(rows, require_keys=True).select(list(self.key_columns))
+        _check_unique(keys, self.key_columns)
+        latest, _ = self._read_live(keys=keys)
+        return rmw.fill_missing(keys, latest, self.key_columns, self._value_columns)
 
     def _key_table(self, keys: Any) -> pa.Table:
         key_columns = list(self.key_columns)
