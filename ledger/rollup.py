@@ -35,7 +35,6 @@ from ledger.errors import (
     ConflictError,
     InvalidArgumentError,
     LedgerError,
-    MissingKeyError,
     UnknownColumnError,
 )
 from ledger.log.commit import next_timestamp
@@ -397,14 +396,6 @@ def create_rollup(
     rollup = Rollup(_table_like(base, name, created), base, definition)
     try:
         rollup.refresh()
-    except MissingKeyError as e:
-        # A rollup that cannot be filled (NULL in a by column) is not left behind.
-        lifecycle.drop_table(base.store, name, purge=True)
-        raise MissingKeyError(
-            f"rollup {name!r} of {base.name!r} was not created: its by columns "
-            f"{list(by_columns)} are its primary key, and a key cannot be NULL ({e}); filter "
-            "the NULLs out of the base, or roll up a view that replaces them"
-        ) from e
     except BaseException:
         lifecycle.drop_table(base.store, name, purge=True)
         raise

@@ -193,7 +193,11 @@ class Transaction:
             shaped = self._transformed(chunk.table)
             if not shaped.num_rows:
                 continue  # the transform's WHERE kept none of them
-            rows = self._conform(shaped, require_keys=True)
+            # A rollup's key is its group: rows with NULL in a by column are one group, as
+            # in SQL's GROUP BY (its reads and merges group by the key, NULLs together).
+            rows = self._conform(
+                shaped, require_keys=True, null_keys=self._config.rollup is not None
+            )
             if ROW_ID in rows.column_names:
                 self._refuse_ungenerated_row_ids(rows.column(ROW_ID))
             total += self._write(self._entries(rows, 1))
@@ -449,14 +453,14 @@ class Transaction:
             row_presence=row_presence,
         )
 
-    def _conform(self, table: pa.Table, *, require_keys: bool) -> pa.Table:
+    def _conform(self, table: pa.Table, *, require_keys: bool, null_keys: bool = False) -> pa.Table:
         row_ids = None
         if ROW_ID in table.column_names:
             if not self._config.generated_row_id:
                 raise SchemaError("_row_id is a system column; this table has a primary key")
             row_ids = _cast_row_ids(table.column(ROW_ID))
             table = table.drop_columns([ROW_ID])
-        keys = () if self._config.generated_row_id else self.key_columns
+        keys = () if self._config.generated_row_id or null_keys else self.key_columns
         rows, schema = conform(
             table,
             self._schema,
