@@ -16,7 +16,9 @@ one commits and the other starts again from the new watermark.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass, replace
@@ -35,6 +37,7 @@ from ledger.errors import (
     ConflictError,
     InvalidArgumentError,
     LedgerError,
+    TableNotFoundError,
     UnknownColumnError,
 )
 from ledger.log.commit import next_timestamp
@@ -52,6 +55,7 @@ from merge_policies import load_policy
 from merge_policies.aggregating import policy_spec
 
 if TYPE_CHECKING:
+    from ledger.storage import Store
     from ledger.table import Table
 
 log = logging.getLogger(__name__)
@@ -396,12 +400,51 @@ def create_rollup(
     rollup = Rollup(_table_like(base, name, created), base, definition)
     try:
         rollup.refresh()
+        if auto_refresh:
+            _set_auto_refresh(base, name)
     except BaseException:
-        lifecycle.drop_table(base.store, name, purge=True)
+        _discard_created(base.store, name, created)
         raise
-    if auto_refresh:
-        _set_auto_refresh(base, name)
     return rollup
+
+
+def _discard_created(store: Store, name: str, created: TableState) -> None:
+    """Leave nothing of a rollup whose creation failed: it is dropped first (so nobody who
+    opened it meanwhile commits to it), then, if the name had no earlier life, its folder is
+    deleted, so the name is free and no stray folder is listed. A name whose earlier life was
+    dropped keeps that life's log, with this life dropped on top. Best effort: what cannot be
+    deleted now is logged, and the original error is what the caller sees."""
+    for _ in range(2):  # one failed storage call must not leave the table alive
+        try:
+            lifecycle.drop_table(store, name, purge=True)
+            break
+        except TableNotFoundError:
+            break
+        except (LedgerError, OSError) as e:
+            log.warning("rollup %r: could not drop it after its creation failed: %s", name, e)
+    if created.version != 0:
+        return
+    prefix = lifecycle.table_log(store, name).prefix
+    for _ in range(2):
+        try:
+            for info in list(store.list(prefix)):
+                store.delete(info.key)
+            _remove_empty_folders(store, prefix)
+            return
+        except OSError as e:
+            log.warning(
+                "rollup %r: could not delete its folder after its creation failed: %s", name, e
+            )
+
+
+def _remove_empty_folders(store: Store, prefix: str) -> None:
+    """A local store keeps the folders of deleted files; remove them, deepest first."""
+    root = store.local_path(prefix)
+    if root is None or not os.path.isdir(root):
+        return
+    for folder, _, _ in sorted(os.walk(root), key=lambda entry: -len(entry[0])):
+        with contextlib.suppress(OSError):  # not empty: something else wrote there
+            os.rmdir(folder)
 
 
 def open_rollup(table: Table, base: Table | None = None) -> Rollup:
