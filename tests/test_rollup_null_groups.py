@@ -69,3 +69,21 @@ def test_an_auto_refreshed_rollup_takes_null_groups(local_location: Location) ->
     rollup = base.create_rollup("r", by="region", measures=MEASURES, auto_refresh=True)
     base.insert([{"id": 1, "region": None, "amount": 2}, {"id": 2, "region": None, "amount": 5}])
     assert _rollup_rows(rollup) == [(None, 2, 7, 2)]
+
+
+@pytest.mark.spark
+def test_a_refresh_on_spark_groups_nulls_as_the_embedded_one(
+    spark: Any, local_location: Location
+) -> None:
+    import ledger.spark as ls
+
+    base = local_location.connect().create_table("sales", SCHEMA, primary_key="id")
+    base.insert([{"id": 1, "region": "eu", "amount": 2}])
+    on_spark = base.create_rollup("on_spark", by="region", measures=MEASURES)
+    embedded = base.create_rollup("embedded", by="region", measures=MEASURES)
+    base.insert([{"id": 2, "region": None, "amount": 5}, {"id": 3, "region": None}])
+    base.update([{"id": 1, "region": None}])
+    ls.refresh(on_spark, spark=spark)
+    embedded.refresh()
+    assert _rollup_rows(on_spark) == _rollup_rows(embedded) == _group_by(base, ["region"])
+    assert _rollup_rows(on_spark) == [(None, 3, 7, 2)]
