@@ -128,6 +128,8 @@ def _partial_row(draw: st.DrawFn, key: int) -> dict[str, Any]:
 def _step(draw: st.DrawFn) -> tuple[str, list[dict[str, Any]]]:
     operation = draw(st.sampled_from(["upsert", "update", "delete", "insert"]))
     keys = draw(st.lists(st.integers(0, 5), unique=True, min_size=1, max_size=4))
+    if operation == "insert":  # new rows: every column named (an explicit None is NULL)
+        return operation, [{"id": k, **{c: draw(v) for c, v in VALUES.items()}} for k in keys]
     return operation, [draw(_partial_row(key)) for key in keys]
 
 
