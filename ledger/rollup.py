@@ -24,6 +24,7 @@ from contextlib import closing
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+import duckdb
 import pyarrow as pa
 import sqlglot
 from sqlglot import exp
@@ -32,12 +33,14 @@ from ledger import hooks, lifecycle
 from ledger.arguments import column_names
 from ledger.changes import ChangeSet, change_set
 from ledger.engines import engine_named
+from ledger.engines.duckdb.errors import engine_reason
 from ledger.engines.duckdb.session import bind_relations, connect
 from ledger.errors import (
     ConflictError,
     InvalidArgumentError,
     LedgerError,
     TableNotFoundError,
+    TypeMismatchError,
     UnknownColumnError,
 )
 from ledger.log.commit import next_timestamp
@@ -261,7 +264,15 @@ def _group_deltas(
     query = group_deltas(
         definition.by, definition.measures, types, names["changes"], names.get("held")
     )
-    result: pa.Table = con.sql(render(query, DIALECTS["duckdb"])).to_arrow_table()
+    try:
+        result: pa.Table = con.sql(render(query, DIALECTS["duckdb"])).to_arrow_table()
+    except (duckdb.ConversionException, duckdb.OutOfRangeException) as e:
+        # A typed error: an auto refresh logs it instead of failing the base's write.
+        raise TypeMismatchError(
+            f"a total of rollup measures {[m.name for m in definition.measures]} does not fit "
+            f"its column ({engine_reason(e)}); nothing was written. A sum of integers is kept "
+            "as BIGINT: roll up a DECIMAL column for larger totals"
+        ) from e
     return result
 
 
