@@ -11,10 +11,13 @@ exactly once. Requests that arrive while a commit is under way wait for the next
 
 A malformed request (not JSON, not an object or a list of objects, an unknown column, a value
 that does not fit its column, a missing ``event_id``) gets ``400`` or ``422`` and nothing of it
-is written; other requests in flight are not affected. If the store fails, the answer is ``503``:
-the events stay buffered and are committed by a later flush, so a client that retries may send
-them twice; the table's dedup policy on ``event_id`` makes the second copy a repeat, which views
-drop and merges remove.
+is written; other requests in flight are not affected. Every answer is JSON, errors included:
+an unknown path gets ``404``, a method a route does not take ``405`` (with an ``Allow`` header),
+a failure of the service itself ``500``, each as ``{"error": "..."}``.
+
+If the store fails, the answer is ``503``: the events stay buffered and are committed by a later
+flush, so a client that retries may send them twice; the table's dedup policy on ``event_id``
+makes the second copy a repeat, which views drop and merges remove.
 
 A background timer merges small files every ``merge_every`` seconds and another vacuums every
 ``vacuum_every`` seconds, keeping files older versions need for ``vacuum_grace`` seconds.
@@ -42,8 +45,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from flask import Flask, Response, request
+from flask import Flask, request
+from werkzeug.exceptions import HTTPException
 from werkzeug.serving import BaseWSGIServer, make_server
+from werkzeug.wrappers import Response
 
 import ledger
 
@@ -149,6 +154,9 @@ class IngestService:
                 log.warning("%s failed: %s", task.__name__, e)
 
 
+ROUTES = "this service answers POST /events and GET /health"
+
+
 def create_app(service: IngestService) -> Flask:
     """The Flask application: POST /events and GET /health."""
     app = Flask(__name__)
@@ -179,9 +187,19 @@ def create_app(service: IngestService) -> Flask:
             "vacuums": service.vacuums,
         }
 
-    @app.errorhandler(404)
-    def not_found(error: Exception) -> Response:
-        return Response(json.dumps({"error": "POST /events or GET /health"}), 404)
+    @app.errorhandler(HTTPException)
+    def http_error(error: HTTPException) -> Response:
+        # Every answer is JSON, errors of routing too: an unknown path (404), a method a route
+        # does not take (405, whose Allow header says which it does).
+        answer = error.get_response()
+        answer.data = json.dumps({"error": f"{error.code} {error.name}: {ROUTES}"})
+        answer.content_type = "application/json"
+        return answer
+
+    @app.errorhandler(Exception)
+    def unexpected(error: Exception) -> tuple[dict[str, Any], int]:
+        log.exception("request failed")
+        return {"error": f"internal error ({type(error).__name__}); see the service log"}, 500
 
     return app
 

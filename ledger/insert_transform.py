@@ -18,7 +18,7 @@ looks at one row at a time gives the same rows however they are cut.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -211,6 +211,109 @@ def apply_to_rows(sql: str, rows: Rows) -> Rows:
     return concat_rows(parts)
 
 
+def apply_over_current(
+    sql: str,
+    rows: Rows,
+    value_columns: Sequence[str],
+    current_values: Callable[[pa.Table], pa.Table],
+) -> Rows:
+    """The transform over keyed rows (an upsert or update) that may leave table columns out:
+    each row is transformed as it will be, its key's visible row overlaid by the columns it
+    names, so a column the transform derives from one the row leaves out is derived from the
+    current value (a new key has none: the columns it leaves out are NULL to the transform).
+
+    ``current_values`` takes the transform's output over the rows as given (which holds the
+    keys) and returns ``value_columns`` of each row's visible row, NULL for a new key, row for
+    row. An output column named like a column the row left out stays not given (the row keeps
+    its current value): the stored value already is the transform's output.
+    """
+    rendered = check_shape(sql)
+    made = made_columns(rendered)
+    overlaid = [c for c in value_columns if folded_name(c) not in made]
+    if not any(c not in rows.table.column_names or c in rows.given for c in overlaid):
+        return apply_to_rows(rendered, rows)  # every row names every column it could read
+    # Columns no row names are NULL to the first run, which only finds each row's key.
+    absent = [c for c in overlaid if c not in rows.table.column_names]
+    table = rows.table
+    for name in absent:
+        table = table.append_column(name, pa.nulls(rows.num_rows))
+    ordinal = unused_name("row_ordinal", table.column_names)
+    ordinals = pa.array(range(rows.num_rows), pa.int64())
+    numbered = Rows(table.append_column(ordinal, ordinals), rows.given)
+    first = apply_to_rows(passing_through(rendered, ordinal), numbered).table
+    if ordinal not in first.column_names:
+        raise InsertTransformError(
+            f"{WHAT} {rendered!r} does not pass every column of {RELATION} through its star, so "
+            "rows that leave columns out cannot be matched with their current values; give "
+            "every column the transform reads in each row"
+        )
+    positions = first.column(ordinal)
+    current = current_values(first.drop_columns([ordinal]))
+    return apply_to_rows(rendered, _overlay(rows, positions, current, overlaid))
+
+
+def _overlay(
+    rows: Rows, positions: pa.ChunkedArray, current: pa.Table, columns: Sequence[str]
+) -> Rows:
+    """``rows`` at ``positions``, where each of ``columns`` a row did not name holds the
+    current value; the masks still say which columns the row named."""
+    table = rows.table.take(positions)
+    given = {name: mask.take(positions) for name, mask in rows.given.items()}
+    for name in columns:
+        values = current.column(name).combine_chunks()
+        if name not in table.column_names:
+            table = table.append_column(name, values)
+            given[name] = pa.array([False] * table.num_rows, pa.bool_())
+        elif name in given:
+            column = table.column_names.index(name)
+            named, kept = _common_type(table.column(name).combine_chunks(), values)
+            table = table.set_column(column, name, pc.if_else(given[name], named, kept))
+    return Rows(table, given)
+
+
+def _common_type(named: pa.Array, kept: pa.Array) -> tuple[pa.Array, pa.Array]:
+    """Both arrays in one type: the named values' (as the transform sees rows that name the
+    column) when the kept values convert to it, else the table's."""
+    if pa.types.is_null(named.type):
+        return named.cast(kept.type), kept
+    try:
+        return named, kept.cast(named.type)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return named.cast(kept.type), kept
+
+
+def passing_through(sql: str, name: str) -> str:
+    """The transform with the column ``name`` of ``rows`` among its outputs (a star already
+    passes it)."""
+    rendered = check_shape(sql)
+    tree = sqlglot.parse_one(rendered, dialect=DIALECT)
+    assert isinstance(tree, exp.Select)  # check_shape made sure
+    if any(_is_star(e) for e in tree.expressions):
+        return rendered
+    column = exp.column(name, quoted=True)
+    return str(tree.select(column, copy=True).sql(dialect=DIALECT))
+
+
+def _is_star(expression: exp.Expr) -> bool:
+    return isinstance(expression, exp.Star) or isinstance(expression.unnest(), exp.Star)
+
+
+def made_columns(sql: str) -> set[str]:
+    """Folded names the transform makes without reading a column of that name."""
+    tree = sqlglot.parse_one(check_shape(sql), dialect=DIALECT)
+    read = set(map(folded_name, _read_columns(tree)))
+    return {folded_name(e.alias) for e in tree.expressions if e.alias} - read
+
+
+def unused_name(name: str, taken: Sequence[str]) -> str:
+    """``name``, prefixed with underscores until no name of ``taken`` equals it (ignoring
+    case)."""
+    folded = set(map(folded_name, taken))
+    while folded_name(name) in folded:
+        name = "_" + name
+    return name
+
+
 def set_insert_transform(table: Table, sql: str | None) -> int:
     """Record ``sql`` (checked against the latest schema) as the table's insert transform, or
     remove it with ``None``: a log-only commit. Returns the version that holds it."""
@@ -259,8 +362,12 @@ def _run(rendered: str, rows: pa.Table) -> pa.Table:
 __all__ = [
     "RELATION",
     "apply",
+    "apply_over_current",
     "apply_to_rows",
     "check_against_schema",
     "check_shape",
+    "made_columns",
+    "passing_through",
     "set_insert_transform",
+    "unused_name",
 ]

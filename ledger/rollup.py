@@ -16,12 +16,15 @@ one commits and the other starts again from the new watermark.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+import duckdb
 import pyarrow as pa
 import sqlglot
 from sqlglot import exp
@@ -30,12 +33,14 @@ from ledger import hooks, lifecycle
 from ledger.arguments import column_names
 from ledger.changes import ChangeSet, change_set
 from ledger.engines import engine_named
+from ledger.engines.duckdb.errors import engine_reason
 from ledger.engines.duckdb.session import bind_relations, connect
 from ledger.errors import (
     ConflictError,
     InvalidArgumentError,
     LedgerError,
-    MissingKeyError,
+    TableNotFoundError,
+    TypeMismatchError,
     UnknownColumnError,
 )
 from ledger.log.commit import next_timestamp
@@ -53,6 +58,7 @@ from merge_policies import load_policy
 from merge_policies.aggregating import policy_spec
 
 if TYPE_CHECKING:
+    from ledger.storage import Store
     from ledger.table import Table
 
 log = logging.getLogger(__name__)
@@ -258,7 +264,15 @@ def _group_deltas(
     query = group_deltas(
         definition.by, definition.measures, types, names["changes"], names.get("held")
     )
-    result: pa.Table = con.sql(render(query, DIALECTS["duckdb"])).to_arrow_table()
+    try:
+        result: pa.Table = con.sql(render(query, DIALECTS["duckdb"])).to_arrow_table()
+    except (duckdb.ConversionException, duckdb.OutOfRangeException) as e:
+        # A typed error: an auto refresh logs it instead of failing the base's write.
+        raise TypeMismatchError(
+            f"a total of rollup measures {[m.name for m in definition.measures]} does not fit "
+            f"its column ({engine_reason(e)}); nothing was written. A sum of integers is kept "
+            "as BIGINT: roll up a DECIMAL column for larger totals"
+        ) from e
     return result
 
 
@@ -397,20 +411,51 @@ def create_rollup(
     rollup = Rollup(_table_like(base, name, created), base, definition)
     try:
         rollup.refresh()
-    except MissingKeyError as e:
-        # A rollup that cannot be filled (NULL in a by column) is not left behind.
-        lifecycle.drop_table(base.store, name, purge=True)
-        raise MissingKeyError(
-            f"rollup {name!r} of {base.name!r} was not created: its by columns "
-            f"{list(by_columns)} are its primary key, and a key cannot be NULL ({e}); filter "
-            "the NULLs out of the base, or roll up a view that replaces them"
-        ) from e
+        if auto_refresh:
+            _set_auto_refresh(base, name)
     except BaseException:
-        lifecycle.drop_table(base.store, name, purge=True)
+        _discard_created(base.store, name, created)
         raise
-    if auto_refresh:
-        _set_auto_refresh(base, name)
     return rollup
+
+
+def _discard_created(store: Store, name: str, created: TableState) -> None:
+    """Leave nothing of a rollup whose creation failed: it is dropped first (so nobody who
+    opened it meanwhile commits to it), then, if the name had no earlier life, its folder is
+    deleted, so the name is free and no stray folder is listed. A name whose earlier life was
+    dropped keeps that life's log, with this life dropped on top. Best effort: what cannot be
+    deleted now is logged, and the original error is what the caller sees."""
+    for _ in range(2):  # one failed storage call must not leave the table alive
+        try:
+            lifecycle.drop_table(store, name, purge=True)
+            break
+        except TableNotFoundError:
+            break
+        except (LedgerError, OSError) as e:
+            log.warning("rollup %r: could not drop it after its creation failed: %s", name, e)
+    if created.version != 0:
+        return
+    prefix = lifecycle.table_log(store, name).prefix
+    for _ in range(2):
+        try:
+            for info in list(store.list(prefix)):
+                store.delete(info.key)
+            _remove_empty_folders(store, prefix)
+            return
+        except OSError as e:
+            log.warning(
+                "rollup %r: could not delete its folder after its creation failed: %s", name, e
+            )
+
+
+def _remove_empty_folders(store: Store, prefix: str) -> None:
+    """A local store keeps the folders of deleted files; remove them, deepest first."""
+    root = store.local_path(prefix)
+    if root is None or not os.path.isdir(root):
+        return
+    for folder, _, _ in sorted(os.walk(root), key=lambda entry: -len(entry[0])):
+        with contextlib.suppress(OSError):  # not empty: something else wrote there
+            os.rmdir(folder)
 
 
 def open_rollup(table: Table, base: Table | None = None) -> Rollup:

@@ -193,7 +193,11 @@ class Transaction:
             shaped = self._transformed(chunk.table)
             if not shaped.num_rows:
                 continue  # the transform's WHERE kept none of them
-            rows = self._conform(shaped, require_keys=True)
+            # A rollup's key is its group: rows with NULL in a by column are one group, as
+            # in SQL's GROUP BY (its reads and merges group by the key, NULLs together).
+            rows = self._conform(
+                shaped, require_keys=True, null_keys=self._config.rollup is not None
+            )
             if ROW_ID in rows.column_names:
                 self._refuse_ungenerated_row_ids(rows.column(ROW_ID))
             total += self._write(self._entries(rows, 1))
@@ -449,14 +453,14 @@ class Transaction:
             row_presence=row_presence,
         )
 
-    def _conform(self, table: pa.Table, *, require_keys: bool) -> pa.Table:
+    def _conform(self, table: pa.Table, *, require_keys: bool, null_keys: bool = False) -> pa.Table:
         row_ids = None
         if ROW_ID in table.column_names:
             if not self._config.generated_row_id:
                 raise SchemaError("_row_id is a system column; this table has a primary key")
             row_ids = _cast_row_ids(table.column(ROW_ID))
             table = table.drop_columns([ROW_ID])
-        keys = () if self._config.generated_row_id else self.key_columns
+        keys = () if self._config.generated_row_id or null_keys else self.key_columns
         rows, schema = conform(
             table,
             self._schema,
@@ -485,7 +489,9 @@ class Transaction:
             return None
         given = concat_rows(chunks)
         if self._config.insert_transform is not None:
-            given = transforms.apply_to_rows(self._config.insert_transform, given)
+            given = transforms.apply_over_current(
+                self._config.insert_transform, given, self._value_columns, self._current_values
+            )
             if not given.num_rows:
                 return None
         rows = self._conform(given.table, require_keys=True)
@@ -495,6 +501,14 @@ class Transaction:
             raise MissingKeyError("rows of a table without a primary key are addressed by _row_id")
         _check_unique(rows, self.key_columns)
         return Rows(rows, {c: m for c, m in given.given.items() if c in rows.column_names})
+
+    def _current_values(self, rows: pa.Table) -> pa.Table:
+        """The value columns of the visible row of each row's key (NULL for a new key), row
+        for row: what a partial row is overlaid on before the insert transform runs."""
+        keys = self._conform(rows, require_keys=True).select(list(self.key_columns))
+        _check_unique(keys, self.key_columns)
+        latest, _ = self._read_live(keys=keys)
+        return rmw.fill_missing(keys, latest, self.key_columns, self._value_columns)
 
     def _key_table(self, keys: Any) -> pa.Table:
         key_columns = list(self.key_columns)

@@ -42,7 +42,6 @@ from ledger.errors import (
     InvalidArgumentError,
     KeyNotFoundError,
     LedgerError,
-    MissingKeyError,
     SchemaError,
     SnapshotNotFoundError,
     TableExistsError,
@@ -230,7 +229,7 @@ def check_rollup(rollup: Rollup, versions: VersionedOracle) -> int:
 # --- 1. the model ---------------------------------------------------------------------------------
 
 KEYS = st.integers(min_value=0, max_value=7)
-GROUPS = st.sampled_from(["a", "b", "c"])
+GROUPS = st.sampled_from(["a", "b", "c", None])  # NULL is a group of its own, as in GROUP BY
 PARTS = st.integers(min_value=0, max_value=1)
 XS = st.one_of(st.none(), st.integers(min_value=-20, max_value=20))
 DS = st.one_of(st.none(), st.integers(min_value=-999, max_value=999).map(dec))
@@ -1380,23 +1379,15 @@ def test_measures_named_alike_but_for_case_are_refused(
     _assert_nothing_created(warehouse, base, tables, version)
 
 
-def test_a_null_group_value_is_refused_up_front(local_location: Location) -> None:
-    """docs/views.md 7 (Limits): ``by`` columns are the rollup's key, so a base row with NULL in
-    one cannot be rolled up; create_rollup refuses before creating anything."""
+def test_a_null_group_value_is_a_group_of_its_own(local_location: Location) -> None:
+    """docs/views.md 7: rows with NULL in a ``by`` column form one group, as in GROUP BY."""
     warehouse = local_location.connect()
     base = create_base(warehouse)
     base.insert([row(1, None, 0, 3, None), row(2, "b", 0, 5, dec(1))])  # type: ignore[arg-type]
-    tables, version = sorted(warehouse.tables()), base.version
-    with pytest.raises(MissingKeyError, match="holds NULL"):
-        base.create_rollup("r", by=BY, measures=MEASURES)
-    _assert_nothing_created(warehouse, base, tables, version)
+    rollup = base.create_rollup("r", by=BY, measures=MEASURES)
+    assert rows_of(rollup.table) == [("b", 1, 5, 1, dec(1)), (None, 1, 3, 1, 0)]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known limitation (docs/views.md 7): by columns are the rollup's key, so a NULL "
-    "group value fails the refresh with MissingKeyError until the row is corrected",
-)
 def test_a_null_group_value_written_later_does_not_stall_the_rollup(
     local_location: Location,
 ) -> None:
@@ -1406,9 +1397,9 @@ def test_a_null_group_value_written_later_does_not_stall_the_rollup(
     rollup = base.create_rollup("r", by=BY, measures=MEASURES)
     base.insert([row(1, None, 0, 3, None)])  # type: ignore[arg-type]
     base.insert([row(3, "b", 0, 1, None)])
-    result = rollup.refresh()  # fails with MissingKeyError, and so will every later refresh
+    result = rollup.refresh()
     assert result.watermark == base.version
-    assert ("b", 2, 6, 2, dec(1)) in rows_of(rollup.table)
+    assert rows_of(rollup.table) == [("b", 2, 6, 2, dec(1)), (None, 1, 3, 1, 0)]
 
 
 def test_a_group_whose_values_are_all_null_is_not_hidden(local_location: Location) -> None:

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import glob
+import hashlib
+import json
+import os
+
 import click
 
 from ledger.cli import output
@@ -33,6 +38,11 @@ Examples:
     help="insert new rows; upsert (insert or replace by key); update existing keys; delete keys.",
 )
 @click.option("--evolve-schema", is_flag=True, help="Add columns the data has and the table lacks.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Load local files again although they were loaded (same mode, paths, sizes, times).",
+)
 @output_options
 @pass_session
 def load(
@@ -41,14 +51,24 @@ def load(
     source: str,
     mode: str,
     evolve_schema: bool,
+    force: bool,
     output_format: str | None,
 ) -> None:
     """Load SOURCE (CSV, JSON lines or Parquet; a file, folder or glob; local or s3://) into
     TABLE in one commit. The data is converted as the library converts it; a row that does not
-    fit the table's schema fails the whole load before anything is written."""
+    fit the table's schema fails the whole load before anything is written. Local files already
+    loaded into TABLE in this mode (same paths, sizes and modification times) are skipped with
+    a warning, unless --force."""
     target = session.table(table)
+    token = None if force else load_token(source, mode)
+    if token is not None and token in target.handle.latest_state().apps:
+        _skipped(table, source, mode, output_format)
+        return
     with activity(f"{mode} {source} into {table}"):
-        info = _write(target, mode, source, evolve_schema)
+        info = _write(target, mode, source, evolve_schema, token)
+    if token is not None and info.version is None and token in target.handle.latest_state().apps:
+        _skipped(table, source, mode, output_format)  # a load running beside this one won
+        return
     output.print_object(
         {
             "table": table,
@@ -61,16 +81,66 @@ def load(
     )
 
 
-def _write(target: Table, mode: str, source: str, evolve_schema: bool) -> CommitInfo:
+def load_token(source: str, mode: str) -> str | None:
+    """The app id a load of ``source`` in ``mode`` commits under (its batch is 1), naming the
+    local files it reads by path, size and modification time: a table's log keeps every app id
+    it committed, so a second load of the same files is recognised, and two loads racing each
+    other commit once. None for a source on object storage or one matching no file."""
+    files = _local_files(source)
+    if not files:
+        return None
+    identity = [mode]
+    for path in files:
+        status = os.stat(path)
+        identity.append(f"{os.path.abspath(path)}\0{status.st_size}\0{status.st_mtime_ns}")
+    digest = hashlib.sha256(json.dumps(identity).encode()).hexdigest()[:32]
+    return f"ledger-load-{digest}"
+
+
+def _local_files(source: str) -> list[str]:
+    """The local files ``source`` (a file, a folder or a glob) names; none for a URI."""
+    if "://" in source:
+        return []
+    if os.path.isfile(source):
+        return [source]
+    if os.path.isdir(source):
+        return sorted(
+            os.path.join(folder, name) for folder, _, names in os.walk(source) for name in names
+        )
+    return sorted(p for p in glob.glob(source, recursive=True) if os.path.isfile(p))
+
+
+def _skipped(table: str, source: str, mode: str, output_format: str | None) -> None:
+    output.message(
+        f"warning: {source} was already loaded into {table} with --mode {mode} (the same files, "
+        "sizes and modification times); skipped, nothing written. Pass --force to load it again"
+    )
+    output.print_object(
+        {
+            "table": table,
+            "version": None,
+            "trx_id": None,
+            "inserted": 0,
+            "deleted": 0,
+            "skipped": True,
+        },
+        output_format,
+    )
+
+
+def _write(
+    target: Table, mode: str, source: str, evolve_schema: bool, token: str | None
+) -> CommitInfo:
+    batch = None if token is None else 1
     if mode == "insert":
-        return target.insert(source, evolve_schema=evolve_schema)
+        return target.insert(source, evolve_schema=evolve_schema, app_id=token, batch=batch)
     if mode == "upsert":
-        return target.upsert(source, evolve_schema=evolve_schema)
+        return target.upsert(source, evolve_schema=evolve_schema, app_id=token, batch=batch)
     if mode == "update":
-        return target.update(source, evolve_schema=evolve_schema)
+        return target.update(source, evolve_schema=evolve_schema, app_id=token, batch=batch)
     if evolve_schema:
         raise click.UsageError("--evolve-schema does not apply to --mode delete")
-    return target.delete(source)
+    return target.delete(source, app_id=token, batch=batch)
 
 
 COMMANDS = [load]

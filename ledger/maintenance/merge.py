@@ -221,7 +221,9 @@ def _check_result_entries(
     signs = batch.column("dml_type")
     if signs.null_count or not pc.all(pc.is_in(signs, pa.array([1, -1], signs.type))).as_py():
         refuse("holds a dml_type other than +1 or -1")
-    for column in (*base.config.key_columns, "trx_id", "trx_seq"):
+    # A rollup's key is its group, which may be NULL (one group, as in GROUP BY).
+    keys = () if base.config.rollup is not None else base.config.key_columns
+    for column in (*keys, "trx_id", "trx_seq"):
         if batch.column(column).null_count:
             refuse(f"holds a NULL {column}")
     if batch.num_rows and pc.max(batch.column("trx_id")).as_py() > base.max_trx_id:

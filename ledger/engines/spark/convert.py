@@ -5,7 +5,7 @@ insert transform."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -56,9 +56,12 @@ def checked_frame(data: Any) -> DataFrame:
     return frame
 
 
-def conformed_columns(tx: Transaction, data: DataFrame, *, require_keys: bool) -> DataFrame:
+def conformed_columns(
+    tx: Transaction, data: DataFrame, *, require_keys: bool, passing: Sequence[str] = ()
+) -> DataFrame:
     """Check ``data``'s columns and types against the table before anything runs (evolving the
-    schema if the transaction allows it) and cast each column to the table's type.
+    schema if the transaction allows it) and cast each column to the table's type; the columns
+    ``passing`` (a row number, say) are not the table's and pass through as they are.
 
     The types are checked on the driver; the values in one Spark job that finds, per column,
     the values a cast would change (:func:`lossy`). The first such value of each column is
@@ -69,7 +72,7 @@ def conformed_columns(tx: Transaction, data: DataFrame, *, require_keys: bool) -
     check_data_names(columns)  # Spark cannot even select one of two names equal without case
     if ROW_ID in columns and not config.generated_row_id:
         raise SchemaError("_row_id is a system column; this table has a primary key")
-    user = [c for c in columns if c not in (ROW_ID, DML_TYPE)]
+    user = [c for c in columns if c not in (ROW_ID, DML_TYPE, *passing)]
     source = arrow_schema(data.select(*map(col, user)))
     keys = () if config.generated_row_id else config.key_columns
     _, schema = conform(
@@ -124,6 +127,7 @@ def conformed_columns(tx: Transaction, data: DataFrame, *, require_keys: bool) -
         projected.append(col(ROW_ID).cast("bigint").alias(ROW_ID))
     if DML_TYPE in columns:
         projected.append(col(DML_TYPE))
+    projected.extend(col(c) for c in passing)
     out: DataFrame = data.select(*projected)
     return out
 

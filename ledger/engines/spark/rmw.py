@@ -6,6 +6,7 @@ by the Spark rendering of the embedded engine's queries (``ledger.sql.live``,
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -13,7 +14,15 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from sqlglot import exp
 
-from ledger.engines.spark.convert import checked_frame, col, conformed_columns, transformed
+from ledger import insert_transform
+from ledger.engines.spark.convert import (
+    checked_frame,
+    col,
+    conformed_columns,
+    insert_transformed,
+    spark_schema,
+    transformed,
+)
 from ledger.engines.spark.query import bind_relations, run
 from ledger.engines.spark.scan import scan_files
 from ledger.engines.spark.session import to_arrow
@@ -26,7 +35,7 @@ from ledger.errors import (
     StaleVersionError,
 )
 from ledger.log.state import TableState
-from ledger.schema import DML_TYPE, ROW_ID, TRX_ID, TRX_SEQ
+from ledger.schema import DML_TYPE, ROW_ID, TRX_ID, TRX_SEQ, folded_name
 from ledger.sql.dialects import DIALECTS
 from ledger.sql.live import (
     expanded,
@@ -63,7 +72,10 @@ def read_modify_write(tx: Transaction, data: DataFrame, operation: str) -> int:
             "new rows, or update/delete by _row_id"
         )
     key_columns = list(tx.key_columns)
-    if operation != "delete":
+    overlay = None if operation == "delete" else PartialRows.of(tx, frame)
+    if overlay is not None:
+        frame = overlay.first_run()
+    elif operation != "delete":
         frame = transformed(tx, frame)
     if operation == "delete":
         missing = [k for k in key_columns if k not in frame.columns]
@@ -72,7 +84,8 @@ def read_modify_write(tx: Transaction, data: DataFrame, operation: str) -> int:
         frame = frame.select(*map(col, key_columns))
     if config.generated_row_id and ROW_ID not in frame.columns:
         raise MissingKeyError("rows of a table without a primary key are addressed by _row_id")
-    rows = conformed_columns(tx, frame, require_keys=True)
+    passing = () if overlay is None else (overlay.ordinal,)
+    rows = conformed_columns(tx, frame, require_keys=True, passing=passing)
     if operation == "delete":
         rows = rows.dropDuplicates(key_columns)  # deleting a key twice deletes it once
     has_null, duplicated = key_problems(rows, key_columns)
@@ -92,6 +105,8 @@ def read_modify_write(tx: Transaction, data: DataFrame, operation: str) -> int:
     latest_first = _policy(state).latest_order()
     floats = [c for c in value_columns if pa.types.is_floating(schema.field(c).type)]
     current, live = live_rows(entries, rows, key_columns, value_columns, latest_first, floats)
+    if overlay is not None:
+        rows = overlay.second_run(rows, current)
     if operation == "update":
         absent = rows.join(current.select(*map(col, key_columns)), key_columns, "left_anti")
         examples = absent.select(*map(col, key_columns)).limit(3).collect()
@@ -130,6 +145,66 @@ def read_modify_write(tx: Transaction, data: DataFrame, operation: str) -> int:
         read_files=files,
     )
     return total - deleted if operation != "delete" else deleted
+
+
+@dataclass(frozen=True)
+class PartialRows:
+    """An upsert or update through an insert transform whose DataFrame leaves out columns the
+    table has: as on the embedded engine (``insert_transform.apply_over_current``), each row is
+    transformed as it will be, its key's visible row overlaid by the columns given.
+
+    The first run (columns left out NULL) finds each row's key; the second runs over the rows
+    with the current values of their keys filled in. An output column named like a column left
+    out is dropped, so the row keeps its stored value (already the transform's output)."""
+
+    tx: Transaction
+    numbered: DataFrame
+    absent: tuple[str, ...]
+    ordinal: str
+
+    @classmethod
+    def of(cls, tx: Transaction, frame: DataFrame) -> PartialRows | None:
+        """The plan, or None when the table has no transform or the frame gives every column
+        the transform could read."""
+        sql = tx.config.insert_transform
+        if sql is None:
+            return None
+        given = {folded_name(c) for c in frame.columns}
+        made = insert_transform.made_columns(sql)
+        value_columns = [*tx.schema.names, *([ROW_ID] if tx.config.generated_row_id else [])]
+        absent = tuple(
+            c for c in value_columns if folded_name(c) not in given and folded_name(c) not in made
+        )
+        if not absent:
+            return None
+        ordinal = insert_transform.unused_name("row_ordinal", frame.columns)
+        # Checkpointed: the second run must see the very numbers the first one did.
+        numbered = frame.withColumn(ordinal, F.monotonically_increasing_id())
+        return cls(tx, numbered.localCheckpoint(eager=True), absent, ordinal)
+
+    def first_run(self) -> DataFrame:
+        """The transform over the rows with the columns they leave out NULL, passing the row
+        number through."""
+        sql = self.tx.config.insert_transform
+        assert sql is not None  # PartialRows.of made sure
+        types = spark_schema(file_schema(self.tx.schema, self.tx.config))
+        nulls = [F.lit(None).cast(types[c].dataType).alias(c) for c in self.absent]
+        frame = self.numbered.select("*", *nulls)
+        return insert_transformed(frame, insert_transform.passing_through(sql, self.ordinal))
+
+    def second_run(self, first: DataFrame, current: DataFrame) -> DataFrame:
+        """The conformed rows of the transform over each row overlaid on its key's visible row
+        (``current``; NULL for a new key)."""
+        sql = self.tx.config.insert_transform
+        assert sql is not None
+        keys = list(self.tx.key_columns)
+        values = current.select(*map(col, [*keys, *self.absent]))
+        keyed = first.select(col(self.ordinal), *map(col, keys)).join(values, keys, "left")
+        overlaid = self.numbered.join(keyed.drop(*keys), self.ordinal, "inner").drop(self.ordinal)
+        shaped = insert_transformed(overlaid, sql)
+        left_out = {folded_name(c) for c in self.absent}
+        kept = [c for c in shaped.columns if folded_name(c) not in left_out]
+        return conformed_columns(self.tx, shaped.select(*map(col, kept)), require_keys=True)
 
 
 def _refuse_stale_versions(tx: Transaction, entries: DataFrame, rows: DataFrame) -> None:
