@@ -80,8 +80,11 @@ class Table:
     state: what transactions, maintenance, rollups and engines read and commit through.
     """
 
-    def __init__(self, store: Store, name: str, state: TableState) -> None:
-        self.handle = TableHandle(store, name, state)
+    def __init__(
+        self, store: Store, name: str, state: TableState, confirmed_at: float | None = None
+    ) -> None:
+        # confirmed_at: the time.monotonic() before the read or create that made ``state``.
+        self.handle = TableHandle(store, name, state, confirmed_at)
         self.store = store
         self.name = name
         self.prefix = self.handle.prefix

@@ -839,6 +839,13 @@ class Transaction:
     def _check_conflicts(self, latest: TableState, intervening: Sequence[LogFile]) -> None:
         """Raise if a commit since the snapshot wrote entries for a key this transaction read,
         or a row matching a predicate it deleted by."""
+        if self._held_since is not None and any(e.trx_id == self.trx_id for e in intervening):
+            # Vacuum's time rule keeps a held snapshot's id from repeating a committed one; if
+            # a clock misled it, the commit carrying the id shows it: start again on the latest.
+            raise HeldSnapshotOutdatedError(
+                f"table {self._table.name!r}: trx_id {self.trx_id} was committed by another "
+                "transaction since this one's held snapshot; nothing was committed. Retry"
+            )
         if not self._touched and not self._predicates:
             return
         unchecked = [e for e in intervening if e.version > self._checked_through]

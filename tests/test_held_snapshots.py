@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 import ledger
 from ledger.log.table_log import TableLog
+from ledger.trx_ids import reservation_key
 from tests.conftest import Location
 from tests.support.maintenance import set_clock_skew
 
@@ -162,6 +163,25 @@ def test_a_dropped_lifes_log_is_kept_for_its_own_timeout(
     ]
     clock.advance(TIMEOUT_S)
     assert again.vacuum(0).log_files_deleted > 0  # once the longer timeout has passed too
+
+
+def test_an_id_repeated_on_a_held_state_is_caught_at_commit(
+    location: Location, clock: FakeClock
+) -> None:
+    """Reservations of committed ids deleted by hand (as a vacuum misled by a clock would):
+    the id reserved on the held state repeats one a commit since carries. The commit that
+    carries it is not taken for this insert's own (its files differ), and the insert is done
+    again on the latest state."""
+    writer = _create(location.connect())
+    writer.insert(_rows(1))
+    other = location.connect().table("events")
+    for i in (2, 3, 4):
+        other.insert(_rows(i))
+    for trx_id in (2, 3, 4):
+        other.store.delete(reservation_key(other.prefix, trx_id))
+    info = writer.insert(_rows(5))
+    assert (info.version, info.trx_id) == (5, 5)
+    _check_table(location, [1, 2, 3, 4, 5])
 
 
 def test_an_insert_transform_set_since_the_held_state_shapes_the_rows(

@@ -46,7 +46,9 @@ class TableHandle:
     Thread-safe: the cached state only moves forward, whichever thread adopts a state.
     """
 
-    def __init__(self, store: Store, name: str, state: TableState) -> None:
+    def __init__(
+        self, store: Store, name: str, state: TableState, confirmed_at: float | None = None
+    ) -> None:
         self.store = store
         self.name = name
         self.prefix = f"{name}/"
@@ -56,8 +58,8 @@ class TableHandle:
         self.table_uuid = state.config.table_uuid
         self._state = state
         # When _state was last known to be the latest (time.monotonic(), taken before the
-        # listing or the commit that showed it); None when never (a state handed in).
-        self._confirmed_at: float | None = None
+        # listing or the commit that showed it); None when not known.
+        self._confirmed_at = confirmed_at
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
