@@ -80,10 +80,11 @@ _MAX_ENTRIES_PER_TRX = (1 << 31) - 1  # trx_seq is an INTEGER
 
 
 class HeldSnapshotOutdatedError(ConflictError):
-    """A transaction begun on the handle's held state (``held_snapshot=True``) found, when it
-    committed or converted its rows, that another writer had changed the table's config or
-    schema since that state: nothing was committed, and the caller (:meth:`Table.insert`)
-    runs the write again on the latest state. Never reaches users."""
+    """A transaction begun on the handle's held state (``held_snapshot=True``) may have missed
+    a commit made before it began: another writer changed the table's config or schema since
+    that state, its rows did not fit the held schema, or a commit since carries its id.
+    Nothing was committed, and the caller (:meth:`Table.insert`) runs the write again on the
+    latest state. Never reaches users."""
 
 
 @dataclass(frozen=True)
