@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -28,8 +28,10 @@ from ledger.buffered_writer import (
 from ledger.engines.duckdb.session import release_read_sessions
 from ledger.errors import (
     ConflictError,
+    InsertTransformError,
     InvalidArgumentError,
     MissingDependencyError,
+    SchemaError,
     SnapshotNotFoundError,
     TableDroppedError,
 )
@@ -43,7 +45,7 @@ from ledger.reads import visible as reads
 from ledger.rollup import Rollup
 from ledger.snapshot import PartitionFilter, Snapshot
 from ledger.storage import Store
-from ledger.transaction import CommitInfo, Transaction
+from ledger.transaction import CommitInfo, HeldSnapshotOutdatedError, Transaction
 
 if TYPE_CHECKING:
     import duckdb
@@ -78,8 +80,11 @@ class Table:
     state: what transactions, maintenance, rollups and engines read and commit through.
     """
 
-    def __init__(self, store: Store, name: str, state: TableState) -> None:
-        self.handle = TableHandle(store, name, state)
+    def __init__(
+        self, store: Store, name: str, state: TableState, confirmed_at: float | None = None
+    ) -> None:
+        # confirmed_at: the time.monotonic() before the read or create that made ``state``.
+        self.handle = TableHandle(store, name, state, confirmed_at)
         self.store = store
         self.name = name
         self.prefix = self.handle.prefix
@@ -309,9 +314,39 @@ class Table:
         evolve_schema: bool = False,
     ) -> CommitInfo:
         """Append new rows (the fast path for events): no read, never conflicts."""
-        tx = self.transaction(app_id=app_id, batch=batch, evolve_schema=evolve_schema)
+        if _readable_again(data):
+            try:
+                return self._insert(data, app_id, batch, evolve_schema, held_snapshot=True)
+            except HeldSnapshotOutdatedError:
+                # Another writer changed the table's config or schema since this handle's last
+                # look: nothing was committed; insert on the latest state, as without the held
+                # snapshot.
+                pass
+        return self._insert(data, app_id, batch, evolve_schema, held_snapshot=False)
+
+    def _insert(
+        self,
+        data: Any,
+        app_id: str | None,
+        batch: int | None,
+        evolve_schema: bool,
+        *,
+        held_snapshot: bool,
+    ) -> CommitInfo:
+        tx = Transaction(
+            self,
+            app_id=app_id,
+            batch=batch,
+            evolve_schema=evolve_schema,
+            held_snapshot=held_snapshot,
+        )
         try:
             tx.insert(data)
+        except (SchemaError, InsertTransformError) as e:
+            tx.abort()
+            if tx.snapshot_was_held:  # maybe for want of a column or type added since
+                raise HeldSnapshotOutdatedError(str(e)) from e
+            raise
         except BaseException:
             tx.abort()
             raise
@@ -607,3 +642,9 @@ def _iso(timestamp_ms: int) -> str:
     """Epoch milliseconds as an ISO 8601 UTC time, the way messages show times."""
     moment = dt.datetime.fromtimestamp(timestamp_ms / 1000, tz=dt.UTC)
     return moment.isoformat(timespec="milliseconds")
+
+
+def _readable_again(data: Any) -> bool:
+    """Whether ``data`` can be read a second time (an insert on a held snapshot may have to be
+    done again on the latest state): everything but one-pass streams (readers, iterators)."""
+    return not isinstance(data, pa.RecordBatchReader | Iterator)

@@ -46,6 +46,7 @@ from ledger.errors import (
 from ledger.inputs import Rows, concat_rows, read_rows
 from ledger.log.commit import next_timestamp
 from ledger.log.entries import AppBatch, FileMarker, LogFile, TableConfig
+from ledger.log.handle import is_recent
 from ledger.log.state import TableState
 from ledger.partitioning import PartitionSpec
 from ledger.predicates import check_predicate
@@ -78,6 +79,14 @@ _MAX_ROWS_PER_TRX = 1 << 32
 _MAX_ENTRIES_PER_TRX = (1 << 31) - 1  # trx_seq is an INTEGER
 
 
+class HeldSnapshotOutdatedError(ConflictError):
+    """A transaction begun on the handle's held state (``held_snapshot=True``) may have missed
+    a commit made before it began: another writer changed the table's config or schema since
+    that state, its rows did not fit the held schema, or a commit since carries its id.
+    Nothing was committed, and the caller (:meth:`Table.insert`) runs the write again on the
+    latest state. Never reaches users."""
+
+
 @dataclass(frozen=True)
 class CommitInfo:
     """What a commit did. ``version`` and ``trx_id`` are None when nothing was committed (an
@@ -102,6 +111,7 @@ class Transaction:
         evolve_schema: bool = False,
         follows_batch: int | None = None,
         commit_empty: bool = False,
+        held_snapshot: bool = False,
     ) -> None:
         if (app_id is None) != (batch is None):
             raise InvalidArgumentError("pass app_id and batch together (or neither)")
@@ -116,7 +126,10 @@ class Transaction:
         # or below it: a vacuum that lists reservations after reading its state either sees this
         # transaction or read that state before this snapshot, so it keeps every file this
         # transaction may read or check for conflicts (ledger.maintenance.vacuum).
-        self._trx_id, self._base = _reserve_and_read(table)
+        #
+        # With ``held_snapshot`` (blind inserts), a state the handle confirmed recently is the
+        # snapshot, without listing the log: see _reserve_and_read.
+        self._trx_id, self._base, self._held_since = _reserve_and_read(table, held_snapshot)
         self._schema = self._base.schema
         self._config = self._base.config
         self._evolve = evolve_schema
@@ -162,6 +175,11 @@ class Transaction:
     def snapshot_version(self) -> int:
         """The version this transaction reads."""
         return self._base.version
+
+    @property
+    def snapshot_was_held(self) -> bool:
+        """Whether the snapshot is the handle's held state rather than one read on begin."""
+        return self._held_since is not None
 
     @property
     def trx_id(self) -> int:
@@ -382,6 +400,7 @@ class Transaction:
                         f"{last} since this transaction expected {self._follows}; retry"
                     )
             check_timeout(latest, self._started_ms, self._table.name)
+            self._refuse_outdated_held_snapshot(latest)
             schema = latest.schema
             if schema_changed or schema != self._base.schema:
                 try:
@@ -402,8 +421,11 @@ class Transaction:
                 info={"inserted": self._inserted, "deleted": self._deleted},
             )
 
+        base: TableState | None = self._base
+        if self._held_since is not None and not is_recent(self._base, self._held_since):
+            base = None  # held too long to aim at the next version unseen: read the log first
         try:
-            _, entry = self._table.handle.commit(build, self._base, self._check_conflicts)
+            _, entry = self._table.handle.commit(build, base, self._check_conflicts)
         except ConflictError:
             self._discard_files()  # certainly not committed: no one will ever reference them
             raise
@@ -411,6 +433,19 @@ class Transaction:
             self._discard_files()
             return CommitInfo(None, None, 0, 0)
         return CommitInfo(entry.version, entry.trx_id, self._inserted, self._deleted)
+
+    def _refuse_outdated_held_snapshot(self, latest: TableState) -> None:
+        """A held snapshot may predate a config or schema change committed before this
+        transaction began (which a snapshot read on begin would have seen): then its rows may
+        be shaped by an outdated insert transform, partitioning or schema, so nothing is
+        committed and :meth:`Table.insert` writes them again on the latest state."""
+        if self._held_since is None:
+            return
+        if latest.config != self._base.config or latest.schema != self._base.schema:
+            raise HeldSnapshotOutdatedError(
+                f"table {self._table.name!r} changed its config or schema since this "
+                "transaction's held snapshot; nothing was committed. Retry on the latest state"
+            )
 
     def abort(self) -> None:
         """Discard the transaction. Its data files are never referenced by the log; they are
@@ -819,6 +854,13 @@ class Transaction:
     def _check_conflicts(self, latest: TableState, intervening: Sequence[LogFile]) -> None:
         """Raise if a commit since the snapshot wrote entries for a key this transaction read,
         or a row matching a predicate it deleted by."""
+        if self._held_since is not None and any(e.trx_id == self.trx_id for e in intervening):
+            # Vacuum's time rule keeps a held snapshot's id from repeating a committed one; if
+            # a clock misled it, the commit carrying the id shows it: start again on the latest.
+            raise HeldSnapshotOutdatedError(
+                f"table {self._table.name!r}: trx_id {self.trx_id} was committed by another "
+                "transaction since this one's held snapshot; nothing was committed. Retry"
+            )
         if not self._touched and not self._predicates:
             return
         unchecked = [e for e in intervening if e.version > self._checked_through]
@@ -871,8 +913,15 @@ class Transaction:
         )
 
 
-def _reserve_and_read(table: Table) -> tuple[int, TableState]:
-    """Reserve the transaction's ``trx_id``, then read its snapshot.
+def _reserve_and_read(table: Table, held_snapshot: bool) -> tuple[int, TableState, float | None]:
+    """Reserve the transaction's ``trx_id``, then read its snapshot; return both and, when the
+    snapshot is the handle's held state, when that state was confirmed the latest.
+
+    With ``held_snapshot``, a held state confirmed recently (``ledger.log.handle.is_recent``)
+    is the snapshot without a listing of the log: vacuum cannot have deleted the commits or
+    reservations made after it, so the id reserved above the listed reservations is above
+    every committed one, and the commit's put-if-absent of the next version finds any commit
+    made since (docs/format.md 6.1).
 
     The id is reserved above every reservation listed from the handle's cached largest
     ``trx_id`` (so above every transaction still running: merges take ids below a running
@@ -881,19 +930,24 @@ def _reserve_and_read(table: Table) -> tuple[int, TableState]:
     stale and vacuum had deleted the reservations of settled ids) the id is given back and
     reserved again above the committed maximum just read.
     """
+    recent = table.handle.recent_state() if held_snapshot else None
+    if recent is not None:
+        held, confirmed_at = recent
+        body = reservation_body(held.version)
+        return reserve_trx_id(table.store, table.prefix, held.max_trx_id, body), held, confirmed_at
     cached = table.handle.state
     trx_id = reserve_trx_id(
         table.store, table.prefix, cached.max_trx_id, reservation_body(cached.version)
     )
     known = _read_or_release(table, trx_id)
     if known.max_trx_id < trx_id:
-        return trx_id, known
+        return trx_id, known, None
     _release(table, trx_id)
     log.debug("table %s: trx_id %d is not above committed ids; reserving anew", table.name, trx_id)
     trx_id = reserve_trx_id(
         table.store, table.prefix, known.max_trx_id, reservation_body(known.version)
     )
-    return trx_id, _read_or_release(table, trx_id)
+    return trx_id, _read_or_release(table, trx_id), None
 
 
 def _read_or_release(table: Table, trx_id: int) -> TableState:

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -78,6 +79,7 @@ class Warehouse:
         against the schema, e.g. ``"select *, 1::BIGINT as cnt from rows"``; see
         docs/concepts.md. Change it later with :meth:`Table.set_insert_transform`.
         """
+        confirmed_at = time.monotonic()  # the state created next is the latest as of then
         state = lifecycle.create_table(
             self.store,
             name,
@@ -91,11 +93,12 @@ class Warehouse:
             rollup_of=rollup_of,
             insert_transform=insert_transform,
         )
-        return Table(self.store, name, state)
+        return Table(self.store, name, state, confirmed_at)
 
     def table(self, name: str) -> Table:
         """Open a table; raise :class:`TableNotFoundError` if it does not exist."""
-        return Table(self.store, name, lifecycle.load_table(self.store, name))
+        confirmed_at = time.monotonic()  # the state read next is the latest as of then
+        return Table(self.store, name, lifecycle.load_table(self.store, name), confirmed_at)
 
     def rollup(self, name: str) -> Rollup:
         """Open the rollup table ``name`` with the base table it follows.

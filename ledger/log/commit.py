@@ -104,10 +104,16 @@ def _reload_alive(table_log: TableLog, base: TableState) -> TableState:
 
 
 def _own_commit(attempted: LogFile | None, new: Sequence[LogFile]) -> LogFile | None:
-    """The commit in ``new`` that is ``attempted`` itself, recognised by its unique trx_id."""
+    """The commit in ``new`` that is ``attempted`` itself, recognised by its unique trx_id and
+    its data files (named at random: a commit that reused the id by mistake is not taken for
+    this one)."""
     if attempted is None or attempted.trx_id is None:
         return None
-    return next((e for e in new if e.trx_id == attempted.trx_id), None)
+    paths = [m.path for m in attempted.files]
+    return next(
+        (e for e in new if e.trx_id == attempted.trx_id and [m.path for m in e.files] == paths),
+        None,
+    )
 
 
 def _check_table_alive(table_log: TableLog, intervening: Sequence[LogFile]) -> None:

@@ -14,6 +14,7 @@ has seen, refreshes it incrementally from the log, and adopts the state each com
 from __future__ import annotations
 
 import threading
+import time
 
 from ledger.errors import TableDroppedError
 from ledger.log.commit import BuildEntry, ConflictCheck, commit_entry, no_conflicts
@@ -22,6 +23,22 @@ from ledger.log.state import TableState
 from ledger.log.table_log import TableLog
 from ledger.storage import Store
 
+# A blind commit may start from a held state, without listing the log, while that state was
+# confirmed the latest less than this fraction of the table's transaction timeout ago: vacuum
+# deletes no log file after a version until a checkpoint beyond it is older than the timeout
+# (plus the clock-skew margin), so the versions after such a state cannot be free again. The
+# other half is the margin for clocks and a slow request (docs/format.md 6.1).
+HELD_STATE_FRACTION = 0.5
+
+
+def is_recent(state: TableState, confirmed_at: float | None) -> bool:
+    """Whether ``state``, confirmed the latest at ``confirmed_at`` (``time.monotonic()``), is
+    recent enough for a blind commit to start from without listing the log."""
+    if confirmed_at is None or state.dropped:
+        return False
+    window_s = state.config.transaction_timeout_ms / 1000 * HELD_STATE_FRACTION
+    return time.monotonic() - confirmed_at < window_s
+
 
 class TableHandle:
     """The store, log and cached state of the table stored under ``<name>/`` in ``store``.
@@ -29,7 +46,9 @@ class TableHandle:
     Thread-safe: the cached state only moves forward, whichever thread adopts a state.
     """
 
-    def __init__(self, store: Store, name: str, state: TableState) -> None:
+    def __init__(
+        self, store: Store, name: str, state: TableState, confirmed_at: float | None = None
+    ) -> None:
         self.store = store
         self.name = name
         self.prefix = f"{name}/"
@@ -38,6 +57,9 @@ class TableHandle:
         # tells the two apart.
         self.table_uuid = state.config.table_uuid
         self._state = state
+        # When _state was last known to be the latest (time.monotonic(), taken before the
+        # listing or the commit that showed it); None when not known.
+        self._confirmed_at = confirmed_at
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -49,24 +71,42 @@ class TableHandle:
         with self._lock:
             return self._state
 
+    def confirmed_state(self) -> tuple[TableState, float | None]:
+        """The cached state and when it was last known to be the latest (``time.monotonic()``
+        before the listing or commit that showed it; None if never), read together."""
+        with self._lock:
+            return self._state, self._confirmed_at
+
+    def recent_state(self) -> tuple[TableState, float] | None:
+        """The cached state and when it was confirmed, if :func:`is_recent`; else None."""
+        state, confirmed_at = self.confirmed_state()
+        if confirmed_at is None or not is_recent(state, confirmed_at):
+            return None
+        return state, confirmed_at
+
     def latest_state(self) -> TableState:
         """The latest state: reads only the commits made since :attr:`state`. Raises
         :class:`~ledger.errors.TableDroppedError` when the table was dropped since the handle
         opened it."""
+        asked = time.monotonic()
         fresh = self.log.refresh(self.state)
         if fresh.dropped or fresh.config.table_uuid != self.table_uuid:
             raise TableDroppedError(
                 f"table {self.name!r} was dropped (version {fresh.version}) after this handle "
                 "opened it; open it again with warehouse.table(name)"
             )
-        self.adopt(fresh)
+        self.adopt(fresh, confirmed_at=asked)
         return fresh
 
-    def adopt(self, state: TableState) -> None:
-        """Cache ``state`` if it is newer than the cached one (e.g. what a commit produced)."""
+    def adopt(self, state: TableState, confirmed_at: float | None = None) -> None:
+        """Cache ``state`` if it is newer than the cached one (e.g. what a commit produced).
+        ``confirmed_at``: the ``time.monotonic()`` at or after which ``state`` was the latest
+        (taken before the listing or the put-if-absent that showed it)."""
         with self._lock:
             if state.version > self._state.version:
-                self._state = state
+                self._state, self._confirmed_at = state, confirmed_at
+            elif state.version == self._state.version and confirmed_at is not None:
+                self._confirmed_at = max(self._confirmed_at or confirmed_at, confirmed_at)
 
     def commit(
         self,
@@ -78,8 +118,8 @@ class TableHandle:
         :func:`ledger.log.commit.commit_entry`), starting from ``base`` (default: the latest
         state read now), and adopt the state it produced. Returns that state and the entry
         committed (None when ``build`` had nothing to commit)."""
-        state, entry = commit_entry(
-            self.log, self.latest_state() if base is None else base, build, check
-        )
-        self.adopt(state)
+        start = self.latest_state() if base is None else base
+        sent = time.monotonic()  # before the put-if-absent that makes the state the latest
+        state, entry = commit_entry(self.log, start, build, check)
+        self.adopt(state, confirmed_at=None if entry is None else sent)
         return state, entry

@@ -24,6 +24,7 @@ import datetime as dt
 import logging
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -31,7 +32,7 @@ from ledger.errors import InvalidArgumentError
 from ledger.log.commit import next_timestamp, write_checkpoint
 from ledger.log.entries import DATA_FOLDER, LogFile
 from ledger.log.state import TableState
-from ledger.log.table_log import VacuumedLogError
+from ledger.log.table_log import LogListing, TableLog, VacuumedLogError
 from ledger.maintenance import merge as merging
 from ledger.transaction import check_timeout
 from ledger.trx_ids import ID_DIGITS, reservation_id, reservation_prefix, reservation_snapshot
@@ -94,7 +95,11 @@ def vacuum_table(table: Table, grace: dt.timedelta | float = DEFAULT_GRACE) -> V
         and info.modified_ms < settled_cutoff
     ]
     orphans_deleted = _delete_keys(table, orphans)
-    log_deleted, settled_trx_id = _vacuum_log(table, settled_cutoff)
+    log_deleted, settled_trx_id = _vacuum_log(
+        table,
+        state.config.transaction_timeout_ms,
+        lambda timeout_ms: _settled_cutoff_for(timeout_ms, now, grace_ms),
+    )
     orphans_deleted += _vacuum_earlier_lives(table, state, settled_cutoff)
     reservations_deleted = _vacuum_reservations(table, settled_trx_id)
     temporaries_deleted = _delete_keys(
@@ -143,7 +148,11 @@ def _grace_ms(grace: dt.timedelta | float) -> int:
 
 
 def _settled_cutoff(state: TableState, now: int, grace_ms: int) -> int:
-    return now - max(grace_ms, state.config.transaction_timeout_ms) - merging.CLOCK_SKEW_MS
+    return _settled_cutoff_for(state.config.transaction_timeout_ms, now, grace_ms)
+
+
+def _settled_cutoff_for(transaction_timeout_ms: int, now: int, grace_ms: int) -> int:
+    return now - max(grace_ms, transaction_timeout_ms) - merging.CLOCK_SKEW_MS
 
 
 def _needed_by_running_transactions(
@@ -214,19 +223,57 @@ def _expunge(
     return (None if entry is None else entry.version), state
 
 
-def _vacuum_log(table: Table, cutoff_ms: int) -> tuple[int, int]:
-    """Delete the log files no snapshot committed after ``cutoff_ms`` (nor the one current at
-    it) needs: everything before the newest checkpoint at or below that snapshot's version.
+def _vacuum_log(table: Table, timeout_ms: int, cutoff_for: Callable[[int], int]) -> tuple[int, int]:
+    """Delete the log files no snapshot committed after the cutoff (nor the one current at it)
+    needs: everything before the newest checkpoint at or below that snapshot's version.
 
-    ``cutoff_ms`` is also older than any running transaction, so no writer can still aim a
-    commit at a deleted version (its put-if-absent would succeed on the freed name and be lost).
+    ``cutoff_for(transaction timeout in ms)`` is older than any running transaction, so no
+    writer can still aim a commit at a deleted version (its put-if-absent would succeed on the
+    freed name and be lost), nor hold a recently confirmed state that a deleted version follows
+    (docs/format.md 6.1). The timeout is the longest of every life of the table whose log files
+    would go, since a writer of a dropped life counts by its own.
     Returns the number deleted and the largest ``trx_id`` committed by that checkpoint.
     """
     table_log = table.handle.log
     listing = table_log.listing()
+    while True:
+        trim = _log_trim(table_log, listing, cutoff_for(timeout_ms))
+        if trim is None:
+            return 0, 0
+        doomed, checkpoint = trim
+        longest = _longest_timeout_of_other_lives(table_log, doomed, checkpoint)
+        if longest is None:
+            return 0, 0  # another vacuum is trimming the log: leave it to that one
+        if longest <= timeout_ms:
+            break
+        timeout_ms = longest  # a dropped life's writers wait longer: trim only what they allow
+    return _delete_keys(table, doomed), checkpoint.max_trx_id or 0
+
+
+def _longest_timeout_of_other_lives(
+    table_log: TableLog, doomed: list[str], checkpoint: LogFile
+) -> int | None:
+    """The longest transaction timeout of the lives the ``doomed`` log files describe, when
+    they may include lives before ``checkpoint``'s (0 for a table never dropped; None when a
+    doomed file is already gone)."""
+    if checkpoint.config is None or checkpoint.config.data_folder == DATA_FOLDER:
+        return 0  # the table's first life: every doomed file is of this life
+    try:
+        entries = table_log.read_many(doomed)
+    except FileNotFoundError:
+        return None
+    configs = [entry.config for entry in entries if entry.config is not None]
+    return max((c.transaction_timeout_ms for c in configs), default=0)
+
+
+def _log_trim(
+    table_log: TableLog, listing: LogListing, cutoff_ms: int
+) -> tuple[list[str], LogFile] | None:
+    """The log files to delete for ``cutoff_ms`` (oldest first) and the checkpoint that then
+    starts the log, or None when nothing may go."""
     versions = sorted(listing.commits)
     if not versions or not listing.checkpoints:
-        return 0, 0
+        return None
     # The version current at the cutoff: the last commit at or before it (binary search, since
     # commit times strictly increase along the log).
     low, high, current = 0, len(versions) - 1, None
@@ -238,17 +285,17 @@ def _vacuum_log(table: Table, cutoff_ms: int) -> tuple[int, int]:
         else:
             high = middle - 1
     if current is None:
-        return 0, 0
+        return None
     usable = [v for v in listing.checkpoints if v <= current]
     if not usable:
-        return 0, 0
+        return None
     keep_from = max(usable)
     checkpoint = table_log.read(listing.checkpoints[keep_from])
     doomed = [listing.commits[v] for v in versions if v <= keep_from]
     doomed += [listing.checkpoints[v] for v in listing.checkpoints if v < keep_from]
     # Oldest first: a crash part-way leaves a log that still starts at a readable point.
     doomed.sort()
-    return _delete_keys(table, doomed), checkpoint.max_trx_id or 0
+    return doomed, checkpoint
 
 
 def _vacuum_earlier_lives(table: Table, state: TableState, cutoff_ms: int) -> int:
