@@ -1072,7 +1072,7 @@ def test_bad_totals_requests_raise_typed_errors_before_reading(
     with pytest.raises(error):
         views.totals(table, **request_)
     no_reads = mock.patch.object(
-        total_reads, "scan_files", side_effect=AssertionError("read files")
+        total_reads, "file_sources", side_effect=AssertionError("read files")
     )
     with no_reads, pytest.raises(error):
         views.totals(table, **request_)

@@ -15,8 +15,12 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ledger.engines.duckdb.scan import scan_files
-from ledger.engines.duckdb.session import bind_relations
+from ledger.engines.duckdb.scan import (
+    FileSources,
+    ParquetSource,
+    file_sources,
+    with_parquet_sources,
+)
 from ledger.log.entries import FileMarker
 from ledger.reads.files import insertions_only
 from ledger.snapshot import PartitionFilter, Snapshot
@@ -57,28 +61,46 @@ def totals(
     if spec.policy.signs_consistent:
         plain = [m for m in markers if insertions_only(m)]
         markers = [m for m in markers if not insertions_only(m)]
-    relations = {ENTRIES: scan_files(con, snap.store, snap.prefix, markers, schema)}
+    files: dict[str, Sequence[FileMarker]] = {}
+    if markers or not plain:
+        files[ENTRIES] = markers
     if plain:
-        relations[INSERTIONS] = scan_files(con, snap.store, snap.prefix, plain, schema)
-    names = bind_relations(con, relations)
-    sources = Sources(entries=names[ENTRIES], insertions=names.get(INSERTIONS))
-    non_finite = non_finite_marks(con, spec, request, names[ENTRIES], markers)
-    return con.sql(totals_text(spec, sources, request, non_finite))
+        files[INSERTIONS] = plain
+    sources = file_sources(con, snap.store, snap.prefix, files, schema)
+    names = Sources(
+        entries=sources.names[ENTRIES if ENTRIES in files else INSERTIONS],
+        insertions=sources.names.get(INSERTIONS) if ENTRIES in files else None,
+    )
+    # Without a file holding marks (after a full merge, or before any correction) the files
+    # of insertions are the only source, summed without weighting.
+    weighted = ENTRIES in files
+    non_finite = frozenset[str]()
+    if weighted:
+        non_finite = non_finite_marks(con, spec, request, sources, markers)
+    text = totals_text(spec, names, request, non_finite, sources.parquet, weighted)
+    return con.sql(text, params=sources.params) if sources.params else con.sql(text)
 
 
 @functools.lru_cache(maxsize=SHAPES_KEPT)
 def totals_text(
-    spec: TableSpec, sources: Sources, request: TotalsRequest, non_finite: frozenset[str]
+    spec: TableSpec,
+    sources: Sources,
+    request: TotalsRequest,
+    non_finite: frozenset[str],
+    parquet: tuple[ParquetSource, ...] = (),
+    weighted: bool = True,
 ) -> str:
     """The totals query's DuckDB text: rendered once per shape (building and rendering the
     tree costs more than running the query on a small table)."""
-    query = totals_tree(spec, DUCKDB, sources, request, non_finite_marks=non_finite)
-    return render(query, DUCKDB)
+    query = totals_tree(
+        spec, DUCKDB, sources, request, non_finite_marks=non_finite, weighted=weighted
+    )
+    return render(with_parquet_sources(query, parquet), DUCKDB)
 
 
 @functools.lru_cache(maxsize=SHAPES_KEPT)
-def _probe_text(entries: str, measured: tuple[str, ...]) -> str:
-    return render(non_finite_marks_probe(entries, measured), DUCKDB)
+def _probe_text(entries: str, measured: tuple[str, ...], parquet: tuple[ParquetSource, ...]) -> str:
+    return render(with_parquet_sources(non_finite_marks_probe(entries, measured), parquet), DUCKDB)
 
 
 _PROBED: OrderedDict[tuple[tuple[str, ...], tuple[str, ...]], frozenset[str]] = OrderedDict()
@@ -89,7 +111,7 @@ def non_finite_marks(
     con: duckdb.DuckDBPyConnection,
     spec: TableSpec,
     request: TotalsRequest,
-    entries: str,
+    sources: FileSources,
     markers: Sequence[FileMarker],
 ) -> frozenset[str]:
     """The measured FLOAT/DOUBLE columns with NaN or an infinity in a delete mark (only files
@@ -105,7 +127,11 @@ def non_finite_marks(
         if found is not None:
             _PROBED.move_to_end(key)
             return found
-    [flags] = con.sql(_probe_text(entries, measured)).fetchall()
+    entries = sources.names[ENTRIES]
+    parquet = tuple(p for p in sources.parquet if p.name == entries)
+    params = {k: v for k, v in sources.params.items() if k == entries}
+    text = _probe_text(entries, measured, parquet)
+    [flags] = (con.sql(text, params=params) if params else con.sql(text)).fetchall()
     found = frozenset(c for c, flag in zip(measured, flags, strict=True) if flag)
     with _PROBED_LOCK:
         _PROBED[key] = found

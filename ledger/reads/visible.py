@@ -3,15 +3,24 @@ with files whose rows are visible as they are read apart (:mod:`ledger.reads.fil
 
 from __future__ import annotations
 
+import functools
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
+from sqlglot import exp
 
 from ledger.engines.duckdb.errors import storage_errors
 from ledger.engines.duckdb.query import check_condition
-from ledger.engines.duckdb.scan import scan_files
+from ledger.engines.duckdb.scan import (
+    ParquetSource,
+    file_sources,
+    scan_files,
+    with_parquet_sources,
+)
 from ledger.engines.duckdb.session import bind_relations, read_sessions
 from ledger.errors import InvalidArgumentError, UnknownColumnError
 from ledger.log.entries import FileMarker
@@ -22,7 +31,7 @@ from ledger.sql.dialects import DIALECTS
 from ledger.sql.names import ENTRIES, ENTRY_COUNT
 from ledger.sql.predicates import parse_predicate
 from ledger.sql.spec import TableSpec
-from ledger.sql.trees import Sources, render
+from ledger.sql.trees import Sources, cols, relation, render
 from ledger.sql.visible import shown_columns
 from ledger.sql.visible import visible as visible_tree
 from ledger.writer import file_schema
@@ -35,6 +44,9 @@ DUCKDB = DIALECTS["duckdb"]
 ISOLATED = "isolated"  # the relation of files whose rows are visible as they are
 LONELY = "lonely"  # files of unique keys and no mark whose key ranges meet other files'
 REPEATED = "repeated"  # keys found in more than one lonely file
+SHAPES_KEPT = 512  # SQL texts kept (one per table shape and set of relation names)
+REPEATS_KEPT = 256  # sets of lonely files whose shared keys are kept
+REPEATS_ROWS_KEPT = 65_536  # more shared keys than this are found again at each read
 
 
 def visible(
@@ -58,29 +70,78 @@ def visible(
     apart = spec.policy.visible_rows == SIGNED and bool(roles.lonely)
     others = roles.others if apart else [*roles.lonely, *roles.others]
 
-    def scan(files: list[FileMarker]) -> duckdb.DuckDBPyRelation:
-        return scan_files(con, snap.store, snap.prefix, files, schema)
-
-    if roles.isolated and not roles.lonely and not roles.others:
-        # After a full merge: a plain scan, without building or binding any query.
-        return scan(roles.isolated).project(idents(shown_columns(spec, system_columns)))
-    relations = {ENTRIES: scan(others)}
+    files: dict[str, Sequence[FileMarker]] = {ENTRIES: others}
     if roles.isolated:
-        relations[ISOLATED] = scan(roles.isolated)
+        files[ISOLATED] = roles.isolated
     if apart:
-        relations[LONELY] = scan(roles.lonely)
-        if roles.lonely_overlap:
-            with storage_errors(f"reading {snap.name!r}"):
-                relations[REPEATED] = repeated_keys(con, scan(roles.lonely), spec, schema)
-    names = bind_relations(con, relations)
+        files[LONELY] = roles.lonely
+    if roles.isolated and not roles.lonely and not roles.others:
+        # After a full merge: a plain scan of the files, cut to the shown columns.
+        files = {ISOLATED: roles.isolated}
+    found = file_sources(con, snap.store, snap.prefix, files, schema)
+    repeated: str | None = None
+    if apart and roles.lonely_overlap:
+        keys = lonely_repeats(con, snap, roles.lonely, spec, schema)
+        if keys.num_rows:  # no key repeats across lonely files: nothing to add
+            repeated = bind_relations(con, {REPEATED: con.from_arrow(keys)})[REPEATED]
     sources = Sources(
-        entries=names[ENTRIES],
-        isolated=names.get(ISOLATED),
-        lonely=names.get(LONELY),
-        repeated_keys=names.get(REPEATED),
+        entries=found.names[ENTRIES if ENTRIES in files else ISOLATED],
+        isolated=found.names.get(ISOLATED) if ENTRIES in files else None,
+        lonely=found.names.get(LONELY),
+        repeated_keys=repeated,
     )
-    query = visible_tree(spec, DUCKDB, sources, system_columns=system_columns)
-    return con.sql(render(query, DUCKDB))
+    text = visible_text(spec, sources, system_columns, found.parquet, ENTRIES not in files)
+    return con.sql(text, params=found.params) if found.params else con.sql(text)
+
+
+@functools.lru_cache(maxsize=SHAPES_KEPT)
+def visible_text(
+    spec: TableSpec,
+    sources: Sources,
+    system_columns: bool,
+    parquet: tuple[ParquetSource, ...],
+    as_they_are: bool,
+) -> str:
+    """The visible query's DuckDB text, rendered once per shape: building and rendering the
+    tree costs more than running the query on a small table. With ``as_they_are``, every row
+    of ``sources.entries`` is visible (every file isolated): the text is a plain scan."""
+    if as_they_are:
+        shown = shown_columns(spec, system_columns)
+        query: exp.Query = exp.select(*cols(shown)).from_(relation(sources.entries))
+    else:
+        query = visible_tree(spec, DUCKDB, sources, system_columns=system_columns)
+    return render(with_parquet_sources(query, parquet), DUCKDB)
+
+
+_REPEATS: OrderedDict[tuple[tuple[str, ...], tuple[str, ...]], pa.Table] = OrderedDict()
+_REPEATS_LOCK = threading.Lock()
+
+
+def lonely_repeats(
+    con: duckdb.DuckDBPyConnection,
+    snap: Snapshot,
+    lonely: Sequence[FileMarker],
+    spec: TableSpec,
+    schema: pa.Schema,
+) -> pa.Table:
+    """The keys occurring in more than one of the ``lonely`` files (see
+    :func:`repeated_keys`), found once per set of files and kept when they are few: data
+    files never change, so neither do the keys they share."""
+    cache_key = (tuple(sorted(m.path for m in lonely)), tuple(spec.key_columns))
+    with _REPEATS_LOCK:
+        kept = _REPEATS.get(cache_key)
+        if kept is not None:
+            _REPEATS.move_to_end(cache_key)
+            return kept
+    with storage_errors(f"reading {snap.name!r}"):
+        scanned = scan_files(con, snap.store, snap.prefix, lonely, schema)
+        found = repeated_keys(con, scanned, spec, schema).to_arrow_table()
+    if found.num_rows <= REPEATS_ROWS_KEPT:
+        with _REPEATS_LOCK:
+            _REPEATS[cache_key] = found
+            while len(_REPEATS) > REPEATS_KEPT:
+                _REPEATS.popitem(last=False)
+    return found
 
 
 def repeated_keys(

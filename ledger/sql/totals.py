@@ -115,6 +115,7 @@ def totals(
     request: TotalsRequest,
     *,
     non_finite_marks: Collection[str] | None = None,
+    weighted: bool = True,
 ) -> exp.Query:
     """SUM, COUNT and AVG per group, equal to the same aggregates over the visible rows.
 
@@ -129,6 +130,10 @@ def totals(
     and infinities counted apart: such a value never cancels by subtraction. Where no mark holds
     one, the plain weighted sum is already exact (an uncancelled NaN or infinity gives the sum
     SQL gives).
+
+    ``weighted=False`` says that ``sources.entries`` holds no delete mark (every file holds
+    insertions only, as after a full merge): its entries are then summed as they are, the
+    clean query with nothing added but the step combining partial sums.
     """
     wide = exp.DataType.build(dialect.order_type, dialect=dialect.name)
     scales = decimal_scales(spec)
@@ -136,6 +141,9 @@ def totals(
         rows = visible(spec, dialect, Sources(entries=sources.entries))
         return _plain_totals(exp.paren(rows, copy=False), request, scales, wide)
     ctes: list[tuple[str, exp.Query]] = []
+    if not weighted:
+        part = _partial_totals(relation(sources.entries), request, weighted=False)
+        return _combine_partials(exp.paren(part, copy=False), request, frozenset(), scales, wide)
     entries = deduplicated(spec, sources.entries, ctes)
     integers = frozenset(c for c in spec.columns if pa.types.is_integer(spec.type_of(c)))
     floats = frozenset(

@@ -7,15 +7,22 @@ Local files are scanned by DuckDB's own Parquet reader; files on S3 through a py
 from __future__ import annotations
 
 import functools
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import duckdb
 import pyarrow as pa
 import pyarrow.dataset as pads
+import pyarrow.parquet as pq
+from sqlglot import exp
 
+from ledger.engines.duckdb.session import bind_relations
 from ledger.log.entries import FileMarker
 from ledger.schema import arrow_to_sql
 from ledger.sql import ident
+from ledger.sql.trees import col as ident_column
 from ledger.storage import Store
 
 
@@ -62,3 +69,132 @@ def _projection(schema: pa.Schema, present: frozenset[str]) -> str:
         )
         for f in schema
     )
+
+
+# --- data files named inside the query text ------------------------------------------------------
+#
+# Each relation operation of the DuckDB client (reading files, projecting, registering a view,
+# running SQL over views) binds its whole statement again, and every bind over Parquet files
+# reads their footers: a view call built from relation operations paid about 1 ms per operation
+# before its query ran. The files are therefore named inside the one statement a view runs:
+# a common table expression per group of files, reading the files given as a parameter, so the
+# statement's text depends only on the query's shape and the columns the files hold, and is
+# rendered once per shape.
+
+FILE_COLUMNS_KEPT = 16384  # data files whose column names are kept (a set of names each)
+
+_FILE_COLUMNS: OrderedDict[str, frozenset[str]] = OrderedDict()
+_FILE_COLUMNS_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True)
+class ParquetSource:
+    """Data files read by name inside a statement: the common table expression ``name`` is
+    every column of ``schema`` in its current type (NULL where no file holds it), reading the
+    files listed by the statement's parameter ``name``; no file at all reads no row."""
+
+    name: str
+    schema: pa.Schema
+    present: frozenset[str]  # the columns of ``schema`` some file holds
+    empty: bool = False
+
+    def tree(self) -> exp.Select:
+        columns = [_column(f, f.name in self.present) for f in self.schema]
+        if self.empty:
+            return exp.select(*columns).where(exp.false())
+        read = exp.ReadParquet(
+            expressions=[
+                exp.Placeholder(this=self.name),
+                _option("union_by_name", exp.true()),
+                # Partition values live in the log, never as file columns.
+                _option("hive_partitioning", exp.false()),
+            ]
+        )
+        return exp.select(*columns).from_(exp.Table(this=read))
+
+
+@dataclass(frozen=True)
+class FileSources:
+    """The relations a statement reads, by role: ``names`` are what the statement calls them,
+    ``parquet`` the files it names itself (see :func:`with_parquet_sources`), ``params`` the
+    parameter values the statement runs with (each file list)."""
+
+    names: dict[str, str]
+    parquet: tuple[ParquetSource, ...]
+    params: dict[str, list[str]]
+
+
+def file_sources(
+    con: duckdb.DuckDBPyConnection,
+    store: Store,
+    table_prefix: str,
+    files: dict[str, Sequence[FileMarker]],
+    schema: pa.Schema,
+) -> FileSources:
+    """The files of each role (``{"entries": [...], ...}``) as relations of raw entries with
+    exactly ``schema``, ready to be named in one statement on ``con``.
+
+    Files on a local disk are read by the statement itself (a common table expression over
+    ``read_parquet`` of a parameter); files elsewhere are scanned through pyarrow and bound
+    as views (:func:`scan_files`)."""
+    keys = {role: [table_prefix + f.path for f in found] for role, found in files.items()}
+    local = {role: [store.local_path(k) for k in found] for role, found in keys.items()}
+    if not all(p is not None for paths in local.values() for p in paths):
+        relations = {
+            role: scan_files(con, store, table_prefix, found, schema)
+            for role, found in files.items()
+        }
+        return FileSources(bind_relations(con, relations), (), {})
+    parquet = []
+    params: dict[str, list[str]] = {}
+    names = {}
+    for role, paths in local.items():
+        name = f"__ledger_{role}_files"
+        present = file_columns([p for p in paths if p is not None])
+        parquet.append(ParquetSource(name, schema, present & frozenset(schema.names), not paths))
+        if paths:
+            params[name] = [p for p in paths if p is not None]
+        names[role] = name
+    return FileSources(names, tuple(parquet), params)
+
+
+def with_parquet_sources(query: exp.Query, sources: Sequence[ParquetSource]) -> exp.Query:
+    """``query`` with a common table expression for each of ``sources``, inlined where read
+    (never materialized: each reader keeps its own projection and filters)."""
+    if not sources:
+        return query
+    out = exp.select("*").from_(exp.paren(query, copy=False))
+    for source in sources:
+        out = out.with_(
+            exp.to_identifier(source.name, quoted=True), as_=source.tree(), materialized=False
+        )
+    return out
+
+
+def file_columns(paths: Sequence[str]) -> frozenset[str]:
+    """The column names any of the Parquet files ``paths`` holds, each file's footer read once
+    per process (data files are never rewritten: every file name is new)."""
+    found: set[str] = set()
+    for path in paths:
+        with _FILE_COLUMNS_LOCK:
+            names = _FILE_COLUMNS.get(path)
+            if names is not None:
+                _FILE_COLUMNS.move_to_end(path)
+        if names is None:
+            names = frozenset(pq.read_schema(path).names)
+            with _FILE_COLUMNS_LOCK:
+                _FILE_COLUMNS[path] = names
+                while len(_FILE_COLUMNS) > FILE_COLUMNS_KEPT:
+                    _FILE_COLUMNS.popitem(last=False)
+        found |= names
+    return frozenset(found)
+
+
+def _column(field: pa.Field, present: bool) -> exp.Expr:
+    kind = exp.DataType.build(arrow_to_sql(field.type), dialect="duckdb")
+    value: exp.Expr = ident_column(field.name) if present else exp.Null()
+    return exp.alias_(exp.cast(value, kind), exp.to_identifier(field.name, quoted=True))
+
+
+def _option(name: str, value: exp.Expr) -> exp.Expr:
+    return exp.EQ(this=exp.column(name), expression=value)
