@@ -18,6 +18,7 @@ DuckDB engine (``ledger/engines/duckdb/``) where the role is the same:
 - ``streaming``: the Structured Streaming sink;
 - ``publish``: Delta Lake publishing with delta-spark;
 - ``errors``: executor errors back as ledger errors;
+- ``engine``: the engine contract (``ledger.engines.base.Engine``) over these modules;
 - ``jars`` and ``s3a``: the JVM jars on the classpath and Hadoop's S3A settings.
 """
 
