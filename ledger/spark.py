@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ledger.changes import change_set
@@ -106,12 +107,17 @@ def read(
 
 
 def _view(
-    snap: Snapshot, kind: str, spark: SparkSession | None, reader: str, **options: Any
+    snap: Snapshot,
+    kind: str,
+    spark: SparkSession | None,
+    reader: str,
+    partitions: PartitionFilter,
+    **options: Any,
 ) -> DataFrame:
     from ledger.engines.spark import query
     from ledger.engines.spark.session import session
 
-    entries = read(snap, spark=session(spark), reader=reader)
+    entries = read(snap, spark=session(spark), reader=reader, partitions=partitions)
     names = query.bind_relations({"entries": entries})
     text = view_text(TableSpec.of(snap.state), kind, "spark", names["entries"], **options)
     return query.run(entries.sparkSession, text)
@@ -122,17 +128,18 @@ def visible(
     *,
     version: int | None = None,
     timestamp: dt.datetime | int | None = None,
+    partitions: PartitionFilter = None,
     system_columns: bool = False,
     spark: SparkSession | None = None,
     reader: str = "auto",
 ) -> DataFrame:
     """The visible rows of a snapshot as a DataFrame: the Spark dialect of the same generated
-    SQL as ``views.visible`` (see docs/views.md).
+    SQL as ``views.visible`` (see docs/views.md); ``partitions`` prunes files from the log.
 
     >>> ledger.spark.visible(accounts).filter("amount > 100").count()        # doctest: +SKIP
     """
     snap = _snapshot(table, version, timestamp)
-    return _view(snap, "visible", spark, reader, system_columns=system_columns)
+    return _view(snap, "visible", spark, reader, partitions, system_columns=system_columns)
 
 
 def totals(
@@ -145,16 +152,20 @@ def totals(
     *,
     version: int | None = None,
     timestamp: dt.datetime | int | None = None,
+    partitions: PartitionFilter = None,
     spark: SparkSession | None = None,
     reader: str = "auto",
 ) -> DataFrame:
     """Exact COUNT/SUM/AVG per group, weighted by ``dml_type``, as a DataFrame (the Spark
-    dialect of ``views.totals``; ``where`` is DuckDB SQL, translated).
+    dialect of ``views.totals``; ``where`` is DuckDB SQL, translated; ``partitions`` prunes
+    files from the log).
 
     >>> ledger.spark.totals(payments, by="day", sum="amount").show()          # doctest: +SKIP
     """
     snap = _snapshot(table, version, timestamp)
-    return _view(snap, "totals", spark, reader, by=by, sum=sum, count=count, avg=avg, where=where)
+    return _view(
+        snap, "totals", spark, reader, partitions, by=by, sum=sum, count=count, avg=avg, where=where
+    )
 
 
 def history(
@@ -257,18 +268,37 @@ def register(
 # --- writes --------------------------------------------------------------------------------------
 
 
-def insert(target: Table | Transaction, data: DataFrame, *, evolve_schema: bool = False) -> Any:
+def insert(
+    target: Table | Transaction,
+    data: DataFrame,
+    *,
+    app_id: str | None = None,
+    batch: int | None = None,
+    evolve_schema: bool = False,
+) -> Any:
     """Append the rows of a DataFrame blindly. On a Table: one commit, returns its
-    :class:`CommitInfo`; on a Transaction: part of it, returns the number of rows.
+    :class:`CommitInfo` (``app_id`` and ``batch`` make it idempotent, as for
+    ``Table.insert``); on a Transaction: part of it, returns the number of rows.
 
     >>> ledger.spark.insert(events, spark.read.json("s3://raw/events/"))      # doctest: +SKIP
     """
-    return _run(target, evolve_schema, lambda tx: _write(tx, data, "insert"))
+    return _run(
+        target, _Commit(evolve_schema, app_id, batch), lambda tx: _write(tx, data, "insert")
+    )
 
 
-def append_entries(target: Table | Transaction, data: DataFrame, **kw: Any) -> Any:
-    """Append entries that carry their own ``dml_type`` (+1 insert, -1 delete mark)."""
-    return _run(target, kw.pop("evolve_schema", False), lambda tx: _write(tx, data, "entries"))
+def append_entries(
+    target: Table | Transaction,
+    data: DataFrame,
+    *,
+    app_id: str | None = None,
+    batch: int | None = None,
+    evolve_schema: bool = False,
+) -> Any:
+    """Append entries that carry their own ``dml_type`` (+1 insert, -1 delete mark), as
+    ``Table.append_entries``."""
+    commit = _Commit(evolve_schema, app_id, batch)
+    return _run(target, commit, lambda tx: _write(tx, data, "entries"))
 
 
 def upsert(
@@ -277,11 +307,14 @@ def upsert(
     *,
     evolve_schema: bool = False,
     retries: int = AUTO_RETRIES,
+    app_id: str | None = None,
+    batch: int | None = None,
 ) -> Any:
     """Insert rows of new keys, replace the visible row of existing ones (a Spark join against
     the visible rows at the transaction's snapshot finds the entries to mark). On a Table a
     conflict is retried up to ``retries`` times, as by ``Table.upsert``."""
-    return _run(target, evolve_schema, lambda tx: _modify(tx, data, "upsert"), retries)
+    commit = _Commit(evolve_schema, app_id, batch, retries)
+    return _run(target, commit, lambda tx: _modify(tx, data, "upsert"))
 
 
 def update(
@@ -290,39 +323,68 @@ def update(
     *,
     evolve_schema: bool = False,
     retries: int = AUTO_RETRIES,
+    app_id: str | None = None,
+    batch: int | None = None,
 ) -> Any:
     """Replace the visible row of existing keys; every key must exist
     (:class:`KeyNotFoundError`, nothing written). Retried on conflicts, as ``upsert``."""
-    return _run(target, evolve_schema, lambda tx: _modify(tx, data, "update"), retries)
+    commit = _Commit(evolve_schema, app_id, batch, retries)
+    return _run(target, commit, lambda tx: _modify(tx, data, "update"))
 
 
-def delete(target: Table | Transaction, keys: DataFrame, *, retries: int = AUTO_RETRIES) -> Any:
+def delete(
+    target: Table | Transaction,
+    keys: DataFrame,
+    *,
+    retries: int = AUTO_RETRIES,
+    app_id: str | None = None,
+    batch: int | None = None,
+) -> Any:
     """Delete the rows of the keys in a DataFrame (its key columns; other columns ignored; a
     repeated key is deleted once). Retried on conflicts, as ``upsert``."""
-    return _run(target, False, lambda tx: _modify(tx, keys, "delete"), retries)
+    commit = _Commit(False, app_id, batch, retries)
+    return _run(target, commit, lambda tx: _modify(tx, keys, "delete"))
+
+
+@dataclass(frozen=True)
+class _Commit:
+    """How a verb on a Table commits (the keyword arguments of the Table verbs)."""
+
+    evolve_schema: bool
+    app_id: str | None
+    batch: int | None
+    retries: int = 0
 
 
 def _run(
-    target: Table | Transaction,
-    evolve: bool,
-    operation: Callable[[Transaction], int],
-    retries: int = 0,
+    target: Table | Transaction, commit: _Commit, operation: Callable[[Transaction], int]
 ) -> Any:
     """Run ``operation`` in ``target`` (a Transaction), or in a new transaction of ``target``
     (a Table) committed at once; a conflict starts a fresh transaction, ``retries`` times (the
     DataFrame is evaluated again, against the newer snapshot)."""
     if isinstance(target, Transaction):
-        if evolve and not target.evolves_schema:
+        if commit.evolve_schema and not target.evolves_schema:
             raise InvalidArgumentError(
                 "evolve_schema is set when the transaction is made: "
                 "table.transaction(evolve_schema=True)"
+            )
+        if commit.app_id is not None or commit.batch is not None:
+            raise InvalidArgumentError(
+                "app_id and batch are set when the transaction is made: "
+                "table.transaction(app_id=..., batch=...)"
             )
         return operation(target)
     if not isinstance(target, Table):
         raise InvalidArgumentError(
             f"write to a Table or a Transaction, not {type(target).__name__}"
         )
-    return target.retrying(operation, evolve_schema=evolve, retries=retries)
+    return target.retrying(
+        operation,
+        evolve_schema=commit.evolve_schema,
+        retries=commit.retries,
+        app_id=commit.app_id,
+        batch=commit.batch,
+    )
 
 
 def _write(tx: Transaction, data: DataFrame, mode: str) -> int:
