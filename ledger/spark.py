@@ -28,11 +28,8 @@ from ledger.publish.target import target_plan
 from ledger.reads.history import history_request
 from ledger.rollup import RefreshResult, Rollup
 from ledger.snapshot import PartitionFilter, Snapshot
-from ledger.sql.spec import TableSpec
-from ledger.sql.view_text import view_text
 from ledger.table import AUTO_RETRIES, Table
 from ledger.transaction import Transaction
-from ledger.writer import file_schema
 
 if TYPE_CHECKING:
     from ledger.engines.spark.session import DataFrame, SparkSession
@@ -90,20 +87,11 @@ def read(
 
     >>> ledger.spark.read(accounts, version=3).groupBy("dml_type").count()  # doctest: +SKIP
     """
-    from ledger.engines.spark.scan import scan_files
+    from ledger.engines.spark import reads
     from ledger.engines.spark.session import session
 
     _check_reader(reader)
-    snap = _snapshot(table, version, timestamp)
-    schema = file_schema(snap.state.schema, snap.state.config)
-    return scan_files(
-        session(spark),
-        snap.store,
-        snap.prefix,
-        snap.markers(partitions),
-        schema,
-        reader=reader,
-    )
+    return reads.entries(session(spark), _snapshot(table, version, timestamp), reader, partitions)
 
 
 def _view(
@@ -114,13 +102,11 @@ def _view(
     partitions: PartitionFilter,
     **options: Any,
 ) -> DataFrame:
-    from ledger.engines.spark import query
+    from ledger.engines.spark import reads
     from ledger.engines.spark.session import session
 
-    entries = read(snap, spark=session(spark), reader=reader, partitions=partitions)
-    names = query.bind_relations({"entries": entries})
-    text = view_text(TableSpec.of(snap.state), kind, "spark", names["entries"], **options)
-    return query.run(entries.sparkSession, text)
+    _check_reader(reader)
+    return reads.view(session(spark), snap, kind, reader, partitions, **options)
 
 
 def visible(
@@ -183,31 +169,12 @@ def history(
 
     >>> ledger.spark.history(accounts, "A-1").show()                         # doctest: +SKIP
     """
-    from ledger.engines.spark import query
-    from ledger.engines.spark.scan import scan_files
-    from ledger.engines.spark.session import session as spark_session
+    from ledger.engines.spark import reads
+    from ledger.engines.spark.session import session
 
     _check_reader(reader)
-    session = spark_session(spark)
     request = history_request(_snapshot(table, version, timestamp), key)
-    snap = request.snapshot
-    entries = scan_files(
-        session, snap.store, snap.prefix, request.files, request.file_schema, reader=reader
-    )
-    names = query.bind_relations(
-        {
-            "history_entries": entries,
-            "history_keys": query.arrow_frame(session, request.keys),
-            "history_commits": query.arrow_frame(session, request.commits),
-        }
-    )
-    text = request.sql(
-        "spark",
-        entries=names["history_entries"],
-        keys=names["history_keys"],
-        commits=names["history_commits"],
-    )
-    return query.run(session, text)
+    return reads.history(session(spark), request, reader)
 
 
 def changes(
@@ -225,23 +192,17 @@ def changes(
 
     >>> ledger.spark.changes(accounts, since_version=10).show()              # doctest: +SKIP
     """
-    from ledger.engines.spark import query
-    from ledger.engines.spark.changes import change_entries
-    from ledger.engines.spark.session import session as spark_session
+    from ledger.engines.spark import reads
+    from ledger.engines.spark.session import session
 
     if isinstance(table, Rollup):
         table = table.table
     if not isinstance(table, Table):
         raise InvalidArgumentError("changes read a Table (its log), not a snapshot")
     _check_reader(reader)
-    session = spark_session(spark)
-    found = change_set(table, since_version, until_version)
-    snap = table.snapshot(found.until)
-    schema = file_schema(snap.state.schema, snap.state.config)
-    entries = change_entries(session, snap.store, snap.prefix, found, schema, reader=reader)
-    names = query.bind_relations({"changes": entries})
-    text = view_text(TableSpec.of(snap.state), "changes", "spark", names["changes"])
-    return query.run(session, text)
+    return reads.changes(
+        session(spark), table, change_set(table, since_version, until_version), reader
+    )
 
 
 def register(
