@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ledger.changes import change_set
@@ -27,11 +28,8 @@ from ledger.publish.target import target_plan
 from ledger.reads.history import history_request
 from ledger.rollup import RefreshResult, Rollup
 from ledger.snapshot import PartitionFilter, Snapshot
-from ledger.sql.spec import TableSpec
-from ledger.sql.view_text import view_text
 from ledger.table import AUTO_RETRIES, Table
 from ledger.transaction import Transaction
-from ledger.writer import file_schema
 
 if TYPE_CHECKING:
     from ledger.engines.spark.session import DataFrame, SparkSession
@@ -89,32 +87,26 @@ def read(
 
     >>> ledger.spark.read(accounts, version=3).groupBy("dml_type").count()  # doctest: +SKIP
     """
-    from ledger.engines.spark.scan import scan_files
+    from ledger.engines.spark import reads
     from ledger.engines.spark.session import session
 
     _check_reader(reader)
-    snap = _snapshot(table, version, timestamp)
-    schema = file_schema(snap.state.schema, snap.state.config)
-    return scan_files(
-        session(spark),
-        snap.store,
-        snap.prefix,
-        snap.markers(partitions),
-        schema,
-        reader=reader,
-    )
+    return reads.entries(session(spark), _snapshot(table, version, timestamp), reader, partitions)
 
 
 def _view(
-    snap: Snapshot, kind: str, spark: SparkSession | None, reader: str, **options: Any
+    snap: Snapshot,
+    kind: str,
+    spark: SparkSession | None,
+    reader: str,
+    partitions: PartitionFilter,
+    **options: Any,
 ) -> DataFrame:
-    from ledger.engines.spark import query
+    from ledger.engines.spark import reads
     from ledger.engines.spark.session import session
 
-    entries = read(snap, spark=session(spark), reader=reader)
-    names = query.bind_relations({"entries": entries})
-    text = view_text(TableSpec.of(snap.state), kind, "spark", names["entries"], **options)
-    return query.run(entries.sparkSession, text)
+    _check_reader(reader)
+    return reads.view(session(spark), snap, kind, reader, partitions, **options)
 
 
 def visible(
@@ -122,17 +114,18 @@ def visible(
     *,
     version: int | None = None,
     timestamp: dt.datetime | int | None = None,
+    partitions: PartitionFilter = None,
     system_columns: bool = False,
     spark: SparkSession | None = None,
     reader: str = "auto",
 ) -> DataFrame:
     """The visible rows of a snapshot as a DataFrame: the Spark dialect of the same generated
-    SQL as ``views.visible`` (see docs/views.md).
+    SQL as ``views.visible`` (see docs/views.md); ``partitions`` prunes files from the log.
 
     >>> ledger.spark.visible(accounts).filter("amount > 100").count()        # doctest: +SKIP
     """
     snap = _snapshot(table, version, timestamp)
-    return _view(snap, "visible", spark, reader, system_columns=system_columns)
+    return _view(snap, "visible", spark, reader, partitions, system_columns=system_columns)
 
 
 def totals(
@@ -145,16 +138,20 @@ def totals(
     *,
     version: int | None = None,
     timestamp: dt.datetime | int | None = None,
+    partitions: PartitionFilter = None,
     spark: SparkSession | None = None,
     reader: str = "auto",
 ) -> DataFrame:
     """Exact COUNT/SUM/AVG per group, weighted by ``dml_type``, as a DataFrame (the Spark
-    dialect of ``views.totals``; ``where`` is DuckDB SQL, translated).
+    dialect of ``views.totals``; ``where`` is DuckDB SQL, translated; ``partitions`` prunes
+    files from the log).
 
     >>> ledger.spark.totals(payments, by="day", sum="amount").show()          # doctest: +SKIP
     """
     snap = _snapshot(table, version, timestamp)
-    return _view(snap, "totals", spark, reader, by=by, sum=sum, count=count, avg=avg, where=where)
+    return _view(
+        snap, "totals", spark, reader, partitions, by=by, sum=sum, count=count, avg=avg, where=where
+    )
 
 
 def history(
@@ -172,31 +169,12 @@ def history(
 
     >>> ledger.spark.history(accounts, "A-1").show()                         # doctest: +SKIP
     """
-    from ledger.engines.spark import query
-    from ledger.engines.spark.scan import scan_files
-    from ledger.engines.spark.session import session as spark_session
+    from ledger.engines.spark import reads
+    from ledger.engines.spark.session import session
 
     _check_reader(reader)
-    session = spark_session(spark)
     request = history_request(_snapshot(table, version, timestamp), key)
-    snap = request.snapshot
-    entries = scan_files(
-        session, snap.store, snap.prefix, request.files, request.file_schema, reader=reader
-    )
-    names = query.bind_relations(
-        {
-            "history_entries": entries,
-            "history_keys": query.arrow_frame(session, request.keys),
-            "history_commits": query.arrow_frame(session, request.commits),
-        }
-    )
-    text = request.sql(
-        "spark",
-        entries=names["history_entries"],
-        keys=names["history_keys"],
-        commits=names["history_commits"],
-    )
-    return query.run(session, text)
+    return reads.history(session(spark), request, reader)
 
 
 def changes(
@@ -214,23 +192,17 @@ def changes(
 
     >>> ledger.spark.changes(accounts, since_version=10).show()              # doctest: +SKIP
     """
-    from ledger.engines.spark import query
-    from ledger.engines.spark.changes import change_entries
-    from ledger.engines.spark.session import session as spark_session
+    from ledger.engines.spark import reads
+    from ledger.engines.spark.session import session
 
     if isinstance(table, Rollup):
         table = table.table
     if not isinstance(table, Table):
         raise InvalidArgumentError("changes read a Table (its log), not a snapshot")
     _check_reader(reader)
-    session = spark_session(spark)
-    found = change_set(table, since_version, until_version)
-    snap = table.snapshot(found.until)
-    schema = file_schema(snap.state.schema, snap.state.config)
-    entries = change_entries(session, snap.store, snap.prefix, found, schema, reader=reader)
-    names = query.bind_relations({"changes": entries})
-    text = view_text(TableSpec.of(snap.state), "changes", "spark", names["changes"])
-    return query.run(session, text)
+    return reads.changes(
+        session(spark), table, change_set(table, since_version, until_version), reader
+    )
 
 
 def register(
@@ -257,18 +229,37 @@ def register(
 # --- writes --------------------------------------------------------------------------------------
 
 
-def insert(target: Table | Transaction, data: DataFrame, *, evolve_schema: bool = False) -> Any:
+def insert(
+    target: Table | Transaction,
+    data: DataFrame,
+    *,
+    app_id: str | None = None,
+    batch: int | None = None,
+    evolve_schema: bool = False,
+) -> Any:
     """Append the rows of a DataFrame blindly. On a Table: one commit, returns its
-    :class:`CommitInfo`; on a Transaction: part of it, returns the number of rows.
+    :class:`CommitInfo` (``app_id`` and ``batch`` make it idempotent, as for
+    ``Table.insert``); on a Transaction: part of it, returns the number of rows.
 
     >>> ledger.spark.insert(events, spark.read.json("s3://raw/events/"))      # doctest: +SKIP
     """
-    return _run(target, evolve_schema, lambda tx: _write(tx, data, "insert"))
+    return _run(
+        target, _Commit(evolve_schema, app_id, batch), lambda tx: _write(tx, data, "insert")
+    )
 
 
-def append_entries(target: Table | Transaction, data: DataFrame, **kw: Any) -> Any:
-    """Append entries that carry their own ``dml_type`` (+1 insert, -1 delete mark)."""
-    return _run(target, kw.pop("evolve_schema", False), lambda tx: _write(tx, data, "entries"))
+def append_entries(
+    target: Table | Transaction,
+    data: DataFrame,
+    *,
+    app_id: str | None = None,
+    batch: int | None = None,
+    evolve_schema: bool = False,
+) -> Any:
+    """Append entries that carry their own ``dml_type`` (+1 insert, -1 delete mark), as
+    ``Table.append_entries``."""
+    commit = _Commit(evolve_schema, app_id, batch)
+    return _run(target, commit, lambda tx: _write(tx, data, "entries"))
 
 
 def upsert(
@@ -277,11 +268,14 @@ def upsert(
     *,
     evolve_schema: bool = False,
     retries: int = AUTO_RETRIES,
+    app_id: str | None = None,
+    batch: int | None = None,
 ) -> Any:
     """Insert rows of new keys, replace the visible row of existing ones (a Spark join against
     the visible rows at the transaction's snapshot finds the entries to mark). On a Table a
     conflict is retried up to ``retries`` times, as by ``Table.upsert``."""
-    return _run(target, evolve_schema, lambda tx: _modify(tx, data, "upsert"), retries)
+    commit = _Commit(evolve_schema, app_id, batch, retries)
+    return _run(target, commit, lambda tx: _modify(tx, data, "upsert"))
 
 
 def update(
@@ -290,39 +284,68 @@ def update(
     *,
     evolve_schema: bool = False,
     retries: int = AUTO_RETRIES,
+    app_id: str | None = None,
+    batch: int | None = None,
 ) -> Any:
     """Replace the visible row of existing keys; every key must exist
     (:class:`KeyNotFoundError`, nothing written). Retried on conflicts, as ``upsert``."""
-    return _run(target, evolve_schema, lambda tx: _modify(tx, data, "update"), retries)
+    commit = _Commit(evolve_schema, app_id, batch, retries)
+    return _run(target, commit, lambda tx: _modify(tx, data, "update"))
 
 
-def delete(target: Table | Transaction, keys: DataFrame, *, retries: int = AUTO_RETRIES) -> Any:
+def delete(
+    target: Table | Transaction,
+    keys: DataFrame,
+    *,
+    retries: int = AUTO_RETRIES,
+    app_id: str | None = None,
+    batch: int | None = None,
+) -> Any:
     """Delete the rows of the keys in a DataFrame (its key columns; other columns ignored; a
     repeated key is deleted once). Retried on conflicts, as ``upsert``."""
-    return _run(target, False, lambda tx: _modify(tx, keys, "delete"), retries)
+    commit = _Commit(False, app_id, batch, retries)
+    return _run(target, commit, lambda tx: _modify(tx, keys, "delete"))
+
+
+@dataclass(frozen=True)
+class _Commit:
+    """How a verb on a Table commits (the keyword arguments of the Table verbs)."""
+
+    evolve_schema: bool
+    app_id: str | None
+    batch: int | None
+    retries: int = 0
 
 
 def _run(
-    target: Table | Transaction,
-    evolve: bool,
-    operation: Callable[[Transaction], int],
-    retries: int = 0,
+    target: Table | Transaction, commit: _Commit, operation: Callable[[Transaction], int]
 ) -> Any:
     """Run ``operation`` in ``target`` (a Transaction), or in a new transaction of ``target``
     (a Table) committed at once; a conflict starts a fresh transaction, ``retries`` times (the
     DataFrame is evaluated again, against the newer snapshot)."""
     if isinstance(target, Transaction):
-        if evolve and not target.evolves_schema:
+        if commit.evolve_schema and not target.evolves_schema:
             raise InvalidArgumentError(
                 "evolve_schema is set when the transaction is made: "
                 "table.transaction(evolve_schema=True)"
+            )
+        if commit.app_id is not None or commit.batch is not None:
+            raise InvalidArgumentError(
+                "app_id and batch are set when the transaction is made: "
+                "table.transaction(app_id=..., batch=...)"
             )
         return operation(target)
     if not isinstance(target, Table):
         raise InvalidArgumentError(
             f"write to a Table or a Transaction, not {type(target).__name__}"
         )
-    return target.retrying(operation, evolve_schema=evolve, retries=retries)
+    return target.retrying(
+        operation,
+        evolve_schema=commit.evolve_schema,
+        retries=commit.retries,
+        app_id=commit.app_id,
+        batch=commit.batch,
+    )
 
 
 def _write(tx: Transaction, data: DataFrame, mode: str) -> int:

@@ -6,8 +6,8 @@ engine).
   ``TYPE_CHECKING``, or by ``importlib.import_module``/``__import__`` with a literal name).
 - ``duckdb`` is imported at run time only by ``ledger/engines/duckdb/``. Other modules import it
   under ``TYPE_CHECKING`` for their type hints (``ledger/table.py``, ``ledger/snapshot.py``,
-  ``views/reading.py``, ``views/catalog.py``, ``ledger/publish/rows.py`` today); that never
-  runs, so it is allowed.
+  ``ledger/reads/front.py``, ``ledger/reads/catalog.py``, ``ledger/publish/rows.py`` today);
+  that never runs, so it is allowed.
 - Importing the packages (every module but the Spark engine itself, and ``ledger.spark``, which
   loads the engine on first use) in a fresh interpreter does not load PySpark.
 
@@ -276,14 +276,10 @@ def test_every_package_and_module_imports_first_in_a_fresh_interpreter() -> None
 # The library's moves are done: what is left here is by design, each entry with its reason
 # (docs/concepts.md, "Module map", says the same).
 
-# Nothing under ledger/ imports views: views build on ledger, never the other way round. One
-# front end is the exception, limited to the views modules it names:
-LEDGER_IMPORTING_VIEWS: dict[str, tuple[str, ...]] = {
-    # The command line is a front end over both public packages: `ledger read/totals/changes`
-    # and `ledger bench` print and time the public views (views.reading), `ledger sql` registers
-    # them on its connection (views.catalog). It publishes through ledger.publish.
-    "ledger/cli/": ("views.reading", "views.catalog"),
-}
+# Nothing under ledger/ imports views: views build on ledger, never the other way round. The
+# command line calls the reads views publish where they live (ledger.reads). Empty by design;
+# an entry would name a front under ledger/ and the views modules it may import.
+LEDGER_IMPORTING_VIEWS: dict[str, tuple[str, ...]] = {}
 
 # The Spark front imports its engine inside each verb, so that importing ledger.spark does not
 # load PySpark: (module path, the package whose modules it may import inside functions).

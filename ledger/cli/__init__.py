@@ -4,8 +4,8 @@
 >>> main(["--help"])                                                    # doctest: +SKIP
 
 Every subcommand only parses its arguments and calls the library (``ledger.connect``,
-``Warehouse``, ``Table``, ``views``); results are printed as aligned tables on a terminal, CSV
-when piped, JSON with ``--json``.
+``Warehouse``, ``Table``, and the reads ``views`` publishes, from ``ledger.reads``); results are
+printed as aligned tables on a terminal, CSV when piped, JSON with ``--json``.
 """
 
 from __future__ import annotations

@@ -23,11 +23,11 @@ import click
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-import views.reading
 from ledger.cli import output
 from ledger.cli.output import output_options
 from ledger.cli.progress import activity
 from ledger.engines.duckdb.session import connect as connect_duckdb
+from ledger.reads import front
 from ledger.warehouse import connect
 
 
@@ -108,14 +108,14 @@ def measure(rows: int, repeats: int) -> list[Figure]:
         figures += [
             Figure(
                 "visible",
-                median_seconds(lambda: views.reading.visible(table).fetch_arrow_table(), repeats),
+                median_seconds(lambda: front.visible(table).fetch_arrow_table(), repeats),
                 median_seconds(lambda: raw().fetch_arrow_table(), repeats),
                 3.0,
             ),
             Figure(
                 "totals",
                 median_seconds(
-                    lambda: views.reading.totals(table, by="account", sum="amount").fetchall(),
+                    lambda: front.totals(table, by="account", sum="amount").fetchall(),
                     repeats,
                 ),
                 median_seconds(

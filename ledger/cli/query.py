@@ -15,12 +15,12 @@ from typing import Any
 import click
 import duckdb
 
-import views.catalog
 from ledger.cli import output
 from ledger.cli.output import output_options
 from ledger.cli.session import CommandError, Session, is_s3, local_path, pass_session
 from ledger.engines.duckdb.session import connect
 from ledger.errors import LedgerError
+from ledger.reads.catalog import register as register_tables
 from ledger.sql_guard import checked_select
 from ledger.warehouse import Warehouse
 
@@ -63,7 +63,7 @@ def read_only_connection(warehouse: Warehouse) -> tuple[duckdb.DuckDBPyConnectio
     """A connection with every table registered, then closed to the file system: only the
     warehouse's own folder stays readable (the views read their files from it)."""
     con = connect()
-    names = views.catalog.register(con, warehouse)
+    names = register_tables(con, warehouse)
     if not is_s3(warehouse.store.uri):
         root = local_path(warehouse.store.uri).rstrip("/") + "/"
         con.execute("SET allowed_directories = $dirs", {"dirs": [root]})

@@ -8,12 +8,12 @@ from typing import Any, TypeVar
 import click
 import pyarrow as pa
 
-import views.reading
 from ledger.cli import output
 from ledger.cli.output import output_options
 from ledger.cli.parsing import point_in_time
 from ledger.cli.session import Session, pass_session
 from ledger.errors import UnsafePredicateError
+from ledger.reads import front
 from ledger.sql import ident
 from ledger.sql.predicates import parse_predicate
 from ledger.sql.spec import TableSpec
@@ -69,7 +69,7 @@ def show(
     """Print the visible rows of TABLE, ordered by its key."""
     source = session.table(table)
     snapshot = source.snapshot(version, point_in_time(at))
-    relation = views.reading.visible(snapshot, system_columns=system_columns)
+    relation = front.visible(snapshot, system_columns=system_columns)
     if where is not None:
         relation = relation.filter(_checked_predicate(snapshot.state, where))
     key = TableSpec.of(snapshot.state).key_columns
@@ -119,7 +119,7 @@ def totals(
 ) -> None:
     """Print exact sign-weighted totals of TABLE: sum(dml_type * x) over its ledger."""
     source = session.table(table)
-    relation = views.reading.totals(
+    relation = front.totals(
         source,
         by=list(by) or None,
         sum=list(sums) or None,
@@ -185,7 +185,7 @@ def changes(
 ) -> None:
     """Print the change feed of TABLE: every entry committed after --since."""
     source: Table = session.table(table)
-    relation = views.reading.changes(source, since, until)
+    relation = front.changes(source, since, until)
     relation = relation.order("_commit_version, trx_seq")
     if limit is not None:
         relation = relation.limit(limit)

@@ -16,10 +16,10 @@ if TYPE_CHECKING:
     from ledger.engines.base import Engine
 
 # Engine name -> (module holding its ENGINE object, the extra that installs what it needs).
-# Spark is not here yet: its writes and merges run on the executors, which the contract's
-# driver-side write_entries and rewrite_files do not describe (docs/concepts.md, "Module map").
 ENGINES: dict[str, tuple[str, str | None]] = {
     "duckdb": ("ledger.engines.duckdb", None),
+    # In a module of its own: the package's other modules load without the whole engine.
+    "spark": ("ledger.engines.spark.engine", "spark"),
 }
 
 

@@ -1,4 +1,5 @@
-"""The embedded DuckDB engine (see :class:`ledger.engines.base.Engine`).
+"""The embedded DuckDB engine (see :class:`ledger.engines.base.Engine`): everything runs in
+this process.
 
 The modules are the engine's roles, named as in the Spark engine: ``session`` (connections),
 ``scan`` (data files -> relation), ``query`` (run a tree or SQL), ``write`` (rows -> files),
@@ -9,22 +10,25 @@ The modules are the engine's roles, named as in the Spark engine: ``session`` (c
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
 import duckdb
 import pyarrow as pa
 from sqlglot import exp
 
-from ledger.engines.base import Engine
+from ledger.engines.base import Engine, RewriteJob, WriteTarget
 from ledger.engines.duckdb import changes, errors, query, rewrite, scan, write
+from ledger.writer import SortedFileSink, sort_columns
 
 if TYPE_CHECKING:
     from ledger.changes import ChangeSet
     from ledger.log.entries import FileMarker
     from ledger.storage import Store
-    from ledger.writer import DataWriter
+
+# Rows of the query's result held at once while its files are written.
+REWRITE_BATCH_ROWS = 1024 * 1024
 
 
 class DuckDBEngine:
@@ -60,23 +64,46 @@ class DuckDBEngine:
         return query.run(session, tree)
 
     def write_entries(
-        self, entries: duckdb.DuckDBPyRelation, writer: DataWriter
+        self,
+        session: duckdb.DuckDBPyConnection,
+        entries: duckdb.DuckDBPyRelation,
+        target: WriteTarget,
     ) -> list[FileMarker]:
-        return write.write_entries(entries, writer)
+        return write.write_entries(entries, target.writer())
 
     def rewrite_files(
-        self,
-        store: Store,
-        table_prefix: str,
-        files: Sequence[FileMarker],
-        schema: pa.Schema,
-        sql: str,
-        order_by: Sequence[str],
-        batch_rows: int,
-    ) -> AbstractContextManager[pa.RecordBatchReader]:
-        return rewrite.rewrite_entries(
-            store, table_prefix, files, schema, sql, order_by, batch_rows
+        self, session: duckdb.DuckDBPyConnection, job: RewriteJob
+    ) -> list[FileMarker]:
+        """In this process: the query's result is streamed, sorted, into the partition's files
+        (the session is not used: the rewrite reads on a connection of its own)."""
+        target = job.target
+        sink = SortedFileSink(
+            target.writer(),
+            job.partition,
+            file_rows=job.file_rows,
+            row_group_rows=job.row_group_rows,
+            expected_rows=sum(m.rows for m in job.files),
         )
+        try:
+            with rewrite.rewrite_entries(
+                target.store,
+                target.table_prefix,
+                job.files,
+                target.file_schema(),
+                job.sql,
+                sort_columns(target.config),
+                REWRITE_BATCH_ROWS,
+            ) as reader:
+                for batch in reader:
+                    sink.write(batch)
+            return sink.close()
+        except BaseException:
+            sink.abort()
+            for key in sink.keys:
+                # Best effort: a file left behind is never committed, and vacuum collects it.
+                with contextlib.suppress(Exception):
+                    target.store.delete(key)
+            raise
 
     def change_entries(
         self,

@@ -7,6 +7,7 @@ DuckDB engine (``ledger/engines/duckdb/``) where the role is the same:
 - ``scan``: data files -> a DataFrame of raw entries (Spark's Parquet reader, or pyarrow on
   the executors), built from the log's file list, never a directory listing;
 - ``query``: generated SQL run over DataFrames bound as temporary views;
+- ``reads``: the views (visible, totals, history, changes) as DataFrames;
 - ``convert``: incoming DataFrames checked and cast to the table's types as the embedded
   engine converts them, and shaped by the table's insert transform;
 - ``write``: entries -> files written by the executors (the shared writer inside
@@ -18,6 +19,7 @@ DuckDB engine (``ledger/engines/duckdb/``) where the role is the same:
 - ``streaming``: the Structured Streaming sink;
 - ``publish``: Delta Lake publishing with delta-spark;
 - ``errors``: executor errors back as ledger errors;
+- ``engine``: the engine contract (``ledger.engines.base.Engine``) over these modules;
 - ``jars`` and ``s3a``: the JVM jars on the classpath and Hadoop's S3A settings.
 """
 

@@ -6,10 +6,14 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from pyspark.errors import PythonException
+from pyspark.errors import AnalysisException, NumberFormatException, PythonException
 
 from ledger import errors
 from ledger.errors import StorageError
+
+# A query that is wrong for the data: it does not parse or bind (AnalysisException, and
+# ParseException, its subclass), or a cast fails (ANSI mode).
+QUERY_ERRORS: tuple[type[Exception], ...] = (AnalysisException, NumberFormatException)
 
 _TASK_ERROR = re.compile(r"ledger\.errors\.(\w+): ([^\n]*)")
 

@@ -9,30 +9,30 @@ import json
 import math
 from collections.abc import Iterator, Sequence
 from contextlib import closing
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
+from ledger.engines.base import RewriteJob, WriteTarget
 from ledger.engines.duckdb import session as embedded
 from ledger.engines.spark.convert import col
 from ledger.engines.spark.errors import task_errors
 from ledger.engines.spark.scan import scan_files
 from ledger.engines.spark.session import arrow_batches, map_in_arrow
-from ledger.log.entries import FileMarker, TableConfig
+from ledger.log.entries import FileMarker
 from ledger.log.state import TableState
 from ledger.maintenance import merge as merging
-from ledger.partitioning import PartitionSpec
-from ledger.schema import DML_TYPE, TableSchema
+from ledger.schema import DML_TYPE
 from ledger.sql import ident
 from ledger.sql.names import ENTRIES
-from ledger.storage import Store
-from ledger.writer import DataWriter, SortedFileSink, file_schema, sort_columns
+from ledger.writer import SortedFileSink, sort_columns
 from merge_policies import load_policy
 
 if TYPE_CHECKING:
     from ledger.table import Table
+
+ROWS_PER_TASK = 4 * 1024 * 1024  # entries a merge task rewrites at most, by default
 
 
 def merge(
@@ -53,24 +53,19 @@ def merge(
         sql: str,
         what: str,
     ) -> list[FileMarker]:
-        schema = file_schema(base.schema, base.config)
-        merging.check_query(sql, schema, what)
-        entries = scan_files(session, table.store, table.prefix, list(inputs), schema)
-        rows = max(1, sum(m.rows for m in inputs))
+        target = WriteTarget(table.store, table.prefix, base.schema, base.config)
         row_group_rows, file_rows = merging.file_layout(inputs)
         job = RewriteJob(
-            store=table.store,
-            table_prefix=table.prefix,
-            schema=base.schema,
-            config=base.config,
+            target=target,
             partition=partition,
+            files=tuple(inputs),
             sql=sql,
+            group_columns=tuple(group_columns(base)),
             file_rows=file_rows,
             row_group_rows=row_group_rows,
+            what=what,
         )
-        ranges = max(1, math.ceil(rows / rows_per_task))
-        with task_errors(what):
-            return rewrite_entries(entries, job, group_columns(base), ranges)
+        return rewrite_files(session, job, rows_per_task)
 
     return merging.merge_table(
         table,
@@ -92,28 +87,29 @@ def group_columns(state: TableState) -> list[str]:
     return [c for c in repeats if c != DML_TYPE]
 
 
-@dataclass(frozen=True)
-class RewriteJob:
-    """What an executor needs to run a merge policy's query over one key range of a partition
-    and write the result."""
-
-    store: Store
-    table_prefix: str
-    schema: TableSchema
-    config: TableConfig
-    partition: dict[str, str | None]
-    sql: str
-    file_rows: int
-    row_group_rows: int
-
-
-def rewrite_entries(
-    entries: DataFrame, job: RewriteJob, group_columns: Sequence[str], ranges: int
+def rewrite_files(
+    session: SparkSession, job: RewriteJob, rows_per_task: int = ROWS_PER_TASK
 ) -> list[FileMarker]:
-    """Run ``job.sql`` (DuckDB SQL over ``entries``) on each of ``ranges`` key ranges of
-    ``entries`` (every entry of one group in one range), write each result sorted; return the
-    markers."""
-    spread = entries.repartitionByRange(ranges, *map(col, group_columns))
+    """Run ``job`` on the executors: its files' entries spread over tasks by ranges of its
+    group columns (every entry of a group in one task, ``rows_per_task`` entries per task at
+    most), its query run on each range, each result written sorted; returns the markers."""
+    target = job.target
+    # Checked on the driver (bound over no rows) before any task runs: a wrong query then
+    # fails as a ledger error naming it, not as a task failure.
+    merging.check_query(job.sql, target.file_schema(), job.what)
+    entries = scan_files(
+        session, target.store, target.table_prefix, list(job.files), target.file_schema()
+    )
+    ranges = max(1, math.ceil(max(1, sum(m.rows for m in job.files)) / rows_per_task))
+    with task_errors(job.what):
+        return rewrite_entries(entries, job, ranges)
+
+
+def rewrite_entries(entries: DataFrame, job: RewriteJob, ranges: int) -> list[FileMarker]:
+    """Run ``job.sql`` (DuckDB SQL over ``entries``) on each of ``ranges`` ranges of
+    ``job.group_columns`` of ``entries`` (every entry of one group in one range), write each
+    result sorted; return the markers."""
+    spread = entries.repartitionByRange(ranges, *map(col, job.group_columns))
     with arrow_batches(entries.sparkSession):
         written = map_in_arrow(
             spread, lambda batches: _rewrite_task(job, batches), "marker string"
@@ -122,22 +118,15 @@ def rewrite_entries(
 
 
 def _rewrite_task(job: RewriteJob, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    schema = file_schema(job.schema, job.config)
+    target = job.target
     pending = [b for b in batches if b.num_rows]
     if not pending:
         return
-    entries = pa.Table.from_batches(pending).cast(schema)
-    writer = DataWriter(
-        job.store,
-        job.table_prefix,
-        job.schema,
-        job.config,
-        PartitionSpec.parse(list(job.config.partition_by), job.schema),
-    )
+    entries = pa.Table.from_batches(pending).cast(target.file_schema())
     sink = SortedFileSink(
-        writer, job.partition, file_rows=job.file_rows, row_group_rows=job.row_group_rows
+        target.writer(), job.partition, file_rows=job.file_rows, row_group_rows=job.row_group_rows
     )
-    order = ", ".join(f"{ident(c)} ASC NULLS LAST" for c in sort_columns(job.config))
+    order = ", ".join(f"{ident(c)} ASC NULLS LAST" for c in sort_columns(target.config))
     try:
         with closing(embedded.connect()) as con:
             con.register(ENTRIES, entries)
@@ -150,7 +139,7 @@ def _rewrite_task(job: RewriteJob, batches: Iterator[pa.RecordBatch]) -> Iterato
     except BaseException:
         sink.abort()
         for key in sink.keys:
-            job.store.delete(key)
+            target.store.delete(key)
         raise
     yield pa.RecordBatch.from_pydict(
         {"marker": [json.dumps(m.to_json()) for m in markers]}, pa.schema([("marker", pa.string())])

@@ -20,6 +20,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ledger import errors
+from ledger.engines.base import WriteTarget
 from ledger.engines.spark.convert import checked_frame, col, conformed_columns, transformed
 from ledger.engines.spark.errors import task_errors
 from ledger.engines.spark.session import arrow_batches, map_in_arrow, to_arrow
@@ -387,3 +388,31 @@ def _chunk_entries(
         new_row_ids=lambda n: pa.nulls(n, pa.int64()),
     )
     return entries, new_rows
+
+
+def write_numbered(entries: DataFrame, target: WriteTarget) -> list[FileMarker]:
+    """Write ``entries`` (numbered entry rows of the target's file schema: every system
+    column already set) as sorted files from the executors; return the markers of every file
+    written. Nothing is committed; a failing task deletes the files it wrote."""
+    with arrow_batches(entries.sparkSession):
+        written = map_in_arrow(
+            entries, lambda batches: _write_numbered_task(target, batches), "marker string"
+        ).collect()
+    return [FileMarker.from_json(json.loads(row["marker"])) for row in written]
+
+
+def _write_numbered_task(
+    target: WriteTarget, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    writer = target.writer()
+    markers: list[FileMarker] = []
+    try:
+        for chunk in _chunks(batches, _TASK_ROWS):
+            markers += writer.write(chunk)
+    except BaseException:
+        for marker in markers:
+            target.store.delete(target.table_prefix + marker.path)
+        raise
+    yield pa.RecordBatch.from_pydict(
+        {"marker": [json.dumps(m.to_json()) for m in markers]}, pa.schema([("marker", pa.string())])
+    )

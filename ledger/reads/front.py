@@ -1,0 +1,216 @@
+"""The public reads on the embedded DuckDB engine, with their argument checks: lazy relations
+over a snapshot's files. ``views`` re-exports them (the public names); the command line calls
+them from here, so nothing under ``ledger`` imports ``views``.
+
+>>> import views
+>>> views.visible(table).df()                                             # doctest: +SKIP
+>>> views.totals(table, by=["day"], sum=["amount"], avg=["amount"]).fetchall()  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from ledger.engines.duckdb.query import check_condition
+from ledger.engines.duckdb.session import read_connection
+from ledger.errors import InvalidArgumentError
+from ledger.reads import changes as change_reads
+from ledger.reads import history as history_reads
+from ledger.reads import totals as total_reads
+from ledger.reads import visible as visible_reads
+from ledger.rollup import Rollup
+from ledger.snapshot import PartitionFilter, Snapshot
+from ledger.sql.spec import TableSpec
+from ledger.sql.totals import check_totals_request
+from ledger.sql.trees import render
+from ledger.sql.view_text import view_text
+from ledger.table import Table
+
+if TYPE_CHECKING:
+    import duckdb
+
+
+def _snapshot(
+    table: Table | Rollup | Snapshot, version: int | None, timestamp: dt.datetime | int | None
+) -> Snapshot:
+    if isinstance(table, Snapshot):
+        if version is not None or timestamp is not None:
+            raise InvalidArgumentError("a snapshot has its version already: pass no version")
+        return table
+    return _table(table).snapshot(version, timestamp)
+
+
+def _table(table: Table | Rollup) -> Table:
+    """The table a view reads: a rollup is read as its own (aggregating) table."""
+    if isinstance(table, Rollup):
+        return table.table
+    if not isinstance(table, Table):
+        raise InvalidArgumentError(
+            f"views read a Table, a Rollup or a Snapshot, not {type(table).__name__}"
+        )
+    return table
+
+
+def _connection(
+    con: duckdb.DuckDBPyConnection | None, snap: Snapshot | Table
+) -> duckdb.DuckDBPyConnection:
+    return read_connection(snap.store, con)
+
+
+def visible(
+    table: Table | Rollup | Snapshot,
+    *,
+    version: int | None = None,
+    timestamp: dt.datetime | int | None = None,
+    partitions: PartitionFilter = None,
+    system_columns: bool = False,
+    con: duckdb.DuckDBPyConnection | None = None,
+) -> duckdb.DuckDBPyRelation:
+    """The latest visible row of every key at a snapshot, as a lazy DuckDB relation.
+
+    Collapsing, dedup and custom tables: the latest insertion among a key's entries that are
+    not cancelled by a delete mark; replacing tables: a key's latest entry unless it is a
+    delete mark; aggregating tables: one row per group with its measures merged. With
+    ``system_columns``, ``_row_id`` (tables without a key) and the row's ``trx_id`` and
+    ``trx_seq`` are added. Partitions are pruned from the log before any file is opened.
+
+    >>> views.visible(accounts, version=12).fetchall()                     # doctest: +SKIP
+    """
+    snap = _snapshot(table, version, timestamp)
+    return visible_reads.visible(
+        snap, _connection(con, snap), partitions=partitions, system_columns=system_columns
+    )
+
+
+def rows(
+    table: Table | Rollup | Snapshot,
+    *,
+    version: int | None = None,
+    timestamp: dt.datetime | int | None = None,
+    where: str | None = None,
+    columns: Sequence[str] | str | None = None,
+    partitions: PartitionFilter = None,
+) -> pa.Table:
+    """The visible rows at a snapshot as an Arrow table, in one call: :func:`visible`,
+    filtered by ``where`` (a SQL predicate over the table's columns, as in ``delete_where``)
+    and cut to ``columns`` (default: every column, in schema order). Types stay exact:
+    DECIMAL stays decimal, TIMESTAMPTZ stays in UTC.
+
+    >>> views.rows(accounts, where="amount > 0", columns=["account"])       # doctest: +SKIP
+    """
+    snap = _snapshot(table, version, timestamp)
+    return visible_reads.rows(snap, where=where, columns=columns, partitions=partitions)
+
+
+def totals(
+    table: Table | Rollup | Snapshot,
+    by: Sequence[str] | str | None = None,
+    sum: Sequence[str] | str | None = None,
+    count: bool = True,
+    avg: Sequence[str] | str | None = None,
+    where: str | None = None,
+    *,
+    version: int | None = None,
+    timestamp: dt.datetime | int | None = None,
+    partitions: PartitionFilter = None,
+    con: duckdb.DuckDBPyConnection | None = None,
+) -> duckdb.DuckDBPyRelation:
+    """COUNT, SUM and AVG per group of ``by`` columns, straight from the ledger: every entry is
+    weighted by its ``dml_type`` (a delete mark carries the values it cancels), so no latest
+    row is looked for. Equal to the same aggregates over :func:`visible`; groups holding no
+    visible row are left out. Columns: the ``by`` columns, ``count``, ``sum_<x>``, ``avg_<x>``.
+    ``where`` filters entries with a SQL predicate over the table's columns.
+
+    >>> views.totals(metrics, by=["device_id"], avg=["temperature"]).fetchall()  # doctest: +SKIP
+    """
+    snap = _snapshot(table, version, timestamp)
+    request = check_totals_request(TableSpec.of(snap.state), by, sum, count, avg, where)
+    if request.where is not None:
+        check_condition(
+            snap.state.schema.arrow(),
+            render(request.where, visible_reads.DUCKDB),
+            shown=where,
+        )
+    return total_reads.totals(snap, _connection(con, snap), request, partitions=partitions)
+
+
+def history(
+    table: Table | Rollup | Snapshot,
+    key: Any,
+    *,
+    version: int | None = None,
+    timestamp: dt.datetime | int | None = None,
+    con: duckdb.DuckDBPyConnection | None = None,
+) -> duckdb.DuckDBPyRelation:
+    """Every entry of one key (or of several: a list of keys), oldest first, with its
+    ``trx_id``, ``trx_seq``, ``dml_type`` and, while its commit is still in the log, its
+    ``_commit_version`` and ``_commit_timestamp``. Merges cancel an insertion and its delete
+    mark, so versions a merge collapsed are no longer listed.
+
+    ``key`` is a value (one-column key), a tuple or a dict of the key columns; tables without
+    a primary key are keyed by ``_row_id``.
+
+    >>> views.history(accounts, "A-1").fetchall()                           # doctest: +SKIP
+    """
+    request = history_reads.history_request(_snapshot(table, version, timestamp), key)
+    return history_reads.history(request, _connection(con, request.snapshot))
+
+
+def changes(
+    table: Table | Rollup,
+    since_version: int,
+    until_version: int | None = None,
+    *,
+    con: duckdb.DuckDBPyConnection | None = None,
+) -> duckdb.DuckDBPyRelation:
+    """The change feed: every entry committed after ``since_version`` (up to
+    ``until_version``, default the latest), with ``_change_type`` (``insert``, ``delete``,
+    ``update_preimage``, ``update_postimage``), ``_commit_version`` and
+    ``_commit_timestamp``. Merges and vacuums change nothing and add nothing; dropped or
+    rewritten partitions show their removed rows as deletes.
+
+    >>> views.changes(accounts, since_version=10).fetchall()                # doctest: +SKIP
+    """
+    if isinstance(table, Snapshot):
+        raise InvalidArgumentError("changes read a Table (its log), not a snapshot")
+    source = _table(table)
+    return change_reads.changes(source, since_version, until_version, _connection(con, source))
+
+
+def sql(
+    table: Table | Rollup | Snapshot,
+    kind: str,
+    dialect: str = "duckdb",
+    *,
+    source: str | None = None,
+    system_columns: bool = False,
+    by: Sequence[str] | str | None = None,
+    sum: Sequence[str] | str | None = None,
+    count: bool = True,
+    avg: Sequence[str] | str | None = None,
+    where: str | None = None,
+) -> str:
+    """The SQL text of a view for another engine (``dialect``: ``duckdb`` or ``spark``), over
+    a relation named ``source`` (default: the table's name) holding the raw ledger: every
+    entry with its system columns, as in the data files. For ``changes``, ``source`` also
+    carries ``_commit_version`` and ``_commit_timestamp``.
+
+    >>> print(views.sql(accounts, "visible", dialect="spark"))              # doctest: +SKIP
+    """
+    snap = _snapshot(table, None, None)
+    return view_text(
+        TableSpec.of(snap.state),
+        kind,
+        dialect,
+        source if source is not None else snap.name,
+        system_columns=system_columns,
+        by=by,
+        sum=sum,
+        count=count,
+        avg=avg,
+        where=where,
+    )
