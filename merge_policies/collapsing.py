@@ -46,13 +46,15 @@ class CollapsingPolicy(PolicyDefaults):
         dml, trx, seq = ident(DML_TYPE), ident(TRX_ID), ident(TRX_SEQ)
         src = context.source
         # Per group: the entry orders of its insertions and of its marks, newest first; the
-        # entries kept are slices of those lists (see the module docstring).
+        # entries kept are slices of those lists (see the module docstring). The lists are
+        # sorted after aggregating: an ordered aggregate (list(... ORDER BY ...)) buffers and
+        # sorts every group apart, and cost as much as a scan of every entry.
         return f"""
 WITH marked_keys AS (SELECT DISTINCT {keys} FROM {src} WHERE {dml} = -1),
 groups AS (
     SELECT {grouped}, sum({dml}) AS __net,
-        list({ENTRY_ORDER} ORDER BY {ENTRY_ORDER} DESC) FILTER (WHERE {dml} = 1) AS __inserts,
-        list({ENTRY_ORDER} ORDER BY {ENTRY_ORDER} DESC) FILTER (WHERE {dml} = -1) AS __marks
+        list_reverse_sort(list({ENTRY_ORDER}) FILTER (WHERE {dml} = 1)) AS __inserts,
+        list_reverse_sort(list({ENTRY_ORDER}) FILTER (WHERE {dml} = -1)) AS __marks
     FROM (SELECT * FROM {src} SEMI JOIN marked_keys USING ({keys}))
     GROUP BY ALL
 ),
