@@ -24,7 +24,6 @@ from contextlib import closing
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-import duckdb
 import pyarrow as pa
 import sqlglot
 from sqlglot import exp
@@ -33,7 +32,7 @@ from ledger import hooks, lifecycle
 from ledger.arguments import column_names
 from ledger.changes import ChangeSet, change_set
 from ledger.engines import engine_named
-from ledger.engines.duckdb.errors import engine_reason
+from ledger.engines.duckdb.errors import VALUE_ERRORS, engine_reason
 from ledger.engines.duckdb.session import bind_relations, connect
 from ledger.errors import (
     ConflictError,
@@ -266,7 +265,7 @@ def _group_deltas(
     )
     try:
         result: pa.Table = con.sql(render(query, DIALECTS["duckdb"])).to_arrow_table()
-    except (duckdb.ConversionException, duckdb.OutOfRangeException) as e:
+    except VALUE_ERRORS as e:
         # A typed error: an auto refresh logs it instead of failing the base's write.
         raise TypeMismatchError(
             f"a total of rollup measures {[m.name for m in definition.measures]} does not fit "

@@ -18,6 +18,9 @@ QUERY_ERRORS = (
     duckdb.ConversionException,
 )
 
+# Errors of a value that does not fit its type (a cast or a sum that overflows).
+VALUE_ERRORS = (duckdb.ConversionException, duckdb.OutOfRangeException)
+
 
 @contextmanager
 def storage_errors(what: str) -> Iterator[None]:
