@@ -16,6 +16,7 @@ import ledger
 from tests.support.engines import DuckDBEngine, Engine, SparkEngine
 from tests.support.request_counting import CountingS3Server
 from tests.support.s3server import BUCKET, MotoServer, S3Endpoint
+from tests.support.spark_worker import SparkOnOneWorker
 
 settings.register_profile(
     "ci",
@@ -58,6 +59,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(SparkOnOneWorker(), "ledger-spark-on-one-worker")
     config.addinivalue_line(
         "markers",
         "engines: also run this test on Spark through the `engine` fixture (DuckDB runs every "
