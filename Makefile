@@ -48,7 +48,7 @@ demo: $(STAMP)
 test: $(STAMP) jars jars-s3a
 	$(VENV)/bin/ruff check ledger merge_policies views tests examples
 	$(VENV)/bin/mypy
-	$(PY) -m pytest -q -n 2 --dist loadfile -m "not alone"
+	$(PY) -m pytest -q -n 2 --dist loadgroup -m "not alone"
 	$(PY) -m pytest -q -m alone
 
 # The property suites at hundreds of examples each (slow: run before a release, not on every change).

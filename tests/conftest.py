@@ -16,6 +16,7 @@ import ledger
 from tests.support.engines import DuckDBEngine, Engine, SparkEngine
 from tests.support.request_counting import CountingS3Server
 from tests.support.s3server import BUCKET, MotoServer, S3Endpoint
+from tests.support.spark_worker import SparkOnOneWorker, uses_spark
 
 settings.register_profile(
     "ci",
@@ -52,12 +53,14 @@ RUN_ALONE = {
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         # Their Spark cases race no timeout, and a Spark session of its own would cost the
-        # alone run a JVM start: they run beside the others.
-        if item.path.name in RUN_ALONE and item.get_closest_marker("spark") is None:
+        # alone run a JVM start: they run beside the others (marked or asking for the session).
+        if item.path.name in RUN_ALONE and not uses_spark(item):
             item.add_marker(pytest.mark.alone)
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(SparkOnOneWorker(), "ledger-spark-on-one-worker")
     config.addinivalue_line(
         "markers",
         "engines: also run this test on Spark through the `engine` fixture (DuckDB runs every "

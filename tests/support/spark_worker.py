@@ -1,0 +1,92 @@
+"""Every test that uses Spark runs on one pytest-xdist worker; the others go one at a time.
+
+`make test` runs ``pytest -n 2 --dist loadgroup``. Under pytest-xdist's plain schedulers each
+worker that meets a Spark test starts a JVM of its own (two Spark sessions on two cores), and
+``--dist loadfile`` lets one long file finish alone on one worker. Here the Spark tests form one
+work unit, sent first (it is the largest), so one worker starts the run's only Spark session
+while the other takes the remaining tests one at a time; whichever finishes first takes more.
+
+pytest-xdist's own ``loadgroup`` tags a grouped test by rewriting ``item._nodeid``, which pytest
+9 no longer reads, so its ``xdist_group`` marks group nothing. Instead each worker writes the ids
+of the Spark tests it collected to a folder the controller names, and the controller's scheduler
+reads them when it splits the collection into work units.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from xdist.scheduler import LoadGroupScheduling
+
+SPARK_GROUP = "spark"
+_FOLDER_KEY = "ledger_spark_test_ids"
+
+
+def uses_spark(item: pytest.Item) -> bool:
+    """Marked ``spark`` (also through the ``engine`` axis), or asking for the session itself."""
+    return item.get_closest_marker("spark") is not None or "spark" in getattr(
+        item, "fixturenames", ()
+    )
+
+
+class SparkGroupScheduling(LoadGroupScheduling):
+    """``loadgroup`` whose Spark tests are one work unit, named by the workers' id lists."""
+
+    def __init__(self, config: pytest.Config, log: Any, folder: Path) -> None:
+        super().__init__(config, log)
+        self._folder = folder
+        self._spark_ids: frozenset[str] | None = None
+
+    def _split_scope(self, nodeid: str) -> str:
+        if self._spark_ids is None:
+            # Read once the workers have finished collecting (scheduling starts only then); their
+            # collections are identical, so any one list serves.
+            lists = sorted(self._folder.glob("*.ids"))
+            self._spark_ids = frozenset(lists[0].read_text().splitlines() if lists else ())
+        if nodeid in self._spark_ids:
+            return SPARK_GROUP
+        return str(super()._split_scope(nodeid))
+
+
+class SparkOnOneWorker:
+    """The pytest plugin: the controller's scheduler and folder, the workers' id lists."""
+
+    def __init__(self) -> None:
+        self._folder: Path | None = None
+
+    def _ids_folder(self) -> Path:
+        if self._folder is None:
+            self._folder = Path(tempfile.mkdtemp(prefix="ledger-spark-tests-"))
+        return self._folder
+
+    @pytest.hookimpl
+    def pytest_configure_node(self, node: Any) -> None:
+        node.workerinput[_FOLDER_KEY] = str(self._ids_folder())
+
+    @pytest.hookimpl
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+        if config.getvalue("dist") != "loadgroup":
+            return None
+        return SparkGroupScheduling(config, log, self._ids_folder())
+
+    @pytest.hookimpl(trylast=True)  # after conftest has marked the Spark tests
+    def pytest_collection_modifyitems(
+        self, config: pytest.Config, items: list[pytest.Item]
+    ) -> None:
+        worker_input: dict[str, Any] | None = getattr(config, "workerinput", None)
+        if worker_input is None or _FOLDER_KEY not in worker_input:
+            return
+        folder = Path(worker_input[_FOLDER_KEY])
+        ids = "\n".join(item.nodeid for item in items if uses_spark(item))
+        partial = folder / f"{worker_input['workerid']}.partial"
+        partial.write_text(ids)
+        os.replace(partial, partial.with_suffix(".ids"))  # never read half written
+
+    def pytest_unconfigure(self) -> None:
+        if self._folder is not None:
+            shutil.rmtree(self._folder, ignore_errors=True)
