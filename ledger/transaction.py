@@ -504,7 +504,7 @@ class Transaction:
             require_all_keys=require_keys,
         )
         if schema != self._schema:
-            self._schema = schema
+            self._schema = self._policy_accepts(schema)
         if row_ids is not None:
             rows = rows.append_column(ROW_ID, row_ids)
         return rows
@@ -685,7 +685,21 @@ class Transaction:
 
     def adopt_schema(self, schema: TableSchema) -> None:
         """Set the schema this transaction commits (an engine checked and evolved it)."""
-        self._schema = schema
+        self._schema = self._policy_accepts(schema) if schema != self._schema else schema
+
+    def _policy_accepts(self, schema: TableSchema) -> TableSchema:
+        """``schema`` if the table's merge policy accepts it; an evolved schema the policy cannot
+        merge (a new column an aggregating policy has no function for) is refused here, before
+        anything is written, rather than by every later read."""
+        try:
+            load_policy(self._config.policy, schema, self._config)
+        except InvalidArgumentError as e:
+            added = [n for n in schema.names if n not in self._schema.names]
+            raise SchemaError(
+                f"the new columns {added} cannot be added: {e}. Nothing was written; leave "
+                "these columns out, or create a table whose merge policy names them"
+            ) from e
+        return schema
 
     @property
     def schema(self) -> TableSchema:
