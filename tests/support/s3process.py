@@ -53,16 +53,24 @@ class MotoProcess:
         self._process = subprocess.Popen(
             command, cwd=_REPO_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
         )
-        assert self._process.stdout is not None
-        announced = self._process.stdout.readline()
-        if not announced:
-            code = self._process.wait(timeout=_STOP_TIMEOUT_S)
-            raise RuntimeError(f"moto's server process exited with code {code} before serving")
-        port = int(json.loads(announced)["port"])
-        endpoint = S3Endpoint(f"http://127.0.0.1:{port}")
-        _create_bucket_once_answering(endpoint)
+        try:
+            endpoint = self._serving_endpoint(self._process)
+            _create_bucket_once_answering(endpoint)
+        except BaseException:
+            self.stop()  # a half-started child would otherwise live until this process ends
+            raise
         self.endpoint = endpoint
         return endpoint
+
+    @staticmethod
+    def _serving_endpoint(process: subprocess.Popen[str]) -> S3Endpoint:
+        """The endpoint of the port the child announces on its first line, once bound."""
+        assert process.stdout is not None
+        announced = process.stdout.readline()
+        if not announced:
+            code = process.wait(timeout=_STOP_TIMEOUT_S)
+            raise RuntimeError(f"moto's server process exited with code {code} before serving")
+        return S3Endpoint(f"http://127.0.0.1:{int(json.loads(announced)['port'])}")
 
     def stop(self) -> None:
         process, self._process = self._process, None
