@@ -97,7 +97,9 @@ class CountingS3Process(MotoProcess):
     def taken(self) -> list[tuple[str, str]]:
         """The requests recorded since the last call, and forget them."""
         assert self.endpoint is not None, "call start() first"
-        with urllib.request.urlopen(self.endpoint.url + REQUESTS_PATH, timeout=30) as response:
+        # No proxy: the child listens on 127.0.0.1, whatever HTTP_PROXY says.
+        direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with direct.open(self.endpoint.url + REQUESTS_PATH, timeout=30) as response:
             return [(method, path) for method, path in json.load(response)]
 
 
