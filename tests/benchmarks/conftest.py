@@ -4,17 +4,27 @@ and, when ``LEDGER_BENCH_REPORT`` names a folder (``make bench``: docs/), writes
 
 Benchmarks never assert on speed (the machine is shared); they assert that what they measured is
 correct (row counts, versions), so a fast wrong answer cannot pass for a fast right one.
+
+The S3 benchmarks talk to moto's server running in a process of its own
+(tests/support/s3process.py), as a real S3 never shares its client's process: served from a
+thread of the benchmark's process, moto's few milliseconds of Python per request would share our
+GIL and be counted as the product's time. ``LEDGER_BENCH_S3_SERVER=thread`` brings back the
+in-process server of the tests (to compare the two).
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from tests.benchmarks.report import write_requested_report
+from tests.support.request_counting import CountingS3Server
+from tests.support.s3process import CountingS3Process, MotoProcess
+from tests.support.s3server import MotoServer, S3Endpoint
 
 _RESULTS: dict[str, Any] = {}
 
@@ -35,6 +45,33 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     # One benchmark per line: short enough to read, still one valid JSON document.
     lines = [f"  {json.dumps(name)}: {json.dumps(figures)}" for name, figures in _RESULTS.items()]
     terminalreporter.write_line("{\n" + ",\n".join(lines) + "\n}")
+
+
+def _moto_in_process() -> bool:
+    """Whether ``LEDGER_BENCH_S3_SERVER`` asks for moto in a thread of this process."""
+    mode = os.environ.get("LEDGER_BENCH_S3_SERVER", "process").strip() or "process"
+    if mode not in ("process", "thread"):
+        raise pytest.UsageError(f"LEDGER_BENCH_S3_SERVER={mode!r}: use 'process' or 'thread'")
+    return mode == "thread"
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[S3Endpoint]:
+    """The benchmarks' S3 endpoint: moto in a process of its own (see the module docstring)."""
+    server = MotoServer() if _moto_in_process() else MotoProcess()
+    endpoint = server.start()
+    yield endpoint
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def counting_server() -> Iterator[CountingS3Server | CountingS3Process]:
+    """A moto server of its own that records every request, in a process of its own unless
+    ``LEDGER_BENCH_S3_SERVER=thread``; ``taken()`` hands over the requests since the last call."""
+    server = CountingS3Server() if _moto_in_process() else CountingS3Process()
+    server.start()
+    yield server
+    server.stop()
 
 
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"

@@ -2,9 +2,10 @@
 warehouse, against plain ``pyarrow.parquet.write_table`` of the same data (snappy) in the same run.
 
 ``test_append_list_of_dicts``: 1M rows as Python dicts inserted in batches of 100k, partitioned
-by ``bucket(16, user_id)`` and not, on local disk and on S3 (moto), against
-``pa.Table.from_pylist`` + ``pq.write_table`` of the same batches to the same store (and, as a
-diagnostic for the partitioned layout, against pyarrow's own partitioned write of as many files).
+by ``bucket(16, user_id)`` and not, on local disk and on S3 (moto, in a process of its own),
+against ``pa.Table.from_pylist`` + ``pq.write_table`` of the same batches to the same store (and,
+as a diagnostic for the partitioned layout, against pyarrow's own partitioned write of as many
+files).
 
 ratio_throughput = raw_time / ledger_time (1.0 means the ledger writes as fast as bare pyarrow;
 target >= 0.8). Raw, primary-key and no-primary-key writes are interleaved within each repetition

@@ -1,4 +1,5 @@
-"""Small commits on S3 (moto over HTTP on 127.0.0.1): the storage requests and the latency of a
+"""Small commits on S3 (moto in a process of its own, over HTTP on 127.0.0.1): the storage requests
+and the latency of a
 10-row ``table.insert`` of a list of dicts, beside one raw PutObject of the same bytes.
 
 Requests are counted at the server, so pyarrow's requests count as much as boto3's. The figure

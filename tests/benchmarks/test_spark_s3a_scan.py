@@ -4,7 +4,7 @@ session, same endpoint.
 
 The table: ``S3A_ROWS`` entries (``LEDGER_BENCH_S3A_ROWS``, default 10M) with distinct BIGINT keys,
 a DOUBLE with two decimals and a VARCHAR of 12 values, inserted by the embedded engine in 1M-row
-commits into a warehouse on the test S3 endpoint (moto's server on 127.0.0.1, in this process).
+commits into a warehouse on the test S3 endpoint (moto's server on 127.0.0.1, out of process).
 Each timed run is ``ledger.spark.read(table, reader=...)`` with every row and column sent to
 Spark's noop sink; the row count and key sum are observed on the way and checked. One untimed
 run of each reader first, then medians of ``LEDGER_BENCH_REPEATS`` (default 3) runs, the readers
