@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass, replace
@@ -413,17 +412,25 @@ def create_rollup(
         if auto_refresh:
             _set_auto_refresh(base, name)
     except BaseException:
-        _discard_created(base.store, name, created)
+        _discard_created(base.store, name, first_life=created.version == 0)
         raise
     return rollup
 
 
-def _discard_created(store: Store, name: str, created: TableState) -> None:
-    """Leave nothing of a rollup whose creation failed: it is dropped first (so nobody who
-    opened it meanwhile commits to it), then, if the name had no earlier life, its folder is
-    deleted, so the name is free and no stray folder is listed. A name whose earlier life was
-    dropped keeps that life's log, with this life dropped on top. Best effort: what cannot be
-    deleted now is logged, and the original error is what the caller sees."""
+def _discard_created(store: Store, name: str, first_life: bool) -> None:
+    """Leave nothing usable of a rollup whose creation failed: it is dropped with its data files
+    (so nobody who opened it meanwhile commits to it, and the name is free for the next try).
+
+    Its log stays, as every dropped table's does: once dropped, the name is free, and another
+    writer may at once create a new table under it, whose log continues this one's. For the
+    same reason the data files deleted besides the dropped state's (files of a commit whose
+    outcome a failed storage call left unknown) are those listed before the drop, while the
+    name still held only this table. Best effort: the original error is what the caller sees."""
+    data_prefix = lifecycle.table_log(store, name).prefix + "_data/"
+    leftovers: list[str] = []
+    if first_life:
+        with contextlib.suppress(OSError):
+            leftovers = [info.key for info in store.list(data_prefix)]
     for _ in range(2):  # one failed storage call must not leave the table alive
         try:
             lifecycle.drop_table(store, name, purge=True)
@@ -432,29 +439,17 @@ def _discard_created(store: Store, name: str, created: TableState) -> None:
             break
         except (LedgerError, OSError) as e:
             log.warning("rollup %r: could not drop it after its creation failed: %s", name, e)
-    if created.version != 0:
-        return
-    prefix = lifecycle.table_log(store, name).prefix
-    for _ in range(2):
+    else:
+        return  # still alive: its files are its own
+    for key in leftovers:
         try:
-            for info in list(store.list(prefix)):
-                store.delete(info.key)
-            _remove_empty_folders(store, prefix)
-            return
+            store.delete(key)
+        except FileNotFoundError:
+            pass
         except OSError as e:
             log.warning(
-                "rollup %r: could not delete its folder after its creation failed: %s", name, e
+                "rollup %r: could not delete %s after its creation failed: %s", name, key, e
             )
-
-
-def _remove_empty_folders(store: Store, prefix: str) -> None:
-    """A local store keeps the folders of deleted files; remove them, deepest first."""
-    root = store.local_path(prefix)
-    if root is None or not os.path.isdir(root):
-        return
-    for folder, _, _ in sorted(os.walk(root), key=lambda entry: -len(entry[0])):
-        with contextlib.suppress(OSError):  # not empty: something else wrote there
-            os.rmdir(folder)
 
 
 def open_rollup(table: Table, base: Table | None = None) -> Rollup:

@@ -1,6 +1,8 @@
-"""A create_rollup that fails leaves nothing behind: no table, no folder in the store's
-listing, the name free for the next try; whether it fails on bad input (before anything is
-written), on the data while the rollup is filled, or on any storage call along the way."""
+"""A create_rollup that fails leaves nothing usable behind: no table listed, no data file, the
+name free for the next try; whether it fails on bad input (before anything is written), on the
+data while the rollup is filled, or on any storage call along the way. Its log stays, as every
+dropped table's does: another writer may create the name anew at once, and its log continues
+the dropped one's."""
 
 from __future__ import annotations
 
@@ -26,7 +28,10 @@ def _base(warehouse: ledger.Warehouse) -> ledger.Table:
 
 
 def _listing(warehouse: ledger.Warehouse) -> tuple[list[str], list[str]]:
-    return sorted(warehouse.store.list_dirs("")), sorted(warehouse.tables())
+    """The tables listed, and every data file in the store but the base's."""
+    data = [i.key for i in warehouse.store.list("") if "/_data/" in i.key]
+    data = [key for key in data if not key.startswith("sales/")]
+    return sorted(warehouse.tables()), sorted(data)
 
 
 def _assert_name_free(warehouse: ledger.Warehouse, name: str) -> None:
@@ -63,7 +68,9 @@ def test_a_name_clash_leaves_the_table_that_holds_the_name_alone(local_location:
     assert len(warehouse.table("sales").to_arrow()) == 2
 
 
-def test_a_rollup_that_fails_while_it_is_filled_leaves_no_folder(warehouse: ledger.Warehouse):
+def test_a_rollup_that_fails_while_it_is_filled_leaves_no_table_and_no_data(
+    warehouse: ledger.Warehouse,
+):
     base = _base(warehouse)
     base.insert([{"id": 3, "region": "eu", "amount": 2**62}, {"id": 4, "region": "eu",
                                                                "amount": 2**62}])  # fmt: skip
@@ -148,3 +155,28 @@ def test_an_auto_refresh_whose_sum_overflows_is_logged_and_the_write_stands(
     base.delete([4])
     rollup.refresh()
     assert sorted(views.visible(rollup.table).fetchall()) == [("eu", 2, 3 + 2**62), ("us", 1, 4)]
+
+
+def test_a_table_created_under_the_name_while_a_failed_creation_cleans_up_is_kept(
+    local_location: Location, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once the failed rollup is dropped, its name is free: a table another writer creates
+    under it right then (a retry, say) keeps its committed rows."""
+    from ledger import lifecycle
+
+    warehouse = local_location.connect()
+    base = _base(warehouse)
+    base.insert([{"id": 3, "region": "eu", "amount": 2**62}, {"id": 4, "region": "eu",
+                                                               "amount": 2**62}])  # fmt: skip
+    drop = lifecycle.drop_table
+
+    def drop_then_another_writer_creates(store: Any, name: str, **options: Any) -> None:
+        drop(store, name, **options)
+        other = ledger.Warehouse(store).create_table(name, {"k": "BIGINT"}, primary_key="k")
+        other.insert([{"k": 7}])
+
+    monkeypatch.setattr(lifecycle, "drop_table", drop_then_another_writer_creates)
+    with pytest.raises(TypeMismatchError, match="does not fit"):
+        base.create_rollup("r", by="region", measures=MEASURES)
+    monkeypatch.undo()
+    assert views.visible(warehouse.table("r")).fetchall() == [(7,)]
