@@ -240,7 +240,7 @@ def apply_over_current(
     ordinal = unused_name("row_ordinal", table.column_names)
     ordinals = pa.array(range(rows.num_rows), pa.int64())
     numbered = Rows(table.append_column(ordinal, ordinals), rows.given)
-    first = apply_to_rows(passing_through(rendered, ordinal), numbered).table
+    first = apply_to_rows(finding_keys(rendered, ordinal), numbered).table
     if ordinal not in first.column_names:
         raise InsertTransformError(
             f"{WHAT} {rendered!r} does not pass every column of {RELATION} through its star, so "
@@ -282,16 +282,18 @@ def _common_type(named: pa.Array, kept: pa.Array) -> tuple[pa.Array, pa.Array]:
         return named.cast(kept.type), kept
 
 
-def passing_through(sql: str, name: str) -> str:
-    """The transform with the column ``name`` of ``rows`` among its outputs (a star already
-    passes it)."""
+def finding_keys(sql: str, name: str) -> str:
+    """The transform's run that finds each row's key: without its ``WHERE`` (which is decided
+    on the row as it will be, not on the columns it names) and with the column ``name`` of
+    ``rows`` among its outputs (a star already passes it)."""
     rendered = check_shape(sql)
     tree = sqlglot.parse_one(rendered, dialect=DIALECT)
     assert isinstance(tree, exp.Select)  # check_shape made sure
-    if any(_is_star(e) for e in tree.expressions):
-        return rendered
-    column = exp.column(name, quoted=True)
-    return str(tree.select(column, copy=True).sql(dialect=DIALECT))
+    tree = tree.copy()
+    tree.set("where", None)
+    if not any(_is_star(e) for e in tree.expressions):
+        tree = tree.select(exp.column(name, quoted=True), copy=False)
+    return str(tree.sql(dialect=DIALECT))
 
 
 def _is_star(expression: exp.Expr) -> bool:
@@ -366,8 +368,8 @@ __all__ = [
     "apply_to_rows",
     "check_against_schema",
     "check_shape",
+    "finding_keys",
     "made_columns",
-    "passing_through",
     "set_insert_transform",
     "unused_name",
 ]

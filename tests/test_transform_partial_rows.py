@@ -241,3 +241,21 @@ def test_spark_partial_writes_derive_from_the_row_as_it_will_be(spark, local_loc
                 "double_score": 18},
         }
     )  # fmt: skip
+
+
+def test_a_transform_where_is_decided_on_the_row_as_it_will_be(local_location):
+    """A WHERE over a column the row leaves out sees the current value: a partial update of a
+    row the WHERE keeps is written; one that makes the row fail it, or a new key whose left-out
+    column is NULL, writes nothing."""
+    table = local_location.connect().create_table(
+        "t",
+        {"id": "VARCHAR", "amount": "BIGINT", "note": "VARCHAR"},
+        primary_key="id",
+        insert_transform="select * from rows where amount >= 0",
+    )
+    table.insert([{"id": "a", "amount": 5, "note": "old"}, {"id": "b", "amount": 6, "note": "x"}])
+    assert table.update([{"id": "a", "note": "new"}]).inserted == 1
+    assert table.upsert([{"id": "b", "note": "y"}]).inserted == 1
+    assert table.update([{"id": "a", "amount": -1}]).version is None
+    assert table.upsert([{"id": "c", "note": "z"}]).version is None
+    assert sorted(views.visible(table).fetchall()) == [("a", 5, "new"), ("b", 6, "y")]

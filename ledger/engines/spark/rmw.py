@@ -190,7 +190,7 @@ class PartialRows:
         types = spark_schema(file_schema(self.tx.schema, self.tx.config))
         nulls = [F.lit(None).cast(types[c].dataType).alias(c) for c in self.absent]
         frame = self.numbered.select("*", *nulls)
-        return insert_transformed(frame, insert_transform.passing_through(sql, self.ordinal))
+        return insert_transformed(frame, insert_transform.finding_keys(sql, self.ordinal))
 
     def second_run(self, first: DataFrame, current: DataFrame) -> DataFrame:
         """The conformed rows of the transform over each row overlaid on its key's visible row
