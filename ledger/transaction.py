@@ -460,8 +460,26 @@ class Transaction:
     def _begin(self, operation: str) -> bool:
         """Start an operation; True means skip it (the app batch was already committed)."""
         self._ensure_open()
+        self._refuse_writes_to_a_rollup(operation)
         self._operations.append(operation)
         return self._replay
+
+    def _refuse_writes_to_a_rollup(self, operation: str) -> None:
+        """A rollup holds the totals of its base: only its refreshes write to it (a
+        transaction carrying the rollup's own app id and the watermark it follows). A row
+        written by hand would stay in every later answer, since refreshes only add changes."""
+        rollup = self._config.rollup
+        if rollup is None:
+            return
+        refresh_id = f"rollup:{rollup.get('base_uuid')}"
+        if self._app is not None and self._app.app_id == refresh_id and self._follows is not None:
+            return
+        raise InvalidArgumentError(
+            f"table {self._table.name!r} is a rollup of {rollup.get('base')!r}: only its "
+            f"refreshes write to it, so {operation} is refused and nothing was written. Write "
+            f"to {rollup.get('base')!r} instead, then refresh the rollup (or let auto_refresh "
+            "do it)"
+        )
 
     def _ensure_open(self) -> None:
         if self._closed:
