@@ -130,6 +130,13 @@ def _check_nodes(
                 f"{what} {text!r} reads a table ({node.sql(dialect=DIALECT)}); write an "
                 "expression over the table's columns"
             )
+        if isinstance(node, (exp.Placeholder, exp.Parameter)):
+            # The statement's own parameters (file lists) are not the caller's to read, and a
+            # caller's placeholder has no value to bind.
+            raise error(
+                f"{what} {text!r} holds a parameter placeholder ({node.sql(dialect=DIALECT)}); "
+                "write the value itself"
+            )
         if isinstance(node, exp.Func):
             _check_function(node, text, what, error)
 

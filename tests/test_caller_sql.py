@@ -98,6 +98,7 @@ HOSTILE_QUERIES = [
     "SELECT * FROM entries",
     "WITH a AS (SELECT * FROM pg_settings), pg_settings AS (SELECT 1) "
     "SELECT * FROM entries WHERE (SELECT count(*) FROM a) >= 0",
+    "SELECT * FROM entries WHERE v = $1",
 ]
 
 # Expressions, for predicates and measures.
@@ -115,6 +116,13 @@ HOSTILE_EXPRESSIONS = [
     "java_method('java.lang.System', 'exit', '0') = 1",
     "CURRENT_SETTING('threads') = '1'",
     "id IN (FROM duckdb_tables())",
+    # Parameters: the statements' own (file lists) are not the caller's, and a caller's has no
+    # value to bind.
+    "v = ?",
+    "v = $1",
+    "v = :v",
+    "len($__ledger_entries_files) > 0",
+    "region = $__ledger_entries_files[1]",
 ]
 
 
