@@ -83,7 +83,7 @@ class Table:
     def __init__(
         self, store: Store, name: str, state: TableState, confirmed_at: float | None = None
     ) -> None:
-        # confirmed_at: the time.monotonic() before the read or create that made ``state``.
+        # confirmed_at: the ledger.log.handle.clock() before the read or create that made ``state``.
         self.handle = TableHandle(store, name, state, confirmed_at)
         self.store = store
         self.name = name

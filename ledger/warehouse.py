@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -18,6 +17,7 @@ from ledger import lifecycle
 from ledger.engines.duckdb.session import release_read_sessions
 from ledger.errors import InvalidArgumentError
 from ledger.lifecycle import DEFAULT_CHECKPOINT_INTERVAL, DEFAULT_TRANSACTION_TIMEOUT_S
+from ledger.log.handle import clock as log_clock
 from ledger.rollup import Rollup, open_rollup
 from ledger.storage import Store, open_store
 from ledger.table import Table
@@ -79,7 +79,7 @@ class Warehouse:
         against the schema, e.g. ``"select *, 1::BIGINT as cnt from rows"``; see
         docs/concepts.md. Change it later with :meth:`Table.set_insert_transform`.
         """
-        confirmed_at = time.monotonic()  # the state created next is the latest as of then
+        confirmed_at = log_clock()  # the state created next is the latest as of then
         state = lifecycle.create_table(
             self.store,
             name,
@@ -97,7 +97,7 @@ class Warehouse:
 
     def table(self, name: str) -> Table:
         """Open a table; raise :class:`TableNotFoundError` if it does not exist."""
-        confirmed_at = time.monotonic()  # the state read next is the latest as of then
+        confirmed_at = log_clock()  # the state read next is the latest as of then
         return Table(self.store, name, lifecycle.load_table(self.store, name), confirmed_at)
 
     def rollup(self, name: str) -> Rollup:

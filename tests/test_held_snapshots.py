@@ -4,8 +4,8 @@ log (docs/format.md 6.1). Older held states list as before, so a vacuum that tri
 behind a checkpoint can never free the version a writer aims at; a config or schema change
 made since the held state is never missed.
 
-Time is moved by a fake clock (``time.time`` and ``time.monotonic`` advanced together), so the
-races against vacuum are exact and the property test runs fast.
+Time is moved by a fake clock (``time.time`` and the clocks a handle's states are confirmed on,
+advanced together), so the races against vacuum are exact and the property test runs fast.
 """
 
 from __future__ import annotations
@@ -33,13 +33,16 @@ MODEL_TIMEOUT_S = 10.0
 
 
 class FakeClock:
-    """Moves ``time.time`` and ``time.monotonic`` forward together by :meth:`advance`."""
+    """Moves ``time.time``, ``time.monotonic`` and ``time.clock_gettime`` (the boot time clock
+    held states are confirmed on) forward together by :meth:`advance`."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.offset = 0.0
         real_time, real_monotonic = time.time, time.monotonic
+        real_clock_gettime = time.clock_gettime
         monkeypatch.setattr(time, "time", lambda: real_time() + self.offset)
         monkeypatch.setattr(time, "monotonic", lambda: real_monotonic() + self.offset)
+        monkeypatch.setattr(time, "clock_gettime", lambda c: real_clock_gettime(c) + self.offset)
 
     def advance(self, seconds: float) -> None:
         self.offset += seconds
@@ -267,3 +270,20 @@ def test_interleavings_of_held_writers_and_vacuum_keep_every_commit(
         if vacuum:
             tables[(writer + 2) % 3].vacuum(0)
     _check_table(location, acknowledged)
+
+
+@pytest.mark.skipif(not hasattr(time, "CLOCK_BOOTTIME"), reason="no boot time clock here")
+def test_a_state_confirmed_before_a_suspend_is_not_recent_after_it(
+    local_location, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``time.monotonic`` stands still while the machine sleeps; the boot time clock does not,
+    and vacuum elsewhere kept running: a held state must not look recent after a long sleep."""
+    from ledger.log.handle import is_recent
+
+    table = local_location.connect().create_table("t", {"k": "BIGINT"}, primary_key="k")
+    state, confirmed_at = table.handle.confirmed_state()
+    assert is_recent(state, confirmed_at)
+    slept = state.config.transaction_timeout_ms / 1000  # the whole window, asleep
+    real_clock_gettime = time.clock_gettime
+    monkeypatch.setattr(time, "clock_gettime", lambda c: real_clock_gettime(c) + slept)
+    assert not is_recent(state, confirmed_at)

@@ -31,13 +31,25 @@ from ledger.storage import Store
 HELD_STATE_FRACTION = 0.5
 
 
+_BOOT_CLOCK = getattr(time, "CLOCK_BOOTTIME", None)
+
+
+def clock() -> float:
+    """Seconds on a clock that only moves forward and keeps counting while the machine sleeps
+    (Linux's boot time clock; ``time.monotonic`` elsewhere): a state confirmed before a
+    suspend must not look recent after it, since vacuum elsewhere kept running."""
+    if _BOOT_CLOCK is None:
+        return time.monotonic()
+    return time.clock_gettime(_BOOT_CLOCK)
+
+
 def is_recent(state: TableState, confirmed_at: float | None) -> bool:
-    """Whether ``state``, confirmed the latest at ``confirmed_at`` (``time.monotonic()``), is
+    """Whether ``state``, confirmed the latest at ``confirmed_at`` (``clock()``), is
     recent enough for a blind commit to start from without listing the log."""
     if confirmed_at is None or state.dropped:
         return False
     window_s = state.config.transaction_timeout_ms / 1000 * HELD_STATE_FRACTION
-    return time.monotonic() - confirmed_at < window_s
+    return clock() - confirmed_at < window_s
 
 
 class TableHandle:
@@ -57,7 +69,7 @@ class TableHandle:
         # tells the two apart.
         self.table_uuid = state.config.table_uuid
         self._state = state
-        # When _state was last known to be the latest (time.monotonic(), taken before the
+        # When _state was last known to be the latest (clock(), taken before the
         # listing or the commit that showed it); None when not known.
         self._confirmed_at = confirmed_at
         self._lock = threading.Lock()
@@ -72,7 +84,7 @@ class TableHandle:
             return self._state
 
     def confirmed_state(self) -> tuple[TableState, float | None]:
-        """The cached state and when it was last known to be the latest (``time.monotonic()``
+        """The cached state and when it was last known to be the latest (``clock()``
         before the listing or commit that showed it; None if never), read together."""
         with self._lock:
             return self._state, self._confirmed_at
@@ -88,7 +100,7 @@ class TableHandle:
         """The latest state: reads only the commits made since :attr:`state`. Raises
         :class:`~ledger.errors.TableDroppedError` when the table was dropped since the handle
         opened it."""
-        asked = time.monotonic()
+        asked = clock()
         fresh = self.log.refresh(self.state)
         if fresh.dropped or fresh.config.table_uuid != self.table_uuid:
             raise TableDroppedError(
@@ -100,7 +112,7 @@ class TableHandle:
 
     def adopt(self, state: TableState, confirmed_at: float | None = None) -> None:
         """Cache ``state`` if it is newer than the cached one (e.g. what a commit produced).
-        ``confirmed_at``: the ``time.monotonic()`` at or after which ``state`` was the latest
+        ``confirmed_at``: the ``clock()`` at or after which ``state`` was the latest
         (taken before the listing or the put-if-absent that showed it)."""
         with self._lock:
             if state.version > self._state.version:
@@ -119,7 +131,7 @@ class TableHandle:
         state read now), and adopt the state it produced. Returns that state and the entry
         committed (None when ``build`` had nothing to commit)."""
         start = self.latest_state() if base is None else base
-        sent = time.monotonic()  # before the put-if-absent that makes the state the latest
+        sent = clock()  # before the put-if-absent that makes the state the latest
         state, entry = commit_entry(self.log, start, build, check)
         self.adopt(state, confirmed_at=None if entry is None else sent)
         return state, entry
