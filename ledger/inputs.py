@@ -318,8 +318,12 @@ def _csv_batches(
 ) -> Iterator[pa.RecordBatch]:
     """CSV text parsed straight into the types of the table's columns it names (so ``007``
     stays a string in a VARCHAR column)."""
+    # Integer columns are read as text and converted here: a whole number written with a
+    # fractional part of zeros (``1.0``, as pandas writes an integer column holding NaN) is
+    # that number, as it is from every other source.
+    integers = {name: kind for name, kind in table_types.items() if pa.types.is_integer(kind)}
     convert = pacsv.ConvertOptions(
-        column_types=dict(table_types),
+        column_types={**table_types, **dict.fromkeys(integers, pa.string())},
         # An empty unquoted field is NULL; "" is an empty string; "NA" is text.
         null_values=[""],
         strings_can_be_null=True,
@@ -327,13 +331,17 @@ def _csv_batches(
     )
     try:
         with filesystem.open_input_stream(path) as source:
-            yield from pacsv.open_csv(
+            batches = pacsv.open_csv(
                 source,
                 read_options=pacsv.ReadOptions(block_size=TEXT_BLOCK_BYTES),
                 # A quoted value may hold a line break (slower to split into blocks, but right).
                 parse_options=pacsv.ParseOptions(newlines_in_values=True),
                 convert_options=convert,
             )
+            rows_before = 0
+            for batch in batches:
+                yield _csv_integers(batch, integers, rows_before) if integers else batch
+                rows_before += batch.num_rows
     except pa.ArrowInvalid as e:
         where = _csv_error_row(filesystem, path, str(e), table_types)
         if where is None:
@@ -342,6 +350,61 @@ def _csv_batches(
             # Arrow's advice (assume_timezone) is for its own API, not for this file.
             raise pa.ArrowInvalid(where) from e
         raise pa.ArrowInvalid(f"{e} ({where})") from e
+
+
+def _csv_integers(
+    batch: pa.RecordBatch, integers: Mapping[str, pa.DataType], rows_before: int
+) -> pa.RecordBatch:
+    """``batch`` with its integer columns (read as text) converted to their types."""
+    columns = list(batch.columns)
+    for index, name in enumerate(batch.schema.names):
+        kind = integers.get(name)
+        if kind is None:
+            continue
+        texts = pc.utf8_trim_whitespace(columns[index])
+        try:
+            columns[index] = pc.cast(texts, kind)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            columns[index] = _whole_numbers(texts, kind, name, rows_before)
+    return pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
+
+
+def _whole_numbers(texts: pa.Array, kind: pa.DataType, name: str, rows_before: int) -> pa.Array:
+    """Integer column ``name`` from text where some values are not plain digits: each must be a
+    whole number (``1.0``, ``-2.00``, ``1e3``) within the column's range."""
+    values: list[int | None] = []
+    for offset, text in enumerate(texts.to_pylist()):
+        if text is None:
+            values.append(None)
+            continue
+        try:
+            number = decimal.Decimal(text)
+            whole = number.is_finite() and number == number.to_integral_value()
+        except decimal.InvalidOperation:
+            whole = False
+        if not whole:
+            raise pa.ArrowInvalid(
+                f"column {name!r}, row {rows_before + offset + 1}: {text!r} is not a whole "
+                f"number, and the column is {kind}"
+            )
+        values.append(int(number))
+    try:
+        return pa.array(values, kind)
+    except (OverflowError, pa.ArrowInvalid):
+        low, high = _integer_range(kind)
+        for offset, value in enumerate(values):
+            if value is not None and not low <= value <= high:
+                raise pa.ArrowInvalid(
+                    f"column {name!r}, row {rows_before + offset + 1}: {value} does not fit {kind}"
+                ) from None
+        raise
+
+
+def _integer_range(kind: pa.DataType) -> tuple[int, int]:
+    bits = kind.bit_width
+    if pa.types.is_signed_integer(kind):
+        return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    return 0, (1 << bits) - 1
 
 
 _CSV_CONVERSION_ERROR = re.compile(

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -24,13 +25,16 @@ from ledger.table import Table
 
 
 def connect(uri: str = "./warehouse", **options: Any) -> Warehouse:
-    """Open (or start) a warehouse at a local path, ``file://`` URI or ``s3://bucket/prefix``.
+    """Open (or start) a warehouse at a local path (text or ``pathlib.Path``), ``file://`` URI
+    or ``s3://bucket/prefix``.
 
     S3 options: ``endpoint_url``, ``region``, ``access_key_id``, ``secret_access_key``,
     ``session_token`` (else the standard AWS credential chain).
 
     >>> wh = connect("./warehouse")                                        # doctest: +SKIP
     """
+    if isinstance(uri, os.PathLike):
+        uri = os.fspath(uri)
     if not isinstance(uri, str):
         raise InvalidArgumentError(
             f"connect takes the warehouse's location as text (a path, file:// or s3:// URI), "

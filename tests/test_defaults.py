@@ -207,3 +207,9 @@ def _keys_file(location: Location, region: str, key: int) -> Any:
     with open(path, "w") as f:
         f.write(f"region,id\n{region},{key}\n")
     return path
+
+
+def test_a_warehouse_opens_at_a_pathlib_path(tmp_path) -> None:
+    table = ledger.connect(tmp_path / "wh").create_table("t", {"id": "BIGINT"}, primary_key="id")
+    table.insert([{"id": 1}])
+    assert views.visible(ledger.connect(str(tmp_path / "wh")).table("t")).fetchall() == [(1,)]

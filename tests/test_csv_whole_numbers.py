@@ -1,0 +1,64 @@
+"""Integer columns from CSV files: a whole number is that number however it is written (``7``,
+``7.0`` as pandas writes an integer column holding NaN, `` 7 ``, ``7e0``), as it is from every
+other source; a value with a fractional part, text, or a number out of the column's range is
+refused with the column, the row and the value named, and nothing is written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import ledger
+import views
+from tests.conftest import examples
+
+RANGES = {"SMALLINT": 2**15, "INTEGER": 2**31, "BIGINT": 2**63}
+SPELLINGS = ["{}", "{}.0", "{}.00", " {} ", "{}e0"]
+
+
+@st.composite
+def columns(draw: st.DrawFn) -> tuple[str, list[int | None], list[str]]:
+    kind = draw(st.sampled_from(sorted(RANGES)))
+    bound = RANGES[kind]
+    values = draw(st.lists(st.none() | st.integers(-bound, bound - 1), min_size=1, max_size=30))
+    texts = ["" if v is None else draw(st.sampled_from(SPELLINGS)).format(v) for v in values]
+    return kind, values, texts
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(column=columns())
+def test_whole_numbers_however_written_load_as_those_numbers(tmp_path_factory, column):
+    kind, values, texts = column
+    folder = tmp_path_factory.mktemp("csv")
+    table = ledger.connect(folder / "wh").create_table(
+        "t", {"id": "BIGINT", "n": kind}, primary_key="id"
+    )
+    path = folder / "n.csv"
+    path.write_text("id,n\n" + "".join(f"{i},{t}\n" for i, t in enumerate(texts)))
+    table.insert(str(path))
+    assert sorted(views.visible(table).fetchall()) == list(enumerate(values))
+
+
+@pytest.mark.parametrize(
+    ("kind", "text", "message"),
+    [
+        ("INTEGER", "1.5", "'1.5' is not a whole number"),
+        ("INTEGER", "abc", "'abc' is not a whole number"),
+        ("INTEGER", "NaN", "'NaN' is not a whole number"),
+        ("INTEGER", "3000000000", "3000000000 does not fit"),
+        ("SMALLINT", "40000.0", "40000 does not fit"),
+    ],
+)
+def test_other_values_are_refused_naming_column_and_row(tmp_path: Path, kind, text, message):
+    table = ledger.connect(tmp_path / "wh").create_table(
+        "t", {"id": "BIGINT", "n": kind}, primary_key="id"
+    )
+    path = tmp_path / "n.csv"
+    path.write_text(f"id,n\n1,1\n2,2.0\n3,{text}\n")
+    with pytest.raises(ledger.MalformedSourceError, match=rf"column 'n', row 3: {message}"):
+        table.insert(str(path))
+    assert table.version == 0
+    assert not list(table.store.list(table.prefix + "_data/"))
