@@ -135,3 +135,14 @@ def test_a_table_dropped_during_a_command_is_said_in_the_commands_terms(
     assert result.exit_code == 1
     assert "TableDroppedError: the table was dropped while the command ran" in result.output
     assert "warehouse.table" not in result.output
+
+
+def test_a_file_with_new_columns_names_the_flag_that_adds_them(tmp_path: Path) -> None:
+    ledger.connect(str(tmp_path / "wh")).create_table("t", {"id": "BIGINT"}, primary_key="id")
+    (tmp_path / "more.csv").write_text("id,colour\n1,red\n")
+    refused = run_ledger("-w", "wh", "load", "t", "more.csv", cwd=tmp_path, expect=1)
+    assert "--evolve-schema" in refused.stderr and "evolve_schema=True" not in refused.stderr
+    assert data_files(tmp_path / "wh") == []
+    run_ledger("-w", "wh", "load", "t", "more.csv", "--evolve-schema", cwd=tmp_path)
+    table = ledger.connect(str(tmp_path / "wh")).table("t")
+    assert table.to_arrow().to_pylist() == [{"id": 1, "colour": "red"}]

@@ -12,7 +12,8 @@ import click
 from ledger.cli import output
 from ledger.cli.output import output_options
 from ledger.cli.progress import activity
-from ledger.cli.session import Session, pass_session
+from ledger.cli.session import CommandError, Session, pass_session
+from ledger.errors import UnknownColumnError
 from ledger.table import Table
 from ledger.transaction import CommitInfo
 
@@ -65,7 +66,15 @@ def load(
         _skipped(table, source, mode, output_format)
         return
     with activity(f"{mode} {source} into {table}"):
-        info = _write(target, mode, source, evolve_schema, token)
+        try:
+            info = _write(target, mode, source, evolve_schema, token)
+        except UnknownColumnError as e:
+            # The library's advice names its own argument; here the flag is what adds them.
+            found = str(e).split(" Pass evolve_schema=True", 1)[0]
+            raise CommandError(
+                f"UnknownColumnError: {found} Load again with --evolve-schema to add them as "
+                "new nullable columns; nothing was written"
+            ) from e
     if token is not None and info.version is None and token in target.handle.latest_state().apps:
         _skipped(table, source, mode, output_format)  # a load running beside this one won
         return
