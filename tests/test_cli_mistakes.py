@@ -146,3 +146,16 @@ def test_a_file_with_new_columns_names_the_flag_that_adds_them(tmp_path: Path) -
     run_ledger("-w", "wh", "load", "t", "more.csv", "--evolve-schema", cwd=tmp_path)
     table = ledger.connect(str(tmp_path / "wh")).table("t")
     assert table.to_arrow().to_pylist() == [{"id": 1, "colour": "red"}]
+
+
+def test_a_misspelt_table_in_sql_is_a_table_not_found_with_the_close_names(tmp_path: Path):
+    warehouse = ledger.connect(str(tmp_path / "wh"))
+    warehouse.create_table("orders", {"id": "BIGINT"}, primary_key="id").insert([{"id": 1}])
+    typo = run_ledger("-w", "wh", "sql", "select count(*) from ordrs", cwd=tmp_path, expect=1)
+    assert "TableNotFoundError" in typo.stderr and "'orders'" in typo.stderr
+    path = run_ledger(
+        "-w", "wh", "sql", "select * from read_csv('/etc/passwd')", cwd=tmp_path, expect=1
+    )
+    assert "UnsafeSqlError" in path.stderr
+    far = run_ledger("-w", "wh", "sql", "select * from duckdb_settings", cwd=tmp_path, expect=1)
+    assert "UnsafeSqlError" in far.stderr

@@ -9,17 +9,20 @@ read a file of its own.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import sys
 from typing import Any
 
 import click
 import duckdb
+import sqlglot
+from sqlglot import exp
 
 from ledger.cli import output
 from ledger.cli.output import output_options
 from ledger.cli.session import CommandError, Session, is_s3, local_path, pass_session
 from ledger.engines.duckdb.session import connect
-from ledger.errors import LedgerError
+from ledger.errors import LedgerError, TableNotFoundError, UnsafeSqlError
 from ledger.reads.catalog import register as register_tables
 from ledger.sql_guard import checked_select
 from ledger.warehouse import Warehouse
@@ -54,7 +57,7 @@ def sql(session: Session, query: str | None, output_format: str | None) -> None:
         raise CommandError("no query given: pass one as an argument or on stdin")
     # Every statement is checked before any runs: a refused one later in the text must not
     # leave the earlier ones' output behind as if the text had been taken.
-    checked = [checked_select(statement, names, "query") for statement in statements]
+    checked = [_checked(statement, names) for statement in statements]
     for statement in checked:
         output.print_rows(con.sql(statement).fetch_arrow_table(), output_format)
 
@@ -74,8 +77,38 @@ def read_only_connection(warehouse: Warehouse) -> tuple[duckdb.DuckDBPyConnectio
 
 def run(con: duckdb.DuckDBPyConnection, names: list[str], query: str) -> Any:
     """One checked SELECT, run; its rows as Arrow."""
-    checked = checked_select(query, names, "query")
-    return con.sql(checked).fetch_arrow_table()
+    return con.sql(_checked(query, names)).fetch_arrow_table()
+
+
+def _checked(query: str, names: list[str]) -> str:
+    """``query`` checked as caller SQL; a refused table name close to a table's is reported as
+    the table not found (a typo), not as an unsafe read."""
+    try:
+        return checked_select(query, names, "query")
+    except UnsafeSqlError as e:
+        typo = _misspelt_table(query, names)
+        if typo is None:
+            raise
+        name, close = typo
+        raise TableNotFoundError(
+            f"table {name!r} does not exist; did you mean {' or '.join(map(repr, close))}?"
+        ) from e
+
+
+def _misspelt_table(query: str, names: list[str]) -> tuple[str, list[str]] | None:
+    """The first table the query reads that is no table nor CTE, with the names close to it."""
+    try:
+        tree = sqlglot.parse_one(query, dialect="duckdb")
+    except sqlglot.errors.ParseError:
+        return None
+    ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
+    known = {name.lower() for name in names} | ctes
+    for table in tree.find_all(exp.Table):
+        if not isinstance(table.this, exp.Identifier) or table.name.lower() in known:
+            continue
+        close = difflib.get_close_matches(table.name, names, n=3)
+        return (table.name, close) if close else None
+    return None
 
 
 def _statements(con: duckdb.DuckDBPyConnection, text: str) -> list[str]:
