@@ -159,3 +159,18 @@ def test_a_misspelt_table_in_sql_is_a_table_not_found_with_the_close_names(tmp_p
     assert "UnsafeSqlError" in path.stderr
     far = run_ledger("-w", "wh", "sql", "select * from duckdb_settings", cwd=tmp_path, expect=1)
     assert "UnsafeSqlError" in far.stderr
+
+
+def test_csv_output_loads_back_as_the_same_rows(tmp_path: Path) -> None:
+    """`show` piped as CSV, then `load --mode upsert` of it, changes nothing: NULL and the empty
+    text stay apart, and commas, quotes, line breaks and surrounding spaces survive."""
+    warehouse = ledger.connect(str(tmp_path / "wh"))
+    table = warehouse.create_table("t", {"id": "BIGINT", "s": "VARCHAR"}, primary_key="id")
+    texts = [None, "", " ", "a,b", 'say "hi"', "two\nlines", " padded ", "ünï", "NULL", '""']
+    table.insert([{"id": i, "s": s} for i, s in enumerate(texts)])
+    shown = run_ledger("-w", "wh", "show", "t", cwd=tmp_path)
+    (tmp_path / "out.csv").write_text(shown.stdout)
+    run_ledger("-w", "wh", "load", "t", "out.csv", "--mode", "upsert", cwd=tmp_path)
+    rows = sorted(ledger.connect(str(tmp_path / "wh")).table("t").to_arrow().to_pylist(),
+                  key=lambda r: r["id"])  # fmt: skip
+    assert [r["s"] for r in rows] == texts

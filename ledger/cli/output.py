@@ -9,7 +9,6 @@ integers, floats, booleans and NULL are JSON's own.
 
 from __future__ import annotations
 
-import csv
 import datetime as dt
 import decimal
 import json
@@ -141,12 +140,24 @@ def text(value: Any) -> str:
 
 
 def _write_csv(names: list[str], records: list[dict[str, Any]]) -> None:
-    writer = csv.writer(sys.stdout, lineterminator="\n")
-    # The csv module quotes only the characters of its line terminator, so a value holding a
-    # carriage return would break its line for readers: such rows are quoted whole.
-    quoting_all = csv.writer(sys.stdout, lineterminator="\n", quoting=csv.QUOTE_ALL)
-    for row in [names, *([text(r.get(name)) for name in names] for r in records)]:
-        (quoting_all if any("\r" in field for field in row) else writer).writerow(row)
+    # NULL is an empty field and an empty text is "", as `ledger load` reads them back; a
+    # field holding the delimiter, a quote, a line break or surrounding spaces is quoted.
+    # (The csv module writes both as an empty field.)
+    lines = [",".join(map(_csv_field, names))]
+    lines += [",".join(_csv_field(_csv_text(r.get(name))) for name in names) for r in records]
+    sys.stdout.write("".join(f"{line}\n" for line in lines))
+
+
+def _csv_text(value: Any) -> str | None:
+    return None if value is None else text(value)
+
+
+def _csv_field(value: str | None) -> str:
+    if value is None:
+        return ""
+    if value == "" or value != value.strip() or any(c in value for c in ',"\n\r'):
+        return '"' + value.replace('"', '""') + '"'
+    return value
 
 
 def _rich_table(names: list[str], records: list[dict[str, Any]], title: str | None) -> None:
