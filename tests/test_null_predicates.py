@@ -113,3 +113,26 @@ def test_null_predicates_match_a_plain_reading(
         ((g, len(a), sum(a)) for g, a in by_text.items()),
         key=lambda t: (t[0] is None, t[0] or ""),
     )
+
+
+def test_files_written_without_a_page_index_are_read_right(
+    local_location: Location, monkeypatch: Any
+) -> None:
+    # Files earlier versions wrote: plain strings, no page index.
+    import pyarrow.parquet as pq
+
+    from ledger import writer
+
+    def write_without_page_index(part: Any, out: Any, dictionary: list[str]) -> None:
+        pq.write_table(part, out, use_dictionary=dictionary, write_page_index=False)
+
+    monkeypatch.setattr(writer, "_write_parquet", write_without_page_index)
+    table = local_location.connect().create_table(
+        "t", {"k": "BIGINT", "g": "VARCHAR", "f": "DOUBLE"}, primary_key="k"
+    )
+    table.insert([{"k": 1, "g": "b", "f": 1.0}, {"k": 2, "g": None, "f": None}])
+    monkeypatch.undo()
+    assert views.rows(table, where="g is null").column("k").to_pylist() == [2]
+    assert table.delete_where("g is null").deleted == 1
+    assert views.totals(table, by="g", sum="f").fetchall() == [("b", 1, 1.0)]
+    assert table.count() == 1
