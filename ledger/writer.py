@@ -370,6 +370,7 @@ def _write_parquet(part: pa.Table, out: pa.NativeFile, dictionary: list[str]) ->
         compression="snappy",
         use_dictionary=dictionary,
         write_statistics=statistics_columns(part.schema),
+        write_page_index=True,  # see docs/format.md: DuckDB 2.0.0 misreads plain strings without it
         column_encoding={
             c: "DELTA_BINARY_PACKED" for c in _DELTA_ENCODED if c in part.column_names
         },
@@ -527,6 +528,7 @@ class _OpenFile:
                 compression="snappy",
                 use_dictionary=self.dictionary,
                 write_statistics=statistics_columns(self.schema),
+                write_page_index=True,  # docs/format.md: why data files carry a page index
                 column_encoding={
                     c: "DELTA_BINARY_PACKED" for c in _DELTA_ENCODED if c in self.schema.names
                 },

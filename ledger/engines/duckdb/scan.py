@@ -42,7 +42,9 @@ def scan_files(
         return con.from_arrow(schema.empty_table())
     keys = [table_prefix + f.path for f in files]
     local = [store.local_path(k) for k in keys]
-    if all(p is not None for p in local):
+    if all(p is not None for p in local) and not misread_by_duckdb(
+        [p for p in local if p is not None]
+    ):
         # No hive partitioning: partition values live in the log, never as file columns.
         relation = con.read_parquet(
             [p for p in local if p is not None], union_by_name=True, hive_partitioning=False
@@ -139,7 +141,9 @@ def file_sources(
     as views (:func:`scan_files`)."""
     keys = {role: [table_prefix + f.path for f in found] for role, found in files.items()}
     local = {role: [store.local_path(k) for k in found] for role, found in keys.items()}
-    if not all(p is not None for paths in local.values() for p in paths):
+    if not all(p is not None for paths in local.values() for p in paths) or misread_by_duckdb(
+        [p for paths in local.values() for p in paths if p is not None]
+    ):
         relations = {
             role: scan_files(con, store, table_prefix, found, schema)
             for role, found in files.items()
@@ -198,3 +202,53 @@ def _column(field: pa.Field, present: bool) -> exp.Expr:
 
 def _option(name: str, value: exp.Expr) -> exp.Expr:
     return exp.EQ(this=exp.column(name), expression=value)
+
+
+# --- files DuckDB 2.0.0 misreads -----------------------------------------------------------------
+#
+# DuckDB 2.0.0 answers `IS NULL` (and `coalesce`, `IS [NOT] DISTINCT FROM`) wrongly on a
+# BYTE_ARRAY column chunk stored without a dictionary and without a page index, whose non-NULL
+# values are all equal and which holds NULLs: it returns the non-NULL rows too, as NULL. Writers
+# now always write the page index (docs/format.md 7); files written before carry the trigger
+# and are read through pyarrow, which reads them right. Decided from each footer once per process.
+
+_MISREAD: OrderedDict[str, bool] = OrderedDict()
+_MISREAD_LOCK = threading.Lock()
+
+
+def misread_by_duckdb(paths: Sequence[str]) -> bool:
+    """Whether any of the local Parquet files ``paths`` holds a column chunk DuckDB 2.0.0
+    filters wrongly (see above), each file's footer read once per process."""
+    for path in paths:
+        with _MISREAD_LOCK:
+            found = _MISREAD.get(path)
+            if found is not None:
+                _MISREAD.move_to_end(path)
+        if found is None:
+            found = _has_misread_chunk(pq.read_metadata(path))
+            with _MISREAD_LOCK:
+                _MISREAD[path] = found
+                while len(_MISREAD) > FILE_COLUMNS_KEPT:
+                    _MISREAD.popitem(last=False)
+        if found:
+            return True
+    return False
+
+
+def _has_misread_chunk(metadata: pq.FileMetaData) -> bool:
+    if metadata.created_by.startswith("DuckDB"):
+        return False  # its own writer's plain strings (merges' COPY) are read right
+    for group in range(metadata.num_row_groups):
+        row_group = metadata.row_group(group)
+        for column in range(row_group.num_columns):
+            chunk = row_group.column(column)
+            if chunk.physical_type != "BYTE_ARRAY" or chunk.has_offset_index:
+                continue
+            if any("DICTIONARY" in encoding for encoding in chunk.encodings):
+                continue
+            stats = chunk.statistics
+            if stats is None or not stats.has_min_max or not stats.has_null_count:
+                continue
+            if stats.null_count > 0 and stats.min == stats.max:
+                return True
+    return False
