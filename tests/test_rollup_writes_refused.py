@@ -44,6 +44,21 @@ def test_writes_into_a_rollup_are_refused(rollup_table, verb, rows, in_transacti
     assert sorted(views.visible(rollup_table).fetchall()) == before
 
 
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda t: t.drop_partitions(),
+        lambda t: t.rewrite_partitions(None, "SELECT * FROM entries WHERE false"),
+    ],
+    ids=["drop_partitions", "rewrite_partitions"],
+)
+def test_partition_changes_of_a_rollup_are_refused(rollup_table, change):
+    version = rollup_table.version
+    with pytest.raises(ledger.InvalidArgumentError, match="only its refreshes write to it"):
+        change(rollup_table)
+    assert rollup_table.version == version
+
+
 def test_refreshes_still_write(warehouse: ledger.Warehouse, rollup_table: ledger.Table) -> None:
     base = warehouse.table("sales")
     base.insert([{"id": 2, "region": "us", "amount": 4}])

@@ -63,11 +63,24 @@ class PartitionChange:
     entries_rewritten: int = 0
 
 
+def _refuse_rollup(table: Table, state: TableState, operation: str) -> None:
+    """A rollup holds the totals of its base, and only its refreshes write to it: a dropped or
+    rewritten partition would stay wrong through every later refresh."""
+    if state.config.rollup is not None:
+        base = state.config.rollup.get("base")
+        raise InvalidArgumentError(
+            f"table {table.name!r} is a rollup of {base!r}: only its refreshes write to it, so "
+            f"{operation} is refused and nothing was written. Change {base!r} instead, then "
+            "refresh the rollup"
+        )
+
+
 def drop_partitions(
     table: Table, partitions: PartitionChoice = None, *, where: str | None = None
 ) -> PartitionChange:
     started_ms = int(time.time() * 1000)
     base = table.handle.latest_state()
+    _refuse_rollup(table, base, "drop_partitions")
     spec = _spec(table, base)
     choose = _chooser(spec, partitions, where)
     outcome: dict[str, list[FileMarker]] = {"dropped": []}
@@ -110,6 +123,7 @@ def rewrite_partitions(
     # Checked before DuckDB sees it (binding alone would run a COPY); the checked text runs.
     sql = checked_select(sql, (ENTRIES,), "rewrite query")
     base = table.handle.latest_state()
+    _refuse_rollup(table, base, "rewrite_partitions")
     spec = _spec(table, base)
     # A rewrite keeps every row its query returns, so no choice means every file (a purge of
     # one user across all partitions), unlike a drop, where it would empty the table.
