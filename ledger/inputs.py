@@ -377,16 +377,14 @@ def _whole_numbers(texts: pa.Array, kind: pa.DataType, name: str, rows_before: i
         if text is None:
             values.append(None)
             continue
-        try:
-            number = decimal.Decimal(text)
-            whole = number.is_finite() and number == number.to_integral_value()
-        except decimal.InvalidOperation:
-            whole = False
-        if not whole:
+        where = f"column {name!r}, row {rows_before + offset + 1}"
+        number = decimal.Decimal(text) if _DECIMAL_TEXT.fullmatch(text) else None
+        if number is None or (number.adjusted() < 40 and number != number.to_integral_value()):
             raise pa.ArrowInvalid(
-                f"column {name!r}, row {rows_before + offset + 1}: {text!r} is not a whole "
-                f"number, and the column is {kind}"
+                f"{where}: {text!r} is not a whole number, and the column is {kind}"
             )
+        if number.adjusted() >= 40:  # no integer column holds 40 digits: never expanded
+            raise pa.ArrowInvalid(f"{where}: {text!r} does not fit {kind}")
         values.append(int(number))
     try:
         return pa.array(values, kind)
@@ -398,6 +396,10 @@ def _whole_numbers(texts: pa.Array, kind: pa.DataType, name: str, rows_before: i
                     f"column {name!r}, row {rows_before + offset + 1}: {value} does not fit {kind}"
                 ) from None
         raise
+
+
+# A number as CSV writers write one, in ASCII digits: ``7``, ``-7.0``, ``7e3``.
+_DECIMAL_TEXT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
 def _integer_range(kind: pa.DataType) -> tuple[int, int]:

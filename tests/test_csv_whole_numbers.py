@@ -50,6 +50,9 @@ def test_whole_numbers_however_written_load_as_those_numbers(tmp_path_factory, c
         ("INTEGER", "NaN", "'NaN' is not a whole number"),
         ("INTEGER", "3000000000", "3000000000 does not fit"),
         ("SMALLINT", "40000.0", "40000 does not fit"),
+        ("BIGINT", "1e999999999", "'1e999999999' does not fit"),
+        ("BIGINT", "1_000", "'1_000' is not a whole number"),
+        ("BIGINT", "１２", "'１２' is not a whole number"),
     ],
 )
 def test_other_values_are_refused_naming_column_and_row(tmp_path: Path, kind, text, message):
