@@ -52,7 +52,7 @@ def test_whole_numbers_however_written_load_as_those_numbers(tmp_path_factory, c
         ("SMALLINT", "40000.0", "40000 does not fit"),
         ("BIGINT", "1e999999999", "'1e999999999' does not fit"),
         ("BIGINT", "1_000", "'1_000' is not a whole number"),
-        ("BIGINT", "１２", "'１２' is not a whole number"),
+        ("BIGINT", "\uff11\uff12", "'\uff11\uff12' is not a whole number"),  # fullwidth 12
     ],
 )
 def test_other_values_are_refused_naming_column_and_row(tmp_path: Path, kind, text, message):
