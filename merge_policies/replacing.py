@@ -6,16 +6,9 @@ whose version ranks below its key's latest entry (``StaleVersionError``): the ma
 carries the old version, so it would outrank the new row and hide the key. The visible row of a
 key is its latest entry unless that entry is a delete mark.
 
-A merge keeps each key's latest entry and its sum of signs (``count()`` reads the sum from the
-log): a merge of some files may hold a mark whose insertion lives in a file it leaves out, or an
-insertion whose mark does. So besides the latest entry (sign ``s``) of a key whose merged entries
-sum to ``net``, the newest ``|net - s|`` other entries of sign ``net - s`` stay. They are older
-than the latest entry, so they never show; merging them again keeps them as they are.
-
 A delete mark that is a key's latest entry hides every older entry of the key, including one a
-slow transaction has not committed yet. It is dropped (with the insertions balancing it, when the
-key's signs sum to zero) only when dropping cannot bring a deleted row back or change the count
-(ClickHouse's ReplacingMergeTree lost deletes this way):
+slow transaction has not committed yet. It is dropped only when dropping cannot bring a deleted
+row back (ClickHouse's ReplacingMergeTree lost deletes this way):
 
 1. the merge reads every alive file of its partition, and no key can have entries in another
    partition (the table is unpartitioned or partitioned by key columns only), so no older entry
@@ -25,7 +18,7 @@ key's signs sum to zero) only when dropping cannot bring a deleted row back or c
    the table's ``transaction_timeout`` are refused at commit, so an entry written more than that
    long ago bounds every transaction that reserved a smaller ``trx_id``).
 
-Otherwise the mark stays, with the insertions balancing it, until a later merge may drop it. With
+Otherwise the mark stays, as the single entry of its key, until a later merge may drop it. With
 a version column a mark is never dropped: it hides insertions of versions up to its own that
 arrive later, which a dropped mark would let through.
 """
@@ -76,40 +69,19 @@ class ReplacingPolicy(PolicyDefaults):
     def merge_sql(self, context: MergeContext) -> str:
         keys = idents(list(context.key_columns))
         columns = idents(list(context.columns))
-        dml, trx = ident(DML_TYPE), ident(TRX_ID)
-        per_key = f"PARTITION BY {keys} ORDER BY {self.latest_first()}"
-        per_key_and_sign = f"PARTITION BY {keys}, {dml} ORDER BY {self.latest_first()}"
-        # Besides the latest entry, a key keeps the newest entries of one sign that carry the
-        # rest of its sign sum (see the module docstring): ``__ledger_extra`` is that rest.
-        ranked = f"""
-WITH ranked AS (
-    SELECT {columns},
-        row_number() OVER ({per_key}) AS __ledger_rank,
-        row_number() OVER ({per_key_and_sign}) AS __ledger_sign_rank,
-        sum({dml}) OVER (PARTITION BY {keys}) AS __ledger_net,
-        first_value({dml}) OVER ({per_key}) AS __ledger_latest_sign,
-        first_value({trx}) OVER ({per_key}) AS __ledger_latest_trx
-    FROM {context.source}
-),
-balanced AS (
-    SELECT *, __ledger_net - __ledger_latest_sign AS __ledger_extra FROM ranked
-)
-SELECT {columns} FROM balanced
-WHERE (__ledger_rank = 1 OR (
-    {dml} = sign(__ledger_extra)
-    AND __ledger_sign_rank
-        <= abs(__ledger_extra) + CASE WHEN {dml} = __ledger_latest_sign THEN 1 ELSE 0 END
-))"""
+        latest = (
+            f"SELECT {columns} FROM {context.source} "
+            f"QUALIFY row_number() OVER (PARTITION BY {keys} ORDER BY {self.latest_first()}) = 1"
+        )
         if self.version_column is not None:
             # A mark records that every version up to its own is deleted: an older version
             # inserted later (late data) must stay hidden, so the mark is never dropped.
-            return ranked
+            return latest
         if not context.covers_every_entry_of_its_keys or context.settled_trx_id is None:
-            return ranked
-        # A key whose latest entry is a settled mark and whose signs cancel holds nothing.
+            return latest
         return (
-            f"{ranked}\nAND NOT (__ledger_latest_sign = -1 AND __ledger_net = 0 "
-            f"AND __ledger_latest_trx <= {context.settled_trx_id})"
+            f"SELECT {columns} FROM ({latest}) "
+            f"WHERE NOT ({ident(DML_TYPE)} = -1 AND {ident(TRX_ID)} <= {context.settled_trx_id})"
         )
 
 

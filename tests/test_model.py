@@ -528,13 +528,11 @@ class VersionedLedgerMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def merge(self, data: st.DataObject) -> None:
         paths = [m.path for m in sorted(self.table.snapshot().markers(), key=repr)]
-        count = self.table.count()
         if paths and data.draw(st.booleans(), label="subset"):
             chosen = data.draw(st.lists(st.booleans(), min_size=len(paths), max_size=len(paths)))
             self.table.merge(files=[p for p, c in zip(paths, chosen, strict=True) if c] or paths)
         else:
             self.table.merge(min_files=1)
-        assert self.table.count() == count, "a merge changed count()"
 
     @invariant()
     def answers_match_the_oracle(self) -> None:
