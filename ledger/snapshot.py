@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING, Any
 
 from ledger.engines.duckdb.scan import scan_files
 from ledger.engines.duckdb.session import read_connection
-from ledger.log.entries import FileMarker, sum_markers
+from ledger.log.entries import FileMarker
 from ledger.log.state import TableState
 from ledger.partitioning import PartitionSpec
 from ledger.pruning import prune_by_partitions
+from ledger.reads.counts import count_from_log, row_count
 from ledger.storage import Store
 from ledger.writer import file_schema
 
@@ -34,10 +35,13 @@ class Snapshot:
     def __repr__(self) -> str:
         # One line: the state behind it (every file marker) is far too long to print.
         moment = dt.datetime.fromtimestamp(self.timestamp_ms / 1000, tz=dt.UTC)
+        # Rows only where the log knows them: showing a snapshot must not read its data.
+        rows = count_from_log(self, self.markers())
+        counted = f"rows={rows}" if rows is not None else f"entries={sum_entries(self.markers())}"
         return (
             f"Snapshot({self.name!r}, version={self.version}, "
             f"at={moment.isoformat(timespec='milliseconds')}, "
-            f"files={len(self.state.alive_files)}, rows={self.count()}, store={self.store.uri!r})"
+            f"files={len(self.state.alive_files)}, {counted}, store={self.store.uri!r})"
         )
 
     @property
@@ -79,5 +83,17 @@ class Snapshot:
         return scan_files(connection, self.store, self.prefix, self.markers(partitions), schema)
 
     def count(self, partitions: PartitionFilter = None) -> int:
-        """The logical row count, from the log alone (sum of every file's ``dml_sum``)."""
-        return sum_markers(self.markers(partitions))
+        """The logical row count: the count :func:`views.totals` gives, which is the number of
+        visible rows unless blind inserts gave a key of a collapsing, dedup or custom table
+        several live entries (each counts).
+
+        Collapsing and custom tables answer from the log alone (the sum of every file's
+        ``dml_sum``). Replacing, aggregating and dedup tables' merges do not keep those sums,
+        so their rows are counted from the data files, except files holding the only entry of
+        each of their keys and no delete mark (every file, after a full merge), which the log
+        counts (docs/concepts.md section 9)."""
+        return row_count(self, self.markers(partitions))
+
+
+def sum_entries(markers: Iterable[FileMarker]) -> int:
+    return sum(m.rows for m in markers)

@@ -42,6 +42,7 @@ from ledger.maintenance import merge as merging
 from ledger.maintenance import partitions as partition_ops
 from ledger.maintenance import vacuum as vacuuming
 from ledger.reads import visible as reads
+from ledger.reads.counts import row_count
 from ledger.rollup import Rollup
 from ledger.snapshot import PartitionFilter, Snapshot
 from ledger.storage import Store
@@ -255,14 +256,16 @@ class Table:
     def partitions(
         self, *, version: int | None = None, timestamp: dt.datetime | int | None = None
     ) -> list[partition_ops.PartitionInfo]:
-        """The partitions holding alive files, from the log alone (no data file is read):
-        each one's values, files, entries, logical rows and bytes. An unpartitioned table
-        has one partition with no values (none when it has no file).
+        """The partitions holding alive files: each one's values, files, entries, logical rows
+        (``count()`` of its files) and bytes. An unpartitioned table has one partition with no
+        values (none when it has no file). Only ``rows`` may read data files, where ``count()``
+        does.
 
         >>> [(p.values, p.files, p.rows) for p in events.partitions()]       # doctest: +SKIP
         [({'ts_day': '2026-11-21'}, 3, 1200), ({'ts_day': '2026-11-22'}, 1, 40)]
         """
-        return partition_ops.partition_infos(self.snapshot(version, timestamp).markers())
+        snap = self.snapshot(version, timestamp)
+        return partition_ops.partition_infos(snap.markers(), lambda files: row_count(snap, files))
 
     def history(self) -> list[CommitRecord]:
         """Every commit still in the log, oldest first."""

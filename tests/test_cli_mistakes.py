@@ -52,14 +52,14 @@ def test_tables_and_describe_name_live_entries_for_what_they_are(tmp_path: Path)
         policy={"name": "aggregating", "measures": {"n": "sum"}},
     )
     sums.insert([{"k": k, "n": 1} for k in "abcd"])
-    sums.insert([{"k": "a", "n": 1}])  # 5 entries, 4 visible rows
+    sums.insert([{"k": "a", "n": 1}])  # 5 entries, 4 visible rows (groups)
     listed = as_json(run_ledger("-w", "wh", "tables", "--json", cwd=tmp_path))
     assert listed == [
-        {"table": "sums", "version": 2, "live_entries": 5, "key": "k", "policy": "aggregating"}
+        {"table": "sums", "version": 2, "live_entries": 4, "key": "k", "policy": "aggregating"}
     ]
     described = as_json(run_ledger("-w", "wh", "describe", "sums", "--json", cwd=tmp_path))
-    assert described["live_entries"] == 5 and "rows" not in described
-    assert [(p["live_entries"], p["entries"]) for p in described["partitions"]] == [(5, 5)]
+    assert described["live_entries"] == 4 and "rows" not in described
+    assert [(p["live_entries"], p["entries"]) for p in described["partitions"]] == [(4, 5)]
     visible = as_json(
         run_ledger("-w", "wh", "sql", "SELECT count(*) AS n FROM sums", "--json", cwd=tmp_path)
     )

@@ -17,6 +17,8 @@ from ledger.cli.parsing import schema_file as read_schema_file
 from ledger.cli.session import Session, pass_session
 from ledger.errors import TableExistsError
 from ledger.log.entries import FileMarker
+from ledger.reads.counts import row_count
+from ledger.snapshot import Snapshot
 from ledger.table import Table
 
 
@@ -42,8 +44,8 @@ def init(session: Session, uri: str | None, output_format: str | None) -> None:
 @output_options
 @pass_session
 def tables(session: Session, output_format: str | None) -> None:
-    """List the tables with their version and live entries (from the log alone: the visible
-    rows, unless a key has several live entries; `ledger sql` counts visible rows exactly)."""
+    """List the tables with their version and live entries (`count()`: the visible rows,
+    unless blind inserts gave a key several live entries)."""
     warehouse = session.warehouse()
     rows = []
     for name in sorted(warehouse.tables()):
@@ -52,8 +54,8 @@ def tables(session: Session, output_format: str | None) -> None:
             {
                 "table": name,
                 "version": table.version,
-                # Not "rows": an aggregating or dedup table, or a key inserted blindly twice,
-                # has more live entries than visible rows, and counting those reads the data.
+                # Not "rows": a key inserted blindly twice into a collapsing or dedup table has
+                # two live entries and one visible row.
                 "live_entries": table.count(),
                 "key": ",".join(table.primary_key),
                 "policy": table.config["policy"]["name"],
@@ -169,7 +171,7 @@ def describe(session: Session, name: str, output_format: str | None) -> None:
         "primary_key": list(table.primary_key),
         "partition_by": list(table.partition_by),
         "policy": table.config["policy"],
-        "partitions": partition_rows(snapshot.markers()),
+        "partitions": partition_rows(snapshot, snapshot.markers()),
         "config": table.config,
     }
     if output.chosen_format(output_format) == output.JSON:
@@ -178,8 +180,8 @@ def describe(session: Session, name: str, output_format: str | None) -> None:
     _print_description(table, described, output_format)
 
 
-def partition_rows(markers: Sequence[FileMarker]) -> list[dict[str, Any]]:
-    """Per partition: its values, alive files, live entries (the sum of ``dml_type``), every
+def partition_rows(snapshot: Snapshot, markers: Sequence[FileMarker]) -> list[dict[str, Any]]:
+    """Per partition: its values, alive files, live entries (its files' ``count()``), every
     entry its files hold (delete marks included) and bytes."""
     grouped: dict[tuple[tuple[str, str | None], ...], list[FileMarker]] = {}
     for marker in markers:
@@ -190,7 +192,7 @@ def partition_rows(markers: Sequence[FileMarker]) -> list[dict[str, Any]]:
             {
                 "partition": "/".join(f"{k}={v}" for k, v in values) or "(all)",
                 "files": len(files),
-                "live_entries": sum(m.dml_sum for m in files),
+                "live_entries": row_count(snapshot, files),
                 "entries": sum(m.rows for m in files),
                 "bytes": sum(m.size for m in files),
             }

@@ -12,7 +12,7 @@ entries they would cancel are gone.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +28,7 @@ from ledger.errors import (
     SchemaError,
 )
 from ledger.log.commit import next_timestamp
-from ledger.log.entries import FileMarker, LogFile
+from ledger.log.entries import FileMarker, LogFile, sum_markers
 from ledger.log.state import TableState
 from ledger.maintenance.merge import check_query, delete_uncommitted, write_query_result
 from ledger.partitioning import PartitionSpec
@@ -265,8 +265,12 @@ class PartitionInfo:
     bytes: int
 
 
-def partition_infos(markers: Iterable[FileMarker]) -> list[PartitionInfo]:
-    """The partitions of ``markers`` (alive files), in partition-value order."""
+def partition_infos(
+    markers: Iterable[FileMarker],
+    count_rows: Callable[[Sequence[FileMarker]], int] = sum_markers,
+) -> list[PartitionInfo]:
+    """The partitions of ``markers`` (alive files), in partition-value order; ``count_rows``
+    counts the rows of one partition's files."""
     grouped: dict[tuple[tuple[str, str | None], ...], list[FileMarker]] = {}
     for marker in markers:
         grouped.setdefault(tuple(sorted(marker.partition.items())), []).append(marker)
@@ -275,7 +279,7 @@ def partition_infos(markers: Iterable[FileMarker]) -> list[PartitionInfo]:
             values=dict(values),
             files=len(files),
             entries=sum(m.rows for m in files),
-            rows=sum(m.dml_sum for m in files),
+            rows=count_rows(files),
             bytes=sum(m.size for m in files),
         )
         for values, files in sorted(grouped.items(), key=lambda item: _sort_key(item[0]))
