@@ -88,6 +88,13 @@ class MalformedSourceError(SchemaError):
     a file that is not Parquet."""
 
 
+# --- reads ----------------------------------------------------------------------------------------
+
+
+class TotalOverflowError(LedgerError, OverflowError):
+    """A sum of a DECIMAL column exceeds the 38 digits of the widest exact type."""
+
+
 # --- catalog ----------------------------------------------------------------------------------
 
 

@@ -64,6 +64,10 @@ FILE_FORMATS = {
     ".parquet": "parquet",
     ".pq": "parquet",
     ".csv": "csv",
+    # Compressed CSV: pyarrow's file systems decompress a stream by its name's extension.
+    ".csv.gz": "csv",
+    ".csv.bz2": "csv",
+    ".csv.zst": "csv",
     ".json": "json",
     ".jsonl": "json",
     ".ndjson": "json",
@@ -363,6 +367,9 @@ def _csv_integers(
             continue
         texts = pc.utf8_trim_whitespace(columns[index])
         try:
+            # Arrow's cast also reads other spellings (``0x10``): only plain digits take it.
+            if not pc.all(pc.match_substring_regex(texts, _PLAIN_INTEGER_TEXT)).as_py():
+                raise pa.ArrowInvalid("not plain digits")
             columns[index] = pc.cast(texts, kind)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             columns[index] = _whole_numbers(texts, kind, name, rows_before)
@@ -398,6 +405,7 @@ def _whole_numbers(texts: pa.Array, kind: pa.DataType, name: str, rows_before: i
         raise
 
 
+_PLAIN_INTEGER_TEXT = r"^[+-]?[0-9]+$"
 # A number as CSV writers write one, in ASCII digits: ``7``, ``-7.0``, ``7e3``.
 _DECIMAL_TEXT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
@@ -887,7 +895,7 @@ def _folder_files(filesystem: pafs.FileSystem, folder: str) -> list[pafs.FileInf
         for info in filesystem.get_file_info(selector)
         if info.type == pafs.FileType.File
         and not _is_hidden(info.path[len(folder) :])
-        and Path(info.path).suffix.lower() in FILE_FORMATS
+        and _suffix_of(info.path) in FILE_FORMATS
     ]
 
 
@@ -927,8 +935,16 @@ def _is_hidden(relative: str) -> bool:
     return any(part.startswith((".", "_")) for part in relative.split("/") if part)
 
 
+def _suffix_of(path: str) -> str:
+    """The extension naming a file's format: the last two (``.csv.gz``) where they name one,
+    else the last."""
+    suffixes = [s.lower() for s in Path(path).suffixes]
+    double = "".join(suffixes[-2:])
+    return double if double in FILE_FORMATS else (suffixes[-1] if suffixes else "")
+
+
 def _format_of(path: str, location: str) -> str:
-    suffix = Path(path).suffix.lower()
+    suffix = _suffix_of(path)
     if suffix not in FILE_FORMATS:
         raise InvalidArgumentError(
             f"cannot tell the format of {path!r} (from {location!r}); name files "

@@ -15,17 +15,19 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from ledger.engines.duckdb.errors import VALUE_ERRORS
 from ledger.engines.duckdb.query import check_condition
 from ledger.engines.duckdb.session import read_connection
-from ledger.errors import InvalidArgumentError
+from ledger.errors import InvalidArgumentError, TotalOverflowError
 from ledger.reads import changes as change_reads
 from ledger.reads import history as history_reads
 from ledger.reads import totals as total_reads
 from ledger.reads import visible as visible_reads
 from ledger.rollup import Rollup
 from ledger.snapshot import PartitionFilter, Snapshot
+from ledger.sql.decimals import decimal_types, sum_may_overflow
 from ledger.sql.spec import TableSpec
-from ledger.sql.totals import check_totals_request
+from ledger.sql.totals import TotalsRequest, check_totals_request
 from ledger.sql.trees import render
 from ledger.sql.view_text import view_text
 from ledger.table import Table
@@ -135,7 +137,40 @@ def totals(
             render(request.where, visible_reads.DUCKDB),
             shown=where,
         )
-    return total_reads.totals(snap, _connection(con, snap), request, partitions=partitions)
+    connection = _connection(con, snap)
+    relation = total_reads.totals(snap, connection, request, partitions=partitions)
+    return _overflow_checked(relation, connection, snap, request, partitions)
+
+
+def _overflow_checked(
+    relation: duckdb.DuckDBPyRelation,
+    con: duckdb.DuckDBPyConnection,
+    snap: Snapshot,
+    request: TotalsRequest,
+    partitions: PartitionFilter,
+) -> duckdb.DuckDBPyRelation:
+    """``relation``, computed at once when a DECIMAL sum may exceed 38 digits (a wide column
+    over enough entries), so that an overflow is a :class:`TotalOverflowError` here rather than
+    the engine's error wherever the lazy relation is read."""
+    rows = sum(m.rows for m in snap.markers(partitions))
+    decimals = decimal_types(TableSpec.of(snap.state))
+    wide = [
+        c
+        for c in dict.fromkeys([*request.sums, *request.avgs])
+        if c in decimals and sum_may_overflow(decimals[c][0], rows)
+    ]
+    if not wide:
+        return relation
+    try:
+        result = relation.to_arrow_table()
+    except VALUE_ERRORS as e:
+        raise TotalOverflowError(
+            f"totals: the sum of {' or '.join(map(repr, wide))} over the table's entries does "
+            "not fit a DECIMAL(38); total fewer rows at a time (by=..., where=...), merge the "
+            "table (a corrected value counts until a merge cancels it), or keep the column "
+            "with a smaller scale, which leaves more whole digits"
+        ) from e
+    return con.from_arrow(result)
 
 
 def history(

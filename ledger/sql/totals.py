@@ -10,7 +10,7 @@ import pyarrow as pa
 from sqlglot import exp
 
 from ledger.errors import InvalidArgumentError, UnknownColumnError
-from ledger.sql.decimals import decimal_average, decimal_scales
+from ledger.sql.decimals import decimal_average, decimal_types
 from ledger.sql.dialects import Dialect
 from ledger.sql.names import (
     PART_COUNT,
@@ -136,14 +136,16 @@ def totals(
     clean query with nothing added but the step combining partial sums.
     """
     wide = exp.DataType.build(dialect.order_type, dialect=dialect.name)
-    scales = decimal_scales(spec)
+    scales = decimal_types(spec)
     if spec.policy.visible_rows != SIGNED:
         rows = visible(spec, dialect, Sources(entries=sources.entries))
-        return _plain_totals(exp.paren(rows, copy=False), request, scales, wide)
+        return _plain_totals(exp.paren(rows, copy=False), request, scales, wide, dialect.name)
     ctes: list[tuple[str, exp.Query]] = []
     if not weighted:
         part = _partial_totals(relation(sources.entries), request, weighted=False)
-        return _combine_partials(exp.paren(part, copy=False), request, frozenset(), scales, wide)
+        return _combine_partials(
+            exp.paren(part, copy=False), request, frozenset(), scales, wide, dialect.name
+        )
     entries = deduplicated(spec, sources.entries, ctes)
     integers = frozenset(c for c in spec.columns if pa.types.is_integer(spec.type_of(c)))
     floats = frozenset(
@@ -165,7 +167,7 @@ def totals(
     for part in parts[1:]:
         combined = exp.union(combined, part, distinct=False)
     combined_totals = _combine_partials(
-        exp.paren(combined, copy=False), request, floats, scales, wide
+        exp.paren(combined, copy=False), request, floats, scales, wide, dialect.name
     )
     return with_ctes(combined_totals, ctes)
 
@@ -261,8 +263,9 @@ def _combine_partials(
     partials: exp.Expr,
     request: TotalsRequest,
     floats: frozenset[str] = frozenset(),
-    scales: dict[str, int] | None = None,
+    scales: dict[str, tuple[int, int]] | None = None,
     wide: exp.DataType | None = None,
+    dialect: str = "duckdb",
 ) -> exp.Select:
     count = exp.Coalesce(this=exp.Sum(this=col(PART_COUNT)), expressions=[number(0)])
     selected: list[exp.Expr] = cols(request.by)
@@ -314,7 +317,10 @@ def _combine_partials(
         i = index[column]
         present_values = exp.Sum(this=col(f"{PART_PRESENT}{i}"))
         if scales and wide is not None and column in scales:
-            average = decimal_average(total(column), present_values, scales[column], wide)
+            precision, scale = scales[column]
+            average = decimal_average(
+                total(column), present_values, scale, wide, precision=precision, dialect=dialect
+            )
         else:
             denominator = exp.Nullif(this=present_values, expression=number(0))
             average = exp.Div(this=exp.cast(total(column), "DOUBLE"), expression=denominator)
@@ -329,7 +335,11 @@ def _combine_partials(
 
 
 def _plain_totals(
-    rows: exp.Expr, request: TotalsRequest, scales: dict[str, int], wide: exp.DataType
+    rows: exp.Expr,
+    request: TotalsRequest,
+    scales: dict[str, tuple[int, int]],
+    wide: exp.DataType,
+    dialect: str,
 ) -> exp.Select:
     selected: list[exp.Expr] = cols(request.by)
     if request.count:
@@ -338,7 +348,15 @@ def _plain_totals(
     for column in request.avgs:
         if column in scales:
             present = exp.Count(this=col(column))
-            average = decimal_average(exp.Sum(this=col(column)), present, scales[column], wide)
+            precision, scale = scales[column]
+            average = decimal_average(
+                exp.Sum(this=col(column)),
+                present,
+                scale,
+                wide,
+                precision=precision,
+                dialect=dialect,
+            )
         else:
             average = exp.Avg(this=exp.cast(col(column), "DOUBLE"))
         selected.append(alias(average, f"avg_{column}"))
