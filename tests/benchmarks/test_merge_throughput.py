@@ -432,3 +432,66 @@ def breakdown(
             "duckdb_copy_unsorted_s": "the baseline COPY without ORDER BY (scan + write only)",
         },
     }
+
+
+# --- keys that grow with time: files copied as they are (information only) ---------------------
+
+TIME_ORDERED_COMMITS = 8
+
+
+def _time_ordered_table(root: Path) -> ledger.Table:
+    """ENTRIES entries: insertions whose keys grow commit by commit (ids, timestamps), then
+    corrections (a delete mark carrying the old values and a new insertion) of 10% of the
+    newest commit's keys, as a table corrected while recent rows are still moving."""
+    corrections = max(1, ENTRIES // 20)
+    inserts = ENTRIES - 2 * corrections
+    table = ledger.connect(str(root)).create_table(NAME, SCHEMA, primary_key=["k"])
+    rows = keyed_rows(inserts, seed=20240302).sort_by("k")
+    for offset, length in slices(inserts, TIME_ORDERED_COMMITS):
+        table.insert(rows.slice(offset, length))
+    newest = rows.slice(inserts - corrections)
+    table.append_entries(
+        newest.append_column(DML_TYPE, pa.repeat(pa.scalar(-1, pa.int8()), corrections))
+    )
+    table.insert(newest.set_column(1, "a", pc.add(newest.column("a"), 1)))
+    return table
+
+
+def test_merge_time_ordered_keys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bench_results: dict[str, Any]
+) -> None:
+    """A full merge of a table whose keys grow with time, against the same merge sending every
+    file through the policy's query (``merging.passing_files`` answering none), alternated in
+    one run: the files of older keys, which no mark can touch, are copied as they are."""
+    pristine = tmp_path / "pristine"
+    table = _time_ordered_table(pristine)
+    source = MergeInput(pristine, table.files(), sum(m.size for m in table.snapshot().markers()), 0)
+    runs: dict[str, list[float]] = {"copied_as_they_are": [], "every_file_queried": []}
+    for repetition in range(REPEATS + 1):
+        names = list(runs) if repetition % 2 == 0 else list(runs)[::-1]
+        for name in names:
+            with monkeypatch.context() as patch:
+                if name == "every_file_queried":
+                    patch.setattr(merging, "passing_files", lambda *args: [])
+                work = tmp_path / f"{name}-{repetition}"
+                shutil.copytree(source.warehouse, work)
+                merged = ledger.connect(str(work)).table(NAME)
+                os.sync()
+                elapsed, result = timed(lambda merged=merged: merged.merge(min_files=1))
+                assert result.entries_out == ENTRIES - 2 * max(1, ENTRIES // 20)
+                shutil.rmtree(work)
+            if repetition:
+                runs[name].append(elapsed)
+    ours = statistics.median(runs["copied_as_they_are"])
+    queried = statistics.median(runs["every_file_queried"])
+    bench_results["merge_time_ordered_keys"] = {
+        "note": "information only: files of older keys copied as they are vs every file queried",
+        "entries_in": ENTRIES,
+        "files_in": len(source.files),
+        "repeats": REPEATS,
+        "copied_as_they_are_s": round(ours, 4),
+        "every_file_queried_s": round(queried, 4),
+        "speedup": round(queried / ours, 3),
+        "copied_as_they_are_samples_s": [round(s, 4) for s in runs["copied_as_they_are"]],
+        "every_file_queried_samples_s": [round(s, 4) for s in runs["every_file_queried"]],
+    }
