@@ -80,6 +80,14 @@ class MergePolicy(Protocol):
         different keys can repeat each other)."""
         ...
 
+    @property
+    def unmarked_keys_pass_through(self) -> bool:
+        """Whether the merge query returns every entry of a key that holds no delete mark among
+        the merged entries exactly as it is, so a merge may copy files of insertions only whose
+        keys no merged mark can share (their key ranges meet no marked file's) without running
+        them through the query."""
+        ...
+
     def repeat_columns(self, key_columns: tuple[str, ...]) -> list[str] | None:
         """The columns making two entries repeats of each other (the reader keeps one of
         them), or None when the policy keeps every entry."""
@@ -128,6 +136,10 @@ class PolicyDefaults:
     @property
     def keys_independent(self) -> bool:
         return True
+
+    @property
+    def unmarked_keys_pass_through(self) -> bool:
+        return False
 
     def repeat_columns(self, key_columns: tuple[str, ...]) -> list[str] | None:
         return None

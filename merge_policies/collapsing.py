@@ -38,6 +38,10 @@ class CollapsingPolicy(PolicyDefaults):
     def signs_consistent(self) -> bool:
         return True
 
+    @property
+    def unmarked_keys_pass_through(self) -> bool:
+        return True  # the anti join of the query below
+
     def merge_sql(self, context: MergeContext) -> str:
         keys = idents(list(context.key_columns))
         values = idents(list(context.value_columns))

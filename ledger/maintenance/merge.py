@@ -31,6 +31,10 @@ from ledger.log.state import TableState
 from ledger.maintenance.plan import PartitionPlan, plan_merge
 from ledger.partitioning import PartitionSpec
 from ledger.progress import progress
+from ledger.pruning import _decoder as decoder
+from ledger.reads.files import _box as key_box
+from ledger.reads.files import _meet as boxes_meet
+from ledger.reads.files import insertions_only
 from ledger.schema import DML_TYPE, ROW_ID, TRX_ID, TRX_SEQ
 from ledger.snapshot import PartitionFilter
 from ledger.sql.names import ENTRIES
@@ -140,9 +144,7 @@ def merge_table(
             sum(p.entries for p in plans), f"merge {table.name}", "entries", show_progress
         ) as advance:
             for plan in plans:
-                outputs[plan.folder] = _merge_partition(
-                    table, base, policy, plan, settled, rewrite or write_query_result
-                )
+                outputs[plan.folder] = _merge_partition(table, base, policy, plan, settled, rewrite)
                 advance(plan.entries)
     except BaseException:
         delete_uncommitted(table, [m for markers in outputs.values() for m in markers])
@@ -176,7 +178,7 @@ def _merge_partition(
     policy: MergePolicy,
     plan: PartitionPlan,
     settled: int | None,
-    rewrite: PartitionRewrite,
+    rewrite: PartitionRewrite | None,
 ) -> list[FileMarker]:
     config = base.config
     schema = file_schema(base.schema, config)
@@ -189,14 +191,49 @@ def _merge_partition(
         covers_every_entry_of_its_keys=plan.covers_partition and key_only,
         settled_trx_id=settled,
     )
-    return rewrite(
-        table,
-        base,
-        plan.partition,
-        plan.inputs,
-        policy.merge_sql(context),
-        f"merge policy {policy.name!r}",
-    )
+    sql, what = policy.merge_sql(context), f"merge policy {policy.name!r}"
+    if rewrite is not None:
+        return rewrite(table, base, plan.partition, plan.inputs, sql, what)
+    passing = passing_files(plan.inputs, policy, [schema.field(k).type for k in config.key_columns])
+    if passing:
+        log.debug(
+            "table %s: merge copies %d of %d files of partition %s as they are",
+            table.name,
+            len(passing),
+            len(plan.inputs),
+            plan.folder or "(unpartitioned)",
+        )
+    return write_query_result(table, base, plan.partition, plan.inputs, sql, what, passing)
+
+
+def passing_files(
+    inputs: Sequence[FileMarker], policy: MergePolicy, key_types: Sequence[pa.DataType]
+) -> list[FileMarker]:
+    """The inputs a merge may copy as they are, without its policy's query: under a policy
+    that returns the entries of keys holding no delete mark untouched, the files of insertions
+    only whose key ranges meet no range of an input holding marks (boxes of per-column key
+    bounds, as reads compare them in ledger/reads/files.py). None when a bound cannot be
+    compared."""
+    if not policy.unmarked_keys_pass_through:
+        return []
+    marked = [m for m in inputs if not insertions_only(m)]
+    if not marked:
+        return list(inputs)
+    decoders = [decoder(t) for t in key_types]
+    decode = [d for d in decoders if d is not None]
+    if len(decode) < len(decoders):
+        return []
+    try:
+        marked_boxes = [key_box(m, decode) for m in marked]
+        passing = []
+        for marker in inputs:
+            box = key_box(marker, decode) if insertions_only(marker) else None
+            if box is None or any(b is None or boxes_meet(box, b) for b in marked_boxes):
+                continue
+            passing.append(marker)
+    except TypeError:  # bounds of different types (a widened key column): compare nothing
+        return []
+    return passing
 
 
 def _check_result_entries(
@@ -245,19 +282,27 @@ def write_query_result(
     inputs: Sequence[FileMarker],
     sql: str,
     what: str,
+    passing: Sequence[FileMarker] = (),
 ) -> list[FileMarker]:
     """Run ``sql`` over the entries of ``inputs`` and write the result, sorted, into new files of
-    the partition; the result's columns are checked against the data files' first.
+    the partition; the result's columns are checked against the data files' first. The inputs
+    listed in ``passing`` are not read by ``sql``: their entries join its result as they are.
 
     On local disk, a result that fits one file and already has the data files' column types is
     written by DuckDB's own Parquet writer (:func:`copy_query_result`); anything else streams
     through :class:`SortedFileSink` (:func:`stream_query_result`)."""
     _, file_rows = file_layout(inputs)
     if sum(m.rows for m in inputs) <= file_rows:
-        copied = copy_query_result(table, base, partition, inputs, sql, what)
+        copied = copy_query_result(table, base, partition, inputs, sql, what, passing)
         if copied is not None:
             return copied
-    return stream_query_result(table, base, partition, inputs, sql, what)
+    return stream_query_result(table, base, partition, inputs, sql, what, passing)
+
+
+def _queried(inputs: Sequence[FileMarker], passing: Sequence[FileMarker]) -> list[FileMarker]:
+    """The inputs a rewrite's query reads: those not copied as they are."""
+    copied = {m.path for m in passing}
+    return [m for m in inputs if m.path not in copied]
 
 
 def copy_query_result(
@@ -267,8 +312,10 @@ def copy_query_result(
     inputs: Sequence[FileMarker],
     sql: str,
     what: str,
+    passing: Sequence[FileMarker] = (),
 ) -> list[FileMarker] | None:
-    """Write the result of ``sql`` over ``inputs`` as one file with DuckDB's parallel Parquet
+    """Write the result of ``sql`` over ``inputs`` (and the entries of ``passing``, see
+    :func:`write_query_result`) as one file with DuckDB's parallel Parquet
     writer (no batch crosses into Python; row groups of the format's 131,072 rows), then read
     back its key and system columns to check its entries and compute its marker exactly as the
     streaming writer does. None, with nothing written, when the store is not local or the
@@ -289,14 +336,13 @@ def copy_query_result(
             copied = copy_entries(
                 table.store,
                 table.prefix,
-                inputs,
+                _queried(inputs, passing),
                 schema,
                 sql,
                 sort_columns(config),
                 local,
-                # DuckDB encodes row groups in parallel, one per thread: the format's standard
-                # size keeps every core busy where the streaming path's 64 MiB groups would not.
-                max(COPY_ROW_GROUP_STEP, ROW_GROUP_ROWS - ROW_GROUP_ROWS % COPY_ROW_GROUP_STEP),
+                copy_row_group_rows(),
+                passing,
             )
         except QUERY_ERRORS as e:
             raise SchemaError(f"{what} does not apply to table {table.name!r}: {e}") from e
@@ -313,6 +359,13 @@ def copy_query_result(
     except BaseException:
         _delete_keys(table, [key])
         raise
+
+
+def copy_row_group_rows() -> int:
+    """Rows per row group of a file DuckDB writes: it encodes row groups in parallel, one per
+    thread, so the format's standard size keeps every core busy where the streaming path's
+    64 MiB groups would not (a multiple of DuckDB's step)."""
+    return max(COPY_ROW_GROUP_STEP, ROW_GROUP_ROWS - ROW_GROUP_ROWS % COPY_ROW_GROUP_STEP)
 
 
 def _read_back(path: str, config: TableConfig, spec: PartitionSpec) -> pa.Table:
@@ -367,10 +420,12 @@ def stream_query_result(
     inputs: Sequence[FileMarker],
     sql: str,
     what: str,
+    passing: Sequence[FileMarker] = (),
 ) -> list[FileMarker]:
-    """Run ``sql`` over the entries of ``inputs`` and stream the result, sorted, through
-    :class:`SortedFileSink` into new files of the partition (any store, any size; the result's
-    columns are checked and cast to the data files' types)."""
+    """Run ``sql`` over the entries of ``inputs`` and stream the result (with the entries of
+    ``passing``, see :func:`write_query_result`), sorted, through :class:`SortedFileSink` into
+    new files of the partition (any store, any size; the result's columns are checked and cast
+    to the data files' types)."""
     config = base.config
     schema = file_schema(base.schema, config)
     rows = max(1, sum(m.rows for m in inputs))
@@ -388,7 +443,14 @@ def stream_query_result(
         try:
             # Through the module, so that wrapping its function (to time it) wraps this call.
             with embedded_rewrite.rewrite_entries(
-                table.store, table.prefix, inputs, schema, sql, sort_columns(config), _BATCH_ROWS
+                table.store,
+                table.prefix,
+                _queried(inputs, passing),
+                schema,
+                sql,
+                sort_columns(config),
+                _BATCH_ROWS,
+                passing,
             ) as reader:
                 _check_result_schema(reader.schema, schema, what)
                 for batch in reader:

@@ -20,6 +20,8 @@ from ledger.storage import Store
 
 # DuckDB's Parquet writer cuts row groups at multiples of its vector size.
 COPY_ROW_GROUP_STEP = 2048
+# The relation of the files a rewrite copies as they are, beside the query's result.
+PASSING = "__ledger_passing_entries"
 
 
 @contextmanager
@@ -31,19 +33,30 @@ def rewrite_entries(
     sql: str,
     order_by: Sequence[str],
     batch_rows: int,
+    passing: Sequence[FileMarker] = (),
 ) -> Iterator[pa.RecordBatchReader]:
-    """Run ``sql`` over the entries of ``files`` (the relation ``entries``), sorted by
-    ``order_by``, and stream the result as record batches.
+    """Run ``sql`` over the entries of ``files`` (the relation ``entries``), add the entries of
+    ``passing`` as they are, sort by ``order_by``, and stream the result as record batches.
 
     Raises the engine's own errors for a query that does not fit the data (see QUERY_ERRORS)
     and :class:`StorageError` for a data file that cannot be read.
     """
     with closing(connect()) as con, storage_errors(f"merging {table_prefix.rstrip('/')!r}"):
         scan_files(con, store, table_prefix, files, schema).create_view(ENTRIES)
+        if passing:
+            scan_files(con, store, table_prefix, passing, schema).create_view(PASSING)
+            sql = with_passing(sql, schema)
         # NULLS LAST, as pyarrow sorts the files appends write.
         order = ", ".join(f"{ident(c)} ASC NULLS LAST" for c in order_by)
         relation = con.sql(f"SELECT * FROM ({sql}) ORDER BY {order}")
         yield relation.to_arrow_reader(batch_rows)
+
+
+def with_passing(sql: str, schema: pa.Schema) -> str:
+    """``sql``'s result followed by the entries of the relation :data:`PASSING`, in
+    ``schema``'s columns."""
+    columns = idents(schema.names)
+    return f"SELECT {columns} FROM ({sql}) UNION ALL SELECT {columns} FROM {ident(PASSING)}"
 
 
 def copy_entries(
@@ -55,11 +68,13 @@ def copy_entries(
     order_by: Sequence[str],
     path: str,
     row_group_rows: int,
+    passing: Sequence[FileMarker] = (),
 ) -> bool:
-    """Run ``sql`` over the entries of ``files`` and write its result, sorted by ``order_by``,
-    into the local Parquet file ``path`` with DuckDB's own writer (snappy, row groups of
-    ``row_group_rows``, a multiple of :data:`COPY_ROW_GROUP_STEP`), which encodes row groups on
-    every core while the sort still runs. The columns are written in ``schema``'s order.
+    """Run ``sql`` over the entries of ``files`` and write its result with the entries of
+    ``passing`` as they are, sorted by ``order_by``, into the local Parquet file ``path`` with
+    DuckDB's own writer (snappy, row groups of ``row_group_rows``, a multiple of
+    :data:`COPY_ROW_GROUP_STEP`), which encodes row groups on every core while the sort still
+    runs. The columns are written in ``schema``'s order.
 
     Returns False, writing nothing, when the result's columns are not exactly ``schema``'s
     names and types: converting them is the caller's (whose casts refuse what DuckDB's would
@@ -71,13 +86,19 @@ def copy_entries(
     # the database's views, so ``entries`` is registered: visible to this child only.
     cursor = read_sessions(store).cursor()
     with closing(cursor) as con, storage_errors(f"merging {table_prefix.rstrip('/')!r}"):
-        con.register(ENTRIES, scan_files(con, store, table_prefix, files, schema))
+        # The result's types, bound over no rows: the files' relation has exactly ``schema``'s
+        # types, and binding over it would read every file's footer once more.
+        con.register(ENTRIES, schema.empty_table())
         returned = con.sql(sql).limit(0).to_arrow_table().schema
         if len(returned) != len(schema) or any(
             returned.get_field_index(f.name) < 0 or returned.field(f.name).type != f.type
             for f in schema
         ):
             return False
+        con.register(ENTRIES, scan_files(con, store, table_prefix, files, schema))
+        if passing:
+            con.register(PASSING, scan_files(con, store, table_prefix, passing, schema))
+            sql = with_passing(sql, schema)
         con.execute(_copy_statement(schema, sql, order_by, path, row_group_rows))
     return True
 
