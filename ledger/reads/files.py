@@ -123,3 +123,17 @@ def _meet(a: Box, b: Box) -> bool:
         a_low <= b_high and b_low <= a_high
         for (a_low, a_high), (b_low, b_high) in zip(a, b, strict=True)
     )
+
+
+def split_by_age(
+    lonely: Sequence[FileMarker], others: Sequence[FileMarker]
+) -> tuple[list[FileMarker], list[FileMarker]]:
+    """(the ``lonely`` files whose entries are all older than every entry of ``others``, the
+    rest of ``lonely``), by the markers' transaction ranges: a key's latest insertion is then
+    never in the older ones when ``others`` hold one (the visible view settles most keys by
+    it, see :func:`ledger.sql.visible._live_rows_after_lonely`)."""
+    if not others:
+        return list(lonely), []
+    first_other = min(m.trx_min for m in others)
+    older = [m for m in lonely if m.trx_max < first_other]
+    return older, [m for m in lonely if m.trx_max >= first_other]

@@ -7,6 +7,7 @@ import functools
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -24,7 +25,7 @@ from ledger.engines.duckdb.scan import (
 from ledger.engines.duckdb.session import bind_relations, read_sessions
 from ledger.errors import InvalidArgumentError, UnknownColumnError
 from ledger.log.entries import FileMarker
-from ledger.reads.files import FileRoles, file_roles
+from ledger.reads.files import FileRoles, file_roles, split_by_age
 from ledger.snapshot import PartitionFilter, Snapshot
 from ledger.sql import ident, idents
 from ledger.sql.dialects import DIALECTS
@@ -68,6 +69,12 @@ def visible(
     # Lonely files are read apart for signed rows only (the other kinds take every entry of a
     # key, whatever file holds it).
     apart = spec.policy.visible_rows == SIGNED and bool(roles.lonely)
+    lonely_older = False
+    if apart and spec.policy.repeat_columns(spec.key_columns) is None:
+        older, newer = split_by_age(roles.lonely, roles.others)
+        if older:  # lonely files written after a file of marks are read with the marks
+            roles = replace(roles, lonely=older, others=[*roles.others, *newer])
+            lonely_older = True
     others = roles.others if apart else [*roles.lonely, *roles.others]
 
     files: dict[str, Sequence[FileMarker]] = {ENTRIES: others}
@@ -89,6 +96,7 @@ def visible(
         isolated=found.names.get(ISOLATED) if ENTRIES in files else None,
         lonely=found.names.get(LONELY),
         repeated_keys=repeated,
+        lonely_older=lonely_older,
     )
     text = visible_text(spec, sources, system_columns, found.parquet, ENTRIES not in files)
     return con.sql(text, params=found.params) if found.params else con.sql(text)

@@ -28,7 +28,9 @@ class Sources:
       ``entries`` or in ``repeated_keys``, the keys found in more than one lonely file (every
       such key, and maybe more; None when no two lonely files' key ranges meet);
     * ``insertions`` (totals): entries of files holding no delete mark, which sum without
-      weighting. Sums are linear, so splitting the files changes nothing but the cost.
+      weighting. Sums are linear, so splitting the files changes nothing but the cost;
+    * ``lonely_older`` (visible rows): every lonely entry is older (by ``trx_id``) than every
+      entry of ``entries``, so a key's latest insertion is in ``entries`` when it has one there.
     """
 
     entries: str = ENTRIES
@@ -36,6 +38,7 @@ class Sources:
     insertions: str | None = None
     lonely: str | None = None
     repeated_keys: str | None = None
+    lonely_older: bool = False
 
 
 def col(name: str, table: str | None = None) -> exp.Column:

@@ -14,11 +14,15 @@ from ledger.sql.names import (
     DEDUPED,
     ENTRIES_OF_KEY,
     KEYED,
+    LATEST_INSERTIONS,
+    LATEST_ORDER,
     LIVE,
+    MARKS,
     ORDER,
     ORDER_SHIFT,
     TRX_ID,
     TRX_SEQ,
+    UNSURE,
 )
 from ledger.sql.spec import TableSpec
 from ledger.sql.trees import (
@@ -27,6 +31,8 @@ from ledger.sql.trees import (
     col,
     cols,
     descending,
+    dml,
+    entry_order,
     first_per,
     is_insertion,
     number,
@@ -53,6 +59,8 @@ def visible(
             shown_columns(spec, system_columns),
             latest_first(spec),
         )
+    elif sources.lonely_older and spec.policy.repeat_columns(spec.key_columns) is None:
+        query = _live_rows_after_lonely(spec, dialect, sources, system_columns, ctes)
     elif sources.lonely is not None:
         query = _live_rows_beside_lonely(spec, dialect, sources, system_columns, ctes)
     else:
@@ -203,6 +211,126 @@ def _live_rows_beside_lonely(
         relation(crowded_entries)
     )
     return exp.union(singles, _latest_of_live(spec, live, system_columns, ctes), distinct=False)
+
+
+def _live_rows_after_lonely(
+    spec: TableSpec,
+    dialect: Dialect,
+    sources: Sources,
+    system_columns: bool,
+    ctes: list[tuple[str, exp.Query]],
+) -> exp.Query:
+    """Signed semantics, as :func:`_live_rows`, when every lonely entry is older than every
+    entry of ``sources.entries`` (the files holding marks, and lonely files written after
+    them) and no repeat is dropped.
+
+    A key's visible row is its latest insertion whenever that insertion's value tuple is live,
+    and it is live whenever no delete mark of the key carries the same values (its sign sum is
+    then at least its own +1). The latest insertion of a key found in ``entries`` is there,
+    since lonely entries are older; so each key of ``entries`` is settled by its latest
+    insertion there and its marks there (lonely files hold none), without reading its lonely
+    entry or grouping by value tuple. Only the *unsure* keys (a mark equal to the latest
+    insertion, marks without an insertion, keys repeated across lonely files) go through the
+    per-tuple cancellation, with their lonely entries. The marks are compared with ``IS NOT
+    DISTINCT FROM``, which finds at least every tuple the cancellation groups together
+    (``-0.0`` meets ``0.0``, NaN meets NaN): a key taken as unsure needlessly only costs time.
+    Keys with NULL parts never match a join, so their insertions are visible as they are, as
+    in :func:`_live_rows`."""
+    assert sources.lonely is not None
+    keys = list(spec.key_columns)
+    shown = shown_columns(spec, system_columns)
+    entries = relation(sources.entries)
+    order = alias(entry_order(dialect), ORDER)
+    insertions = exp.select("*", order).from_(entries.copy()).where(is_insertion())
+    latest_order = (
+        exp.select(*cols(keys), alias(exp.Max(this=entry_order(dialect)), ORDER))
+        .from_(entries.copy())
+        .where(is_insertion())
+        .group_by(*cols(keys))
+    )
+    ctes.append((LATEST_ORDER, latest_order))
+    latest = (
+        exp.select("*")
+        .from_(exp.paren(insertions, copy=False))
+        .join(relation(LATEST_ORDER), using=using([*keys, ORDER]), join_type="semi")
+    )
+    ctes.append((LATEST_INSERTIONS, latest))
+    marks = exp.select("*").from_(entries.copy()).where(exp.EQ(this=dml(), expression=number(-1)))
+    ctes.append((MARKS, marks))
+    ctes.append((UNSURE, _unsure_keys(spec, sources)))
+
+    def keys_of(name: str) -> exp.Select:
+        return exp.select(*cols(keys)).from_(relation(name))
+
+    def split(source: str, name: str, join_type: str) -> exp.Select:
+        return (
+            exp.select("*")
+            .from_(relation(source))
+            .join(relation(name), using=using(keys), join_type=join_type)
+        )
+
+    crowded_with_lonely: exp.Query = exp.select(*cols(keys)).from_(entries.copy())
+    if sources.repeated_keys is not None:
+        crowded_with_lonely = exp.union(
+            crowded_with_lonely, keys_of(sources.repeated_keys), distinct=False
+        )
+    lonely_alone = (
+        exp.select(*cols(shown))
+        .from_(relation(sources.lonely))
+        .join(exp.paren(crowded_with_lonely, copy=False), using=using(keys), join_type="anti")
+    )
+    latest_alone = exp.select(*cols(shown)).from_(
+        exp.paren(split(LATEST_INSERTIONS, UNSURE, "anti"), copy=False)
+    )
+    null_keys = exp.or_(*(exp.Is(this=col(k), expression=exp.Null()) for k in keys))
+    null_keyed = (
+        exp.select(*cols(shown)).from_(entries.copy()).where(exp.and_(is_insertion(), null_keys))
+    )
+    both = exp.union(
+        split(sources.entries, UNSURE, "semi"),
+        split(sources.lonely, UNSURE, "semi"),
+        distinct=False,
+    )
+    ctes.append((CROWDED_ENTRIES, both))
+    live = live_entries(list(spec.value_columns), _floats(spec), dialect).from_(
+        relation(CROWDED_ENTRIES)
+    )
+    settled = exp.union(
+        exp.union(lonely_alone, latest_alone, distinct=False), null_keyed, distinct=False
+    )
+    return exp.union(settled, _latest_of_live(spec, live, system_columns, ctes), distinct=False)
+
+
+def _unsure_keys(spec: TableSpec, sources: Sources) -> exp.Query:
+    """The keys :func:`_live_rows_after_lonely` cannot settle by their latest insertion: a mark
+    carrying the latest insertion's values, marks of keys without an insertion in
+    ``sources.entries``, keys found in more than one lonely file."""
+    keys = list(spec.key_columns)
+    same_key = [exp.EQ(this=col(k, MARKS), expression=col(k, LATEST_INSERTIONS)) for k in keys]
+    same_values = [
+        exp.NullSafeEQ(this=col(c, MARKS), expression=col(c, LATEST_INSERTIONS))
+        for c in spec.value_columns
+        if c not in keys
+    ]
+    cancelling = (
+        exp.select(*(col(k, MARKS) for k in keys))
+        .from_(relation(MARKS))
+        .join(
+            relation(LATEST_INSERTIONS),
+            on=exp.and_(*same_key, *same_values),
+            join_type="semi",
+        )
+    )
+    without_insertion = (
+        exp.select(*cols(keys))
+        .from_(relation(MARKS))
+        .join(relation(LATEST_INSERTIONS), using=using(keys), join_type="anti")
+    )
+    unsure: exp.Query = exp.union(cancelling, without_insertion, distinct=False)
+    if sources.repeated_keys is not None:
+        repeated = exp.select(*cols(keys)).from_(relation(sources.repeated_keys))
+        unsure = exp.union(unsure, repeated, distinct=False)
+    return unsure
 
 
 def _latest_of_live(
