@@ -109,6 +109,12 @@ def _start(action: Callable[[_T], _R], item: _T, *, purpose: str) -> Future[_R]:
         return done
 
 
+def start_request(action: Callable[[], _R]) -> Future[_R]:
+    """``action()``, a store request, started on the threads that wait on the network, so the
+    caller can send another at the same time."""
+    return _start(lambda _: action(), None, purpose="upload")
+
+
 def file_schema(schema: TableSchema, config: TableConfig) -> pa.Schema:
     """The Arrow schema of the table's data files."""
     schema.check_usable()
