@@ -46,7 +46,12 @@ from ledger.reads.counts import row_count
 from ledger.rollup import Rollup
 from ledger.snapshot import PartitionFilter, Snapshot
 from ledger.storage import Store
-from ledger.transaction import CommitInfo, HeldSnapshotOutdatedError, Transaction
+from ledger.transaction import (
+    CommitInfo,
+    HeldSnapshotOutdatedError,
+    ReservedAheadTakenError,
+    Transaction,
+)
 
 if TYPE_CHECKING:
     import duckdb
@@ -89,6 +94,8 @@ class Table:
         self.store = store
         self.name = name
         self.prefix = self.handle.prefix
+        # Whether a blind insert reserves its id ahead of the listing of _trx/ (see insert).
+        self._reserve_ahead = True
 
     def __repr__(self) -> str:
         return f"Table({self.name!r}, version={self.handle.state.version})"
@@ -319,13 +326,33 @@ class Table:
         """Append new rows (the fast path for events): no read, never conflicts."""
         if _readable_again(data):
             try:
-                return self._insert(data, app_id, batch, evolve_schema, held_snapshot=True)
+                return self._insert_on_held_state(data, app_id, batch, evolve_schema)
             except HeldSnapshotOutdatedError:
                 # Another writer changed the table's config or schema since this handle's last
                 # look: nothing was committed; insert on the latest state, as without the held
                 # snapshot.
                 pass
         return self._insert(data, app_id, batch, evolve_schema, held_snapshot=False)
+
+    def _insert_on_held_state(
+        self, data: Any, app_id: str | None, batch: int | None, evolve_schema: bool
+    ) -> CommitInfo:
+        """Insert on the handle's held state, reserving the id ahead of the listing of _trx/
+        while that keeps working (docs/format.md 6.1)."""
+        if self._reserve_ahead:
+            try:
+                return self._insert(
+                    data, app_id, batch, evolve_schema, held_snapshot=True, reserve_ahead=True
+                )
+            except ReservedAheadTakenError:
+                # Another writer holds the id sent ahead (or one above it): nothing was
+                # committed. Reserve after the listing, here and until this handle's ids follow
+                # each other again, so writers taking turns do not each pay twice.
+                self._reserve_ahead = False
+        held_max = self.handle.state.max_trx_id
+        info = self._insert(data, app_id, batch, evolve_schema, held_snapshot=True)
+        self._reserve_ahead = info.trx_id in (None, held_max + 1)
+        return info
 
     def _insert(
         self,
@@ -335,6 +362,7 @@ class Table:
         evolve_schema: bool,
         *,
         held_snapshot: bool,
+        reserve_ahead: bool = False,
     ) -> CommitInfo:
         tx = Transaction(
             self,
@@ -342,6 +370,7 @@ class Table:
             batch=batch,
             evolve_schema=evolve_schema,
             held_snapshot=held_snapshot,
+            reserve_ahead=reserve_ahead,
         )
         try:
             tx.insert(data)

@@ -55,11 +55,19 @@ from ledger.schema import DML_TYPE, ROW_ID, TRX_ID, TRX_SEQ, TableSchema, confor
 from ledger.sql import ident
 from ledger.sql.names import EXCESS
 from ledger.trx_ids import (
+    SpeculativeReservation,
     reservation_body,
     reservation_key,
     reserve_trx_id,
 )
-from ledger.writer import DataWriter, build_entries, file_schema, row_ids, sequence
+from ledger.writer import (
+    DataWriter,
+    build_entries,
+    file_schema,
+    row_ids,
+    sequence,
+    start_request,
+)
 from merge_policies import load_policy
 from merge_policies.base import LATEST_VERSION, MergePolicy
 
@@ -87,6 +95,13 @@ class HeldSnapshotOutdatedError(ConflictError):
     latest state. Never reaches users."""
 
 
+class ReservedAheadTakenError(HeldSnapshotOutdatedError):
+    """The id a transaction reserved ahead of its listing of ``_trx/`` (``reserve_ahead=True``)
+    was taken, or another reservation is above it. Nothing was committed, and the caller
+    (:meth:`Table.insert`) runs the write again on the held state, reserving after the listing.
+    Never reaches users."""
+
+
 @dataclass(frozen=True)
 class CommitInfo:
     """What a commit did. ``version`` and ``trx_id`` are None when nothing was committed (an
@@ -112,6 +127,7 @@ class Transaction:
         follows_batch: int | None = None,
         commit_empty: bool = False,
         held_snapshot: bool = False,
+        reserve_ahead: bool = False,
     ) -> None:
         if (app_id is None) != (batch is None):
             raise InvalidArgumentError("pass app_id and batch together (or neither)")
@@ -128,8 +144,14 @@ class Transaction:
         # transaction may read or check for conflicts (ledger.maintenance.vacuum).
         #
         # With ``held_snapshot`` (blind inserts), a state the handle confirmed recently is the
-        # snapshot, without listing the log: see _reserve_and_read.
-        self._trx_id, self._base, self._held_since = _reserve_and_read(table, held_snapshot)
+        # snapshot, without listing the log; with ``reserve_ahead`` too, on an object store the
+        # id is reserved at the same time as the listing: see _reserve_and_read.
+        self._trx_id, self._base, self._held_since, self._speculation = _reserve_and_read(
+            table, held_snapshot, reserve_ahead
+        )
+        # Whether the reservation of _trx_id is this transaction's (a speculative one is known
+        # only once settled): only then is it given back when nothing commits.
+        self._reservation_held = True
         self._schema = self._base.schema
         self._config = self._base.config
         self._evolve = evolve_schema
@@ -383,6 +405,17 @@ class Transaction:
     def _commit(self) -> CommitInfo:
         self._ensure_open()
         self._closed = True
+        try:
+            reserved = self._settle_speculation()
+        except BaseException:
+            self._discard_files()
+            raise
+        if not reserved:
+            self._discard_files()
+            raise ReservedAheadTakenError(
+                f"table {self._table.name!r}: trx_id {self.trx_id} was reserved by another "
+                "transaction, or another reservation is above it; nothing was committed. Retry"
+            )
         schema_changed = self._schema != self._base.schema
         if self._replay or (not self._added and not schema_changed and not self._commit_empty):
             self._discard_files()
@@ -453,7 +486,24 @@ class Transaction:
         if self._closed:
             return
         self._closed = True
+        try:
+            self._settle_speculation()
+        except Exception as e:  # the error being handled matters more; nothing was reserved
+            log.warning(
+                "table %s: reserving trx_id %d failed: %s", self._table.name, self._trx_id, e
+            )
         self._discard_files()
+
+    def _settle_speculation(self) -> bool:
+        """Wait for a speculative reservation of the id (see ``_reserve_and_read``); return
+        whether the id is this transaction's. Raises what its requests raised (the id is not
+        held then)."""
+        speculation, self._speculation = self._speculation, None
+        if speculation is None:
+            return self._reservation_held
+        self._reservation_held = False
+        self._reservation_held = speculation.confirmed()
+        return self._reservation_held
 
     # --- internals: input ----------------------------------------------------------------------
 
@@ -794,7 +844,8 @@ class Transaction:
         """Delete what a transaction that certainly did not commit wrote: its data files and
         its trx_id reservation (an id that never commits may be reserved again)."""
         keys = [self._table.prefix + marker.path for marker in self._added]
-        keys.append(reservation_key(self._table.prefix, self._trx_id))
+        if self._reservation_held:
+            keys.append(reservation_key(self._table.prefix, self._trx_id))
         for key in keys:
             try:
                 self._table.store.delete(key)
@@ -945,9 +996,12 @@ class Transaction:
         )
 
 
-def _reserve_and_read(table: Table, held_snapshot: bool) -> tuple[int, TableState, float | None]:
+def _reserve_and_read(
+    table: Table, held_snapshot: bool, reserve_ahead: bool
+) -> tuple[int, TableState, float | None, SpeculativeReservation | None]:
     """Reserve the transaction's ``trx_id``, then read its snapshot; return both and, when the
-    snapshot is the handle's held state, when that state was confirmed the latest.
+    snapshot is the handle's held state, when that state was confirmed the latest, and the
+    speculative reservation still to settle, if any.
 
     With ``held_snapshot``, a held state confirmed recently (``ledger.log.handle.is_recent``)
     is the snapshot without a listing of the log: vacuum cannot have deleted the commits or
@@ -966,20 +1020,30 @@ def _reserve_and_read(table: Table, held_snapshot: bool) -> tuple[int, TableStat
     if recent is not None:
         held, confirmed_at = recent
         body = reservation_body(held.version)
-        return reserve_trx_id(table.store, table.prefix, held.max_trx_id, body), held, confirmed_at
+        if reserve_ahead and table.store.local_path(table.prefix) is None:
+            # On an object store each request is a round trip: the listing of _trx/ and the
+            # reservation are sent together, and the rows are written meanwhile (settled
+            # before the commit; docs/format.md 6.1). A local disk answers faster than threads
+            # hand work over.
+            speculation = SpeculativeReservation(
+                table.store, table.prefix, held.max_trx_id, body, start_request
+            )
+            return speculation.trx_id, held, confirmed_at, speculation
+        trx_id = reserve_trx_id(table.store, table.prefix, held.max_trx_id, body)
+        return trx_id, held, confirmed_at, None
     cached = table.handle.state
     trx_id = reserve_trx_id(
         table.store, table.prefix, cached.max_trx_id, reservation_body(cached.version)
     )
     known = _read_or_release(table, trx_id)
     if known.max_trx_id < trx_id:
-        return trx_id, known, None
+        return trx_id, known, None, None
     _release(table, trx_id)
     log.debug("table %s: trx_id %d is not above committed ids; reserving anew", table.name, trx_id)
     trx_id = reserve_trx_id(
         table.store, table.prefix, known.max_trx_id, reservation_body(known.version)
     )
-    return trx_id, _read_or_release(table, trx_id), None
+    return trx_id, _read_or_release(table, trx_id), None, None
 
 
 def _read_or_release(table: Table, trx_id: int) -> TableState:

@@ -109,6 +109,12 @@ def _start(action: Callable[[_T], _R], item: _T, *, purpose: str) -> Future[_R]:
         return done
 
 
+def start_request(action: Callable[[], _R]) -> Future[_R]:
+    """``action()``, a store request, started on the threads that wait on the network, so the
+    caller can send another at the same time."""
+    return _start(lambda _: action(), None, purpose="upload")
+
+
 def file_schema(schema: TableSchema, config: TableConfig) -> pa.Schema:
     """The Arrow schema of the table's data files."""
     schema.check_usable()
@@ -174,6 +180,32 @@ def sort_columns(config: TableConfig) -> list[str]:
 
 
 @dataclass(frozen=True)
+class _Piece:
+    """The rows of one data file: ``entries`` itself, or the rows ``order`` picks from it (in
+    that order), gathered only when the file is written."""
+
+    entries: pa.Table
+    order: pa.Array | None
+    partition: dict[str, str | None]
+
+    @property
+    def num_rows(self) -> int:
+        return self.entries.num_rows if self.order is None else len(self.order)
+
+    def rows(self) -> pa.Table:
+        return self.entries if self.order is None else self.entries.take(self.order)
+
+    def files(self, file_rows: int) -> list[_Piece]:
+        """This piece cut into pieces of at most ``file_rows`` rows."""
+        if self.num_rows <= file_rows:
+            return [self]
+        cuts = range(0, self.num_rows, file_rows)
+        if self.order is None:
+            return [_Piece(self.entries.slice(c, file_rows), None, self.partition) for c in cuts]
+        return [_Piece(self.entries, self.order.slice(c, file_rows), self.partition) for c in cuts]
+
+
+@dataclass(frozen=True)
 class DataWriter:
     """Writes entry tables of one table's current schema into its life's data folder."""
 
@@ -189,25 +221,23 @@ class DataWriter:
             return []
         target = file_schema(self.schema, self.config)
         entries = entries.select(target.names).cast(target)
-        pieces = [
-            (part.slice(start, FILE_ROWS), values)
-            for part, values in self._split(entries)
-            for start in range(0, part.num_rows, FILE_ROWS)
-        ]
-        for _, values in pieces:  # a partition path that cannot be stored fails before any write
-            self.partition_spec.path(values)
+        pieces = [piece for whole in self._split(entries) for piece in whole.files(FILE_ROWS)]
+        for piece in pieces:  # a partition path that cannot be stored fails before any write
+            self.partition_spec.path(piece.partition)
         # Chosen once for the whole write: sampling every file's columns again cost more than
         # encoding a small partition's file.
         dictionary = dictionary_columns(entries)
-        folders = self._make_folders([values for _, values in pieces])
+        folders = self._make_folders([piece.partition for piece in pieces])
         local = self.store.local_path(self.table_prefix) is not None
         # Every file, then its folder's entry for it (and the entry of a folder this write made),
         # made durable before the commit can point at them. A file's fsync starts as soon as
         # it is written, so the disk flushes while the other files are still being encoded.
         syncs: list[Future[None]] = []
 
-        def write_piece(piece: tuple[pa.Table, dict[str, str | None]]) -> FileMarker:
-            marker, path = self._write_file(*piece, dictionary)
+        def write_piece(piece: _Piece) -> FileMarker:
+            # A partition's rows are gathered here, on the piece's own thread: Arrow's take
+            # runs without the GIL, so the pieces gather (and then encode) in parallel.
+            marker, path = self._write_file(piece.rows(), piece.partition, dictionary)
             if path is not None:
                 syncs.append(_start(fsync_path, path, purpose="sync"))
             return marker
@@ -251,10 +281,10 @@ class DataWriter:
                     parent = os.path.dirname(parent)
         return folders
 
-    def _split(self, entries: pa.Table) -> Iterator[tuple[pa.Table, dict[str, str | None]]]:
+    def _split(self, entries: pa.Table) -> Iterator[_Piece]:
         keys = [(c, "ascending") for c in sort_columns(self.config)]
         if not self.partition_spec.fields:
-            yield _sorted(entries, keys), {}
+            yield _Piece(_sorted(entries, keys), None, {})
             return
         fields = self.partition_spec.fields
         names = [f"{_PART}{i}" for i in range(len(fields))]
@@ -268,7 +298,6 @@ class DataWriter:
         # table needs are used (none beyond the partition when it is already in key order).
         needed = _needed_sort_keys(entries, keys) if entries.num_rows > 1 else []
         order = _sort_order(with_parts, [*((n, "ascending") for n in names), *needed])
-        entries = entries.take(order)
         code_columns = [codes.take(order).to_numpy() for _, codes in ranked]
         # A row starts a new partition where any field's value (NULL included) changes.
         changes = np.zeros(max(len(entries) - 1, 0), dtype=bool)
@@ -280,7 +309,7 @@ class DataWriter:
                 f.name: distinct[int(codes[begin])].as_py()
                 for f, (distinct, _), codes in zip(fields, ranked, code_columns, strict=True)
             }
-            yield entries.slice(begin, end - begin), partition
+            yield _Piece(entries, order.slice(begin, end - begin), partition)
 
     def new_file_key(self, partition: Mapping[str, str | None]) -> tuple[str, str]:
         """A fresh data file's path relative to the table, and its store key (its local
