@@ -25,6 +25,7 @@ Relation = duckdb.DuckDBPyRelation
 
 _CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
 _UTC = "SET TimeZone = 'UTC'"
+_UTC_FOR_EVERY_CONNECTION = "SET GLOBAL TimeZone = 'UTC'"  # a read database's children inherit it
 
 # Databases opened by a parent process, never closed in a forked child: closing one would tear
 # down worker threads and file handles that belong to the parent.
@@ -69,8 +70,9 @@ class ReadSessions:
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
         """A new child connection for one read, in UTC, never loading extensions."""
+        # The database's zone is UTC for every connection (set once, globally, when it was
+        # opened): a SET on each child would cost more than the child itself.
         child = self._thread_parent().cursor()
-        child.execute(_UTC)
         _CHILDREN.add(child)
         return child
 
@@ -98,6 +100,7 @@ class ReadSessions:
                 self._database = None
             if self._database is None:
                 self._database = connect()
+                self._database.execute(_UTC_FOR_EVERY_CONNECTION)
                 self._pid = os.getpid()
             return self._database
 
