@@ -24,6 +24,7 @@ from ledger.engines.duckdb.scan import (
     file_sources,
     with_parquet_sources,
 )
+from ledger.engines.duckdb.session import lazy_sql
 from ledger.log.entries import FileMarker
 from ledger.reads.files import insertions_only
 from ledger.snapshot import PartitionFilter, Snapshot
@@ -78,7 +79,7 @@ def totals(
         marked = [m for m in files[ENTRIES] if not insertions_only(m)]
         non_finite = non_finite_marks(con, spec, request, sources, marked)
     text = totals_text(spec, names, request, non_finite, sources.parquet, weighted)
-    return con.sql(text, params=sources.params) if sources.params else con.sql(text)
+    return lazy_sql(con, text, sources.params)
 
 
 def files_by_role(
