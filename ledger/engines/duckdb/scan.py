@@ -7,6 +7,7 @@ Local files are scanned by DuckDB's own Parquet reader; files on S3 through a py
 from __future__ import annotations
 
 import functools
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -82,11 +83,6 @@ def _projection(schema: pa.Schema, present: frozenset[str]) -> str:
 # a common table expression per group of files, reading the files given as a parameter, so the
 # statement's text depends only on the query's shape and the columns the files hold, and is
 # rendered once per shape.
-
-FILE_COLUMNS_KEPT = 16384  # data files whose column names are kept (a set of names each)
-
-_FILE_COLUMNS: OrderedDict[str, frozenset[str]] = OrderedDict()
-_FILE_COLUMNS_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -176,21 +172,11 @@ def with_parquet_sources(query: exp.Query, sources: Sequence[ParquetSource]) -> 
 
 
 def file_columns(paths: Sequence[str]) -> frozenset[str]:
-    """The column names any of the Parquet files ``paths`` holds, each file's footer read once
-    per process (data files are never rewritten: every file name is new)."""
+    """The column names any of the Parquet files ``paths`` holds (each footer read once per
+    process: :func:`file_footer`)."""
     found: set[str] = set()
     for path in paths:
-        with _FILE_COLUMNS_LOCK:
-            names = _FILE_COLUMNS.get(path)
-            if names is not None:
-                _FILE_COLUMNS.move_to_end(path)
-        if names is None:
-            names = frozenset(pq.read_schema(path).names)
-            with _FILE_COLUMNS_LOCK:
-                _FILE_COLUMNS[path] = names
-                while len(_FILE_COLUMNS) > FILE_COLUMNS_KEPT:
-                    _FILE_COLUMNS.popitem(last=False)
-        found |= names
+        found |= file_footer(path).columns
     return frozenset(found)
 
 
@@ -204,35 +190,58 @@ def _option(name: str, value: exp.Expr) -> exp.Expr:
     return exp.EQ(this=exp.column(name), expression=value)
 
 
-# --- files DuckDB 2.0.0 misreads -----------------------------------------------------------------
+# --- what a data file's footer says, read once per file ------------------------------------------
 #
 # DuckDB 2.0.0 answers `IS NULL` (and `coalesce`, `IS [NOT] DISTINCT FROM`) wrongly on a
 # BYTE_ARRAY column chunk stored without a dictionary and without a page index, whose non-NULL
 # values are all equal and which holds NULLs: it returns the non-NULL rows too, as NULL. Writers
 # now always write the page index (docs/format.md 7); files written before carry the trigger
-# and are read through pyarrow, which reads them right. Decided from each footer once per process.
+# and are read through pyarrow, which reads them right.
+#
+# Both that and the column names a file holds come from its footer, read once per process for
+# each (path, size, modification time): data files are never rewritten (every file name is
+# new), and the size and time make a file replaced by hand read again all the same.
 
-_MISREAD: OrderedDict[str, bool] = OrderedDict()
-_MISREAD_LOCK = threading.Lock()
+FOOTERS_KEPT = 16384  # data files whose footer facts are kept
+
+
+@dataclass(frozen=True)
+class FileFooter:
+    """What the read path needs of one Parquet file's footer."""
+
+    columns: frozenset[str]  # the top-level column names the file holds
+    misread: bool  # whether DuckDB 2.0.0 filters one of its column chunks wrongly (see above)
+
+
+_FOOTERS: OrderedDict[tuple[str, int, int], FileFooter] = OrderedDict()
+_FOOTERS_LOCK = threading.Lock()
+
+
+def file_footer(path: str) -> FileFooter:
+    """The footer facts of the local Parquet file ``path``, read once per process for each
+    (path, size, modification time)."""
+    status = os.stat(path)
+    key = (path, status.st_size, status.st_mtime_ns)
+    with _FOOTERS_LOCK:
+        footer = _FOOTERS.get(key)
+        if footer is not None:
+            _FOOTERS.move_to_end(key)
+            return footer
+    metadata = pq.read_metadata(path)
+    footer = FileFooter(
+        frozenset(metadata.schema.to_arrow_schema().names), _has_misread_chunk(metadata)
+    )
+    with _FOOTERS_LOCK:
+        _FOOTERS[key] = footer
+        while len(_FOOTERS) > FOOTERS_KEPT:
+            _FOOTERS.popitem(last=False)
+    return footer
 
 
 def misread_by_duckdb(paths: Sequence[str]) -> bool:
     """Whether any of the local Parquet files ``paths`` holds a column chunk DuckDB 2.0.0
-    filters wrongly (see above), each file's footer read once per process."""
-    for path in paths:
-        with _MISREAD_LOCK:
-            found = _MISREAD.get(path)
-            if found is not None:
-                _MISREAD.move_to_end(path)
-        if found is None:
-            found = _has_misread_chunk(pq.read_metadata(path))
-            with _MISREAD_LOCK:
-                _MISREAD[path] = found
-                while len(_MISREAD) > FILE_COLUMNS_KEPT:
-                    _MISREAD.popitem(last=False)
-        if found:
-            return True
-    return False
+    filters wrongly (see above; each footer read once per process: :func:`file_footer`)."""
+    return any(file_footer(path).misread for path in paths)
 
 
 def _has_misread_chunk(metadata: pq.FileMetaData) -> bool:

@@ -12,8 +12,9 @@ import os
 import threading
 import uuid
 import weakref
+from collections import OrderedDict
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 
@@ -25,6 +26,7 @@ Relation = duckdb.DuckDBPyRelation
 
 _CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
 _UTC = "SET TimeZone = 'UTC'"
+_UTC_FOR_EVERY_CONNECTION = "SET GLOBAL TimeZone = 'UTC'"  # a read database's children inherit it
 
 # Databases opened by a parent process, never closed in a forked child: closing one would tear
 # down worker threads and file handles that belong to the parent.
@@ -69,8 +71,9 @@ class ReadSessions:
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
         """A new child connection for one read, in UTC, never loading extensions."""
+        # The database's zone is UTC for every connection (set once, globally, when it was
+        # opened): a SET on each child would cost more than the child itself.
         child = self._thread_parent().cursor()
-        child.execute(_UTC)
         _CHILDREN.add(child)
         return child
 
@@ -98,6 +101,7 @@ class ReadSessions:
                 self._database = None
             if self._database is None:
                 self._database = connect()
+                self._database.execute(_UTC_FOR_EVERY_CONNECTION)
                 self._pid = os.getpid()
             return self._database
 
@@ -176,6 +180,33 @@ def _view_number(con: duckdb.DuckDBPyConnection) -> int | str:
         except TypeError:  # a connection that takes no weak reference: never reuse a name
             return uuid.uuid4().hex[:12]
         return next(numbers)
+
+
+STATEMENTS_KEPT = 512  # parsed statements kept per thread (one per query text)
+
+_PARSED = threading.local()
+
+
+def lazy_sql(
+    con: duckdb.DuckDBPyConnection, text: str, params: dict[str, Any] | None = None
+) -> duckdb.DuckDBPyRelation:
+    """``con.sql(text, params=params)``, a lazy relation, without parsing ``text`` again when
+    this thread made a relation of the same text before: making a relation parses and binds
+    its statement, and on a small table the parse of a view's long statement costs about as
+    much as the bind. Each thread keeps its own parsed statements (they are not shared
+    between threads); the relation still runs ``text`` itself."""
+    kept: OrderedDict[str, Any] | None = getattr(_PARSED, "statements", None)
+    if kept is None:
+        kept = _PARSED.statements = OrderedDict()
+    statement = kept.get(text)
+    if statement is None:
+        [statement] = con.extract_statements(text)
+        kept[text] = statement
+        while len(kept) > STATEMENTS_KEPT:
+            kept.popitem(last=False)
+    else:
+        kept.move_to_end(text)
+    return con.sql(statement, params=params) if params else con.sql(statement)
 
 
 def function_kinds() -> list[tuple[str, str]]:
