@@ -326,8 +326,12 @@ def _csv_batches(
     # fractional part of zeros (``1.0``, as pandas writes an integer column holding NaN) is
     # that number, as it is from every other source.
     integers = {name: kind for name, kind in table_types.items() if pa.types.is_integer(kind)}
+    # BLOB values are hex in CSV, as the command line writes them (CSV is text: the bytes of
+    # the text itself are not the value).
+    blobs = {name: kind for name, kind in table_types.items() if _is_binary(kind)}
+    as_text = dict.fromkeys([*integers, *blobs], pa.string())
     convert = pacsv.ConvertOptions(
-        column_types={**table_types, **dict.fromkeys(integers, pa.string())},
+        column_types={**table_types, **as_text},
         # An empty unquoted field is NULL; "" is an empty string; "NA" is text.
         null_values=[""],
         strings_can_be_null=True,
@@ -344,7 +348,8 @@ def _csv_batches(
             )
             rows_before = 0
             for batch in batches:
-                yield _csv_integers(batch, integers, rows_before) if integers else batch
+                converted = _csv_integers(batch, integers, rows_before) if integers else batch
+                yield _csv_blobs(converted, blobs, rows_before) if blobs else converted
                 rows_before += batch.num_rows
     except pa.ArrowInvalid as e:
         where = _csv_error_row(filesystem, path, str(e), table_types)
@@ -374,6 +379,46 @@ def _csv_integers(
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             columns[index] = _whole_numbers(texts, kind, name, rows_before)
     return pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
+
+
+def _is_binary(kind: pa.DataType) -> bool:
+    return bool(
+        pa.types.is_binary(kind)
+        or pa.types.is_large_binary(kind)
+        or pa.types.is_fixed_size_binary(kind)
+    )
+
+
+def _csv_blobs(
+    batch: pa.RecordBatch, blobs: Mapping[str, pa.DataType], rows_before: int
+) -> pa.RecordBatch:
+    """``batch`` with its BLOB columns (read as text) decoded from hex."""
+    columns = list(batch.columns)
+    for index, name in enumerate(batch.schema.names):
+        kind = blobs.get(name)
+        if kind is None:
+            continue
+        values: list[bytes | None] = []
+        for offset, text in enumerate(columns[index].to_pylist()):
+            if text is None:
+                values.append(None)
+                continue
+            if not _HEX_TEXT.fullmatch(text):
+                raise pa.ArrowInvalid(
+                    f"column {name!r}, row {rows_before + offset + 1}: {_shown_text(text)} is "
+                    "not hex; a BLOB value in CSV is written as hex digits (48656c6c6f for "
+                    "b'Hello'), as `ledger sql` prints it"
+                )
+            values.append(bytes.fromhex(text))
+        columns[index] = pa.array(values, kind)
+    return pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
+
+
+_HEX_TEXT = re.compile(r"(?:[0-9a-fA-F]{2})*")
+
+
+def _shown_text(text: str, limit: int = 60) -> str:
+    return repr(text if len(text) <= limit else text[:limit] + "...")
 
 
 def _whole_numbers(texts: pa.Array, kind: pa.DataType, name: str, rows_before: int) -> pa.Array:

@@ -81,7 +81,9 @@ def _records(
     rows: pa.Table | Sequence[Mapping[str, Any]], columns: Sequence[str] | None
 ) -> tuple[list[str], list[dict[str, Any]]]:
     if isinstance(rows, pa.Table):
-        return list(rows.column_names), rows.to_pylist()
+        unique = unique_names(rows.column_names)
+        shortest = [_shortest_floats(column) for column in rows.columns]
+        return unique, pa.Table.from_arrays(shortest, names=unique).to_pylist()
     records = [dict(r) for r in rows]
     if columns is not None:
         return list(columns), records
@@ -89,6 +91,37 @@ def _records(
     for record in records:
         names.update(dict.fromkeys(record))
     return list(names), records
+
+
+def unique_names(names: Sequence[str]) -> list[str]:
+    """``names`` with each repeat renamed ``<name>_1``, ``<name>_2``, ... (as DuckDB names them
+    in a DataFrame), skipping names already taken: a query may name two columns alike, and
+    records keyed by name would keep only one."""
+    taken = set(names)
+    seen: set[str] = set()
+    unique = []
+    for name in names:
+        if name in seen:
+            suffix = 1
+            while f"{name}_{suffix}" in taken:
+                suffix += 1
+            name = f"{name}_{suffix}"
+            taken.add(name)
+        seen.add(name)
+        unique.append(name)
+    return unique
+
+
+def _shortest_floats(column: pa.ChunkedArray) -> pa.ChunkedArray | pa.Array:
+    """A FLOAT (32-bit) column as the doubles its shortest text spells: ``0.1``, not the
+    ``0.10000000149011612`` the same bits make as a double (the text reads back to the same
+    FLOAT)."""
+    if not pa.types.is_float32(column.type):
+        return column
+    import numpy as np
+
+    values = [None if v is None else float(str(np.float32(v))) for v in column.to_pylist()]
+    return pa.array(values, pa.float64())
 
 
 def _json_record(record: Mapping[str, Any]) -> dict[str, Any]:

@@ -48,14 +48,15 @@ def _text(expression: exp.Expr) -> exp.Expr:
     return exp.cast(expression, exp.DataType.build("VARCHAR"))
 
 
-def _units(total: exp.Expr, wide: exp.DataType) -> exp.Expr:
-    """The DECIMAL ``total`` in units of its last digit, as an integer of type ``wide``.
+def _units(total: exp.Expr, scale: int, wide: exp.DataType) -> exp.Expr:
+    """The DECIMAL ``total`` in units of 10**-scale, as an integer of type ``wide``.
 
-    Its text with the point left out: both engines print a DECIMAL in plain digits with every
-    digit of its scale, and no multiplication by ``10**scale`` (which overflows a DECIMAL(38)
-    of a large scale on both engines) is needed."""
+    The text of the DECIMAL(38, scale) with the point left out: both engines print a DECIMAL
+    in plain digits with every digit of its scale, and no multiplication by ``10**scale``
+    (which overflows a DECIMAL(38) of a large scale on both engines) is needed."""
+    exact = exp.cast(total, exp.DataType.build(f"DECIMAL({MAX_PRECISION}, {scale})"))
     digits = exp.Anonymous(
-        this="REPLACE", expressions=[_text(total), exp.Literal.string("."), exp.Literal.string("")]
+        this="REPLACE", expressions=[_text(exact), exp.Literal.string("."), exp.Literal.string("")]
     )
     return exp.cast(digits, wide.copy())
 
@@ -142,7 +143,7 @@ def decimal_average(
     # A sign-weighted count is negative where a group's marks outnumber its insertions (a
     # policy whose views drop insertions, such as dedup): divide magnitudes, then sign.
     count = _p(exp.Abs(this=_p(exp.Nullif(this=present, expression=number(0)))))
-    units = _p(_units(total, wide))
+    units = _p(_units(total, scale, wide))
     magnitude = _p(exp.Abs(this=units))
 
     def remainder(dividend: exp.Expr, quotient: exp.Expr) -> exp.Expr:

@@ -154,9 +154,18 @@ def totals(
         if pa.types.is_floating(spec.type_of(c))
         and (non_finite_marks is None or c in non_finite_marks)
     )
+    # Spark's product of dml_type and a DECIMAL of more than 34 digits drops digits of its
+    # scale (the product's type would need p + 4 digits): such columns are negated instead.
+    negated = frozenset(c for c, (precision, _) in scales.items() if precision > 34)
     parts = [
         _partial_totals(
-            relation(entries), request, weighted=True, wide=wide, integers=integers, floats=floats
+            relation(entries),
+            request,
+            weighted=True,
+            wide=wide,
+            integers=integers,
+            floats=floats,
+            negated=negated,
         )
     ]
     if sources.insertions is not None:
@@ -194,6 +203,7 @@ def _partial_totals(
     wide: exp.DataType | None = None,
     integers: frozenset[str] = frozenset(),
     floats: frozenset[str] = frozenset(),
+    negated: frozenset[str] = frozenset(),
 ) -> exp.Select:
     """Per group: the count, and per measured column its sum and its count of non-NULLs, each
     weighted by dml_type (or not, over files of insertions only). A FLOAT or DOUBLE column's
@@ -221,7 +231,12 @@ def _partial_totals(
             value = exp.If(this=_finite(column), true=value, false=exp.Null())
         present = _present(column, weighted)
         selected += [
-            alias(exp.Sum(this=weigh(value)), f"{PART_SUM}{i}"),
+            alias(
+                exp.Sum(
+                    this=_negated_marks(value) if column in negated and weighted else weigh(value)
+                ),
+                f"{PART_SUM}{i}",
+            ),
             alias(present, f"{PART_PRESENT}{i}"),
         ]
         if column in floats:
@@ -249,6 +264,12 @@ def _partial_totals(
     if request.by:
         query = query.group_by(*cols(request.by))
     return query
+
+
+def _negated_marks(value: exp.Expr) -> exp.Expr:
+    """``value`` negated in a delete mark, in the value's own type."""
+    mark = exp.LT(this=dml(), expression=number(0))
+    return exp.If(this=mark, true=exp.Neg(this=exp.paren(value.copy(), copy=False)), false=value)
 
 
 def _present(column: str, weighted: bool) -> exp.Expr:
