@@ -19,6 +19,7 @@ import ledger
 import views
 from ledger.log.entries import LogFile
 from ledger.schema import TableSchema
+from tests.conftest import examples
 
 CLASHING_SCHEMAS = [
     ({"a": "BIGINT", "A": "INTEGER"}, "'a' and 'A' differ only in case"),
@@ -248,7 +249,7 @@ def _acceptable(names: list[str]) -> bool:
     return True
 
 
-@settings(max_examples=60)
+@settings(max_examples=examples(20))
 @given(
     names=st.lists(_SOME_NAME, min_size=1, max_size=3),
     values=st.lists(st.integers(-1000, 1000), min_size=3, max_size=3),

@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 import ledger
 import views
 from ledger.schema import TableSchema, conform
-from tests.conftest import Location
+from tests.conftest import Location, examples
 from tests.support.engines import Engine, sorted_rows
 
 EXACT = Context(prec=80)  # the default context would round 34-digit decimals to 28 digits
@@ -605,7 +605,7 @@ _AMOUNT_KINDS = st.one_of(
 )
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(15), deadline=None)
 @given(st.lists(_AMOUNT_KINDS, min_size=1, max_size=12))
 def test_a_dict_column_of_mixed_kinds_stores_what_each_value_stores_alone(
     values: list[Any],

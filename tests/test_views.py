@@ -1382,6 +1382,7 @@ def test_each_engine_gives_the_change_feed(engine: Engine, tmp_path: Any, kind: 
     adding nothing, a dropped partition's rows as deletes."""
     table = policy_table(ledger.connect(str(tmp_path / "wh")), kind)
     table.merge(min_files=1)
+    merged = table.version
     keyed = kind != "collapsing-no-key"
     table.drop_partitions({"k_bucket" if keyed else "v_bucket": "0"})
     table.insert(
@@ -1390,7 +1391,11 @@ def test_each_engine_gives_the_change_feed(engine: Engine, tmp_path: Any, kind: 
         else arrow_rows("g v n", ("z", 40, 1))
     )
     latest = table.version
-    for since in range(0, latest + 1):
+    every = range(0, latest + 1)
+    # Spark runs one job per starting version (seconds each): it takes the edges (the first
+    # write, the merge, the drop, the last write) and DuckDB every version between.
+    edges = sorted({0, 1, merged, merged + 1, latest})
+    for since in every if engine.name == "duckdb" else edges:
         want = views.changes(table, since_version=since)
         got = engine.changes(table, since)
         assert got.column_names == want.columns

@@ -52,6 +52,32 @@ class SparkGroupScheduling(LoadGroupScheduling):
             return SPARK_GROUP
         return str(super()._split_scope(nodeid))
 
+    def remove_node(self, node: Any) -> str | None:
+        """A worker that died mid-test: its test is reported failed once (pytest-xdist reports
+        the returned id) and not sent again, where the plain scheduler sends it to the next
+        worker, which it may kill too; the rest of the worker's work goes back to the queue."""
+        workload: dict[str, dict[str, bool]] = self.assigned_work.pop(node)
+        pending = (
+            nodeid for unit in workload.values() for nodeid, done in unit.items() if not done
+        )
+        crashed = next(pending, None)
+        if crashed is None:
+            return None  # a worker that finished its work
+        for scope, work_unit in workload.items():
+            work_unit.pop(crashed, None)
+            if not all(work_unit.values()):
+                self.workqueue[scope] = work_unit
+        for other in self.assigned_work:
+            self._reschedule(other)
+        return crashed
+
+    def _reschedule(self, node: Any) -> None:
+        # A worker started in place of a dead one is known before its collection is: it gets
+        # work from schedule() once the collection arrives, not before (pytest-xdist's own
+        # scheduler looks the collection up and stops the run with a KeyError).
+        if node in self.registered_collections:
+            super()._reschedule(node)
+
 
 class SparkOnOneWorker:
     """The pytest plugin: the controller's scheduler and folder, the workers' id lists."""
