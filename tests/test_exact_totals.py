@@ -22,7 +22,7 @@ from sqlglot import exp
 import ledger
 import views
 from ledger.sql.decimals import average_scale, decimal_average
-from tests.conftest import Location
+from tests.conftest import Location, examples
 from tests.support.scratch import scratch_dir
 
 SCHEMA = {"k": "BIGINT", "d": "DECIMAL(12,2)", "x": "DOUBLE"}
@@ -176,7 +176,7 @@ def test_spark_shows_a_visible_zero_with_its_sign_as_duckdb_does(spark: Any, tmp
     assert on_spark == [(1, 1.0, 1), (2, -1.0, 1)]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     units=st.integers(-(10**12), 10**12),
     count=st.integers(-50, 50).filter(lambda n: n != 0),

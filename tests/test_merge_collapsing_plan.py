@@ -122,7 +122,7 @@ entry = st.tuples(
 )
 
 
-@settings(max_examples=examples(150), deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(st.lists(entry, max_size=40))
 def test_collapsing_query_returns_what_the_reference_plan_returns(
     rows: list[tuple[Any, ...]],
