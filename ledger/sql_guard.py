@@ -316,9 +316,12 @@ def _names(relations: Collection[str]) -> str:
 
 
 _TERMINAL_CODE = re.compile(r"\x1b\[[0-9;]*m")
+# The parser names its own classes when an operator lacks an operand ("amount >").
+_MISSING_PART = re.compile(r"Required keyword: '\w+' missing for <class '[\w.]+'>")
 
 
 def without_terminal_codes(message: str) -> str:
-    """The parser's message without the escape codes it underlines the bad token with: error
-    messages land in logs and files, where those codes are noise."""
+    """The parser's message without the escape codes it underlines the bad token with (error
+    messages land in logs and files, where those codes are noise) and in the user's terms."""
+    message = _MISSING_PART.sub("an operand or argument is missing", message)
     return _TERMINAL_CODE.sub("", message)

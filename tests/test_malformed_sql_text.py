@@ -39,3 +39,16 @@ def test_caller_sql_that_does_not_parse_is_a_typed_error(
     with pytest.raises(ledger.UnsafeSqlError):
         table.set_insert_transform(sql)
     assert table.refresh().version == 0
+
+
+@pytest.mark.parametrize("predicate", ["id >", "id = 1 and", "s in ("])
+def test_an_unfinished_predicate_is_explained_in_the_users_terms(
+    local_location: Location, predicate: str
+) -> None:
+    table = local_location.connect().create_table(
+        "t", {"id": "BIGINT", "s": "VARCHAR"}, primary_key="id"
+    )
+    with pytest.raises(ledger.InvalidPredicateError) as refused:
+        table.to_arrow(where=predicate)
+    message = str(refused.value)
+    assert predicate in message and "sqlglot" not in message and "<class" not in message
