@@ -42,6 +42,7 @@ import pyarrow.parquet as pq
 from ledger.engines.duckdb.write import relation_batches
 from ledger.errors import (
     InvalidArgumentError,
+    LedgerError,
     MalformedSourceError,
     SourceNotFoundError,
     StorageError,
@@ -897,6 +898,20 @@ def _resolve_files(location: str, store: Store | None) -> tuple[pafs.FileSystem,
     return filesystem, paths, formats.pop()
 
 
+def local_source_files(location: str) -> list[str]:
+    """The local data files a read of ``location`` (a file, folder or glob) takes, as absolute
+    paths in reading order: the files named, less hidden and ``_`` names, files of other
+    formats in a folder and empty files. Empty for an ``s3://`` URI or a location that names no
+    data file (its read fails with the reason)."""
+    if urlparse(location).scheme == "s3":
+        return []
+    try:
+        _, paths, _ = _resolve_files(location, None)
+    except LedgerError:
+        return []
+    return paths
+
+
 def _filesystem_of(location: str, store: Store | None) -> tuple[pafs.FileSystem, str]:
     parsed = urlparse(location)
     if parsed.scheme == "s3":
@@ -998,4 +1013,4 @@ def _format_of(path: str, location: str) -> str:
     return FILE_FORMATS[suffix]
 
 
-__all__ = ["ACCEPTED_SOURCES", "Rows", "concat_rows", "read_rows"]
+__all__ = ["ACCEPTED_SOURCES", "Rows", "concat_rows", "local_source_files", "read_rows"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import glob
 import hashlib
 import json
 import os
@@ -14,6 +13,7 @@ from ledger.cli.output import output_options
 from ledger.cli.progress import activity
 from ledger.cli.session import CommandError, Session, pass_session
 from ledger.errors import UnknownColumnError
+from ledger.inputs import local_source_files
 from ledger.table import Table
 from ledger.transaction import CommitInfo
 
@@ -95,7 +95,7 @@ def load_token(source: str, mode: str) -> str | None:
     local files it reads by path, size and modification time: a table's log keeps every app id
     it committed, so a second load of the same files is recognised, and two loads racing each
     other commit once. None for a source on object storage or one matching no file."""
-    files = _local_files(source)
+    files = local_source_files(source)
     if not files:
         return None
     identity = [mode]
@@ -104,19 +104,6 @@ def load_token(source: str, mode: str) -> str | None:
         identity.append(f"{os.path.abspath(path)}\0{status.st_size}\0{status.st_mtime_ns}")
     digest = hashlib.sha256(json.dumps(identity).encode()).hexdigest()[:32]
     return f"ledger-load-{digest}"
-
-
-def _local_files(source: str) -> list[str]:
-    """The local files ``source`` (a file, a folder or a glob) names; none for a URI."""
-    if "://" in source:
-        return []
-    if os.path.isfile(source):
-        return [source]
-    if os.path.isdir(source):
-        return sorted(
-            os.path.join(folder, name) for folder, _, names in os.walk(source) for name in names
-        )
-    return sorted(p for p in glob.glob(source, recursive=True) if os.path.isfile(p))
 
 
 def _skipped(table: str, source: str, mode: str, output_format: str | None) -> None:
