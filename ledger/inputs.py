@@ -350,10 +350,13 @@ def _csv_batches(
                 convert_options=convert,
             )
             rows_before = 0
+            nanosecond_columns: set[str] = set()
             for batch in batches:
                 converted = _csv_integers(batch, integers, rows_before) if integers else batch
                 if timestamps:
-                    converted = _csv_timestamps(converted, timestamps, rows_before, path)
+                    converted = _csv_timestamps(
+                        converted, timestamps, rows_before, path, nanosecond_columns
+                    )
                 yield _csv_blobs(converted, blobs, rows_before) if blobs else converted
                 rows_before += batch.num_rows
     except pa.ArrowInvalid as e:
@@ -423,35 +426,48 @@ _HEX_TEXT = re.compile(r"(?:[0-9a-fA-F]{2})*")
 
 
 def _csv_timestamps(
-    batch: pa.RecordBatch, timestamps: Mapping[str, pa.DataType], rows_before: int, path: str
+    batch: pa.RecordBatch,
+    timestamps: Mapping[str, pa.DataType],
+    rows_before: int,
+    path: str,
+    nanosecond_columns: set[str],
 ) -> pa.RecordBatch:
     """``batch`` with its timestamp columns (read as text) parsed into their types.
 
     A column keeps microseconds, as an Arrow or pandas timestamp converted into it does:
     nanosecond digits that are zeros (``05.123456000``, as many writers print every value)
     are dropped, and nonzero ones (``05.123456789``) are refused with
-    :class:`TypeMismatchError` naming the value, since storing them would change it."""
+    :class:`TypeMismatchError` naming the value, since storing them would change it.
+    ``nanosecond_columns`` (updated here) names the columns of the file already seen written
+    with nanosecond digits."""
     columns = list(batch.columns)
     for index, name in enumerate(batch.schema.names):
         kind = timestamps.get(name)
         if kind is not None:
             texts = columns[index]
             try:
-                columns[index] = _parsed_timestamps(texts, kind)
+                columns[index] = _parsed_timestamps(texts, kind, name, nanosecond_columns)
             except pa.ArrowInvalid:
                 _refuse_first_timestamp(texts, kind, name, index, rows_before, path)
                 raise
     return pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
 
 
-def _parsed_timestamps(texts: pa.Array, kind: pa.DataType) -> pa.Array:
+def _parsed_timestamps(
+    texts: pa.Array, kind: pa.DataType, name: str = "", nanosecond_columns: set[str] | None = None
+) -> pa.Array:
     """``texts`` parsed by Arrow's ISO 8601 parser (the one its CSV reader uses), zero
     nanosecond digits dropped first where plain parsing fails."""
-    try:
-        return pc.cast(texts, kind)
-    except pa.ArrowInvalid:
-        exact = pc.replace_substring_regex(texts, _ZERO_NANOSECONDS.pattern, r"\1\2")
-        return pc.cast(exact, kind)
+    seen = set() if nanosecond_columns is None else nanosecond_columns
+    # A failed parse costs far more than a successful one: once a column shows nanosecond
+    # digits, its later batches drop them before parsing instead of failing first.
+    if name not in seen:
+        try:
+            return pc.cast(texts, kind)
+        except pa.ArrowInvalid:
+            seen.add(name)
+    exact = pc.replace_substring_regex(texts, _ZERO_NANOSECONDS.pattern, r"\1\2")
+    return pc.cast(exact, kind)
 
 
 def _refuse_first_timestamp(

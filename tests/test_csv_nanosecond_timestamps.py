@@ -167,3 +167,23 @@ def test_other_timestamp_text_keeps_its_refusal(tmp_path: Path, column, text, me
     with pytest.raises(ledger.MalformedSourceError, match=message):
         table.insert(str(path))
     assert table.version == 0
+
+
+def test_a_large_file_mixing_both_spellings_loads_and_names_the_right_row(tmp_path: Path):
+    """Across the reader's blocks: plain microseconds, then nanosecond digits, then plain."""
+    base = dt.datetime(2024, 1, 1)
+    moments = [base + dt.timedelta(seconds=i, microseconds=i) for i in range(40_000)]
+    texts = [m.isoformat(sep=" ", timespec="microseconds") for m in moments]
+    texts[10_000:30_000] = [text + "000" for text in texts[10_000:30_000]]
+    table = ledger.connect(tmp_path / "wh").create_table(
+        "t", {"id": "BIGINT", "at": "TIMESTAMP"}, primary_key="id"
+    )
+    path = tmp_path / "at.csv"
+    path.write_text("id,at\n" + "".join(f"{i},{t}\n" for i, t in enumerate(texts)))
+    table.insert(str(path))
+    assert sorted(row[:2] for row in views.visible(table).fetchall()) == list(enumerate(moments))
+    texts[35_000] = texts[35_000] + "100"
+    path.write_text("id,at\n" + "".join(f"{i},{t}\n" for i, t in enumerate(texts)))
+    with pytest.raises(ledger.TypeMismatchError, match=r"row 35001: value '.*\.035000100'"):
+        table.insert(str(path))
+    assert table.version == 1
