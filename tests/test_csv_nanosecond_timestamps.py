@@ -187,3 +187,24 @@ def test_a_large_file_mixing_both_spellings_loads_and_names_the_right_row(tmp_pa
     with pytest.raises(ledger.TypeMismatchError, match=r"row 35001: value '.*\.035000100'"):
         table.insert(str(path))
     assert table.version == 1
+
+
+def test_ledger_load_follows_the_same_rule(tmp_path: Path):
+    from click.testing import CliRunner
+
+    from ledger.cli.app import cli
+
+    location = str(tmp_path / "wh")
+    table = ledger.connect(location).create_table(
+        "t", {"id": "BIGINT", "at": "TIMESTAMPTZ"}, primary_key="id"
+    )
+    good, bad = tmp_path / "good.csv", tmp_path / "bad.csv"
+    good.write_text("id,at\n1,2024-01-02T03:04:05.123456000Z\n")
+    bad.write_text("id,at\n2,2024-01-02T03:04:05.123456789Z\n")
+    loaded = CliRunner().invoke(cli, ["-w", location, "load", "t", str(good)])
+    assert loaded.exit_code == 0, loaded.output
+    refused = CliRunner().invoke(cli, ["-w", location, "load", "t", str(bad)])
+    assert refused.exit_code != 0
+    assert "'2024-01-02T03:04:05.123456789Z' does not fit" in refused.output
+    stored = dt.datetime(2024, 1, 2, 3, 4, 5, 123456, tzinfo=dt.UTC)
+    assert [row[:2] for row in views.visible(table).fetchall()] == [(1, stored)]
