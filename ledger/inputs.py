@@ -48,7 +48,7 @@ from ledger.errors import (
     StorageError,
     TypeMismatchError,
 )
-from ledger.schema import TableSchema, dicts_to_arrow, to_arrow
+from ledger.schema import TableSchema, arrow_to_sql_or_str, dicts_to_arrow, to_arrow
 from ledger.storage.base import Store
 
 ACCEPTED_SOURCES = (
@@ -330,7 +330,10 @@ def _csv_batches(
     # BLOB values are hex in CSV, as the command line writes them (CSV is text: the bytes of
     # the text itself are not the value).
     blobs = {name: kind for name, kind in table_types.items() if _is_binary(kind)}
-    as_text = dict.fromkeys([*integers, *blobs], pa.string())
+    # Timestamps are read as text and parsed here by the same parser, so a value written with
+    # nanosecond digits follows the rule of every other source (see _csv_timestamps).
+    timestamps = {name: kind for name, kind in table_types.items() if pa.types.is_timestamp(kind)}
+    as_text = dict.fromkeys([*integers, *blobs, *timestamps], pa.string())
     convert = pacsv.ConvertOptions(
         column_types={**table_types, **as_text},
         # An empty unquoted field is NULL; "" is an empty string; "NA" is text.
@@ -348,8 +351,13 @@ def _csv_batches(
                 convert_options=convert,
             )
             rows_before = 0
+            nanosecond_columns: set[str] = set()
             for batch in batches:
                 converted = _csv_integers(batch, integers, rows_before) if integers else batch
+                if timestamps:
+                    converted = _csv_timestamps(
+                        converted, timestamps, rows_before, path, nanosecond_columns
+                    )
                 yield _csv_blobs(converted, blobs, rows_before) if blobs else converted
                 rows_before += batch.num_rows
     except pa.ArrowInvalid as e:
@@ -416,6 +424,111 @@ def _csv_blobs(
 
 
 _HEX_TEXT = re.compile(r"(?:[0-9a-fA-F]{2})*")
+
+
+def _csv_timestamps(
+    batch: pa.RecordBatch,
+    timestamps: Mapping[str, pa.DataType],
+    rows_before: int,
+    path: str,
+    nanosecond_columns: set[str],
+) -> pa.RecordBatch:
+    """``batch`` with its timestamp columns (read as text) parsed into their types.
+
+    A column keeps microseconds, as an Arrow or pandas timestamp converted into it does:
+    nanosecond digits that are zeros (``05.123456000``, as many writers print every value)
+    are dropped, and nonzero ones (``05.123456789``) are refused with
+    :class:`TypeMismatchError` naming the value, since storing them would change it.
+    ``nanosecond_columns`` (updated here) names the columns of the file already seen written
+    with nanosecond digits."""
+    columns = list(batch.columns)
+    for index, name in enumerate(batch.schema.names):
+        kind = timestamps.get(name)
+        if kind is not None:
+            texts = columns[index]
+            try:
+                columns[index] = _parsed_timestamps(texts, kind, name, nanosecond_columns)
+            except pa.ArrowInvalid:
+                _refuse_first_timestamp(texts, kind, name, index, rows_before, path)
+                raise
+    return pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
+
+
+def _parsed_timestamps(
+    texts: pa.Array, kind: pa.DataType, name: str = "", nanosecond_columns: set[str] | None = None
+) -> pa.Array:
+    """``texts`` parsed by Arrow's ISO 8601 parser (the one its CSV reader uses), zero
+    nanosecond digits dropped first where plain parsing fails."""
+    seen = set() if nanosecond_columns is None else nanosecond_columns
+    # A failed parse costs far more than a successful one: once a column shows nanosecond
+    # digits, its later batches drop them before parsing instead of failing first.
+    if name not in seen:
+        try:
+            return pc.cast(texts, kind)
+        except pa.ArrowInvalid:
+            seen.add(name)
+    exact = pc.replace_substring_regex(texts, _ZERO_NANOSECONDS.pattern, r"\1\2")
+    return pc.cast(exact, kind)
+
+
+def _refuse_first_timestamp(
+    texts: pa.Array, kind: pa.DataType, name: str, index: int, rows_before: int, path: str
+) -> None:
+    """Raise the error for the first of ``texts`` that does not parse into ``kind``."""
+    for offset, text in enumerate(texts.to_pylist()):
+        refusal = None if text is None else _timestamp_refusal(text, kind)
+        if refusal is None:
+            continue
+        row = rows_before + offset + 1
+        if refusal == "below microseconds":
+            sql = arrow_to_sql_or_str(kind)
+            raise TypeMismatchError(
+                f"{path!r}: column {name!r} ({sql}), row {row}: value {text!r} does not fit: a "
+                f"{sql} keeps microseconds (6 digits after the second) and the digits after "
+                "them are not zeros; round the value to microseconds in the file. Nothing was "
+                "written"
+            )
+        if refusal == "no offset":
+            raise pa.ArrowInvalid(_naive_timestamp_advice(name, f", row {row}", text))
+        problem = "expected no zone offset in" if refusal == "offset" else "invalid value"
+        raise pa.ArrowInvalid(
+            f"In CSV column #{index}: CSV conversion error to {kind}: {problem} {text!r} "
+            f"(column {name!r}, row {row})"
+        )
+
+
+def _timestamp_refusal(text: str, kind: pa.DataType) -> str | None:
+    """Why ``text`` does not parse into ``kind``: ``"no offset"`` (a TIMESTAMPTZ needs one),
+    ``"offset"`` (a TIMESTAMP takes none), ``"below microseconds"`` (nonzero digits beyond
+    microseconds), ``"invalid"``; None when it parses."""
+    if _parses(text, kind):
+        return None
+    to_microseconds = _SUB_MICROSECONDS.fullmatch(text)
+    exact = text if to_microseconds is None else to_microseconds.expand(r"\1\3")
+    naive, instant = pa.timestamp("us"), pa.timestamp("us", tz="UTC")
+    if kind != naive and _parses(exact, naive):
+        return "no offset"
+    if kind == naive and _parses(exact, instant):
+        return "offset"
+    if to_microseconds is not None and _parses(exact, kind):
+        return "below microseconds"
+    return "invalid"
+
+
+def _parses(text: str, kind: pa.DataType) -> bool:
+    try:
+        _parsed_timestamps(pa.array([text]), kind)
+    except pa.ArrowInvalid:
+        return False
+    return True
+
+
+# A timestamp with 7 to 9 digits after the second, as Arrow's parser reads it (a ``T`` or a
+# space between date and time; no zone, ``Z``, or an offset ``+hh``, ``+hhmm``, ``+hh:mm``).
+_TIMESTAMP_TO_SECONDS = r"[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}"
+_ZONE = r"(Z|[+-][0-9]{2}(?::?[0-9]{2})?)?"
+_ZERO_NANOSECONDS = re.compile(rf"^({_TIMESTAMP_TO_SECONDS}\.[0-9]{{6}})0{{1,3}}{_ZONE}$")
+_SUB_MICROSECONDS = re.compile(rf"({_TIMESTAMP_TO_SECONDS}\.[0-9]{{6}})([0-9]{{1,3}}){_ZONE}")
 
 
 def _shown_text(text: str, limit: int = 60) -> str:
@@ -523,6 +636,10 @@ def _csv_naive_timestamp(
     except (pa.ArrowException, OSError, IndexError):
         return None
     row = "" if found is None else f", row {found[0]}"
+    return _naive_timestamp_advice(name, row, value)
+
+
+def _naive_timestamp_advice(name: str, row: str, value: str) -> str:
     return (
         f"column {name!r}{row}: {value!r} has no UTC offset, and a TIMESTAMPTZ column stores "
         "instants: write the offset in the file (e.g. '2026-01-03 10:00:00+00:00' or a "

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 import click
 import pyarrow as pa
 from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table as RichTable
 
 from ledger.cli.parsing import duration_text
@@ -52,8 +53,10 @@ def print_rows(
     *,
     title: str | None = None,
     columns: Sequence[str] | None = None,
+    caption: str | None = None,
 ) -> None:
-    """Print rows (an Arrow table or a list of dicts) in the chosen format."""
+    """Print rows (an Arrow table or a list of dicts) in the chosen format (``caption``: a
+    note under a terminal table)."""
     names, records = _records(rows, columns)
     output = chosen_format(asked)
     if output == JSON:
@@ -61,7 +64,20 @@ def print_rows(
     elif output == CSV:
         _write_csv(names, records)
     else:
-        _rich_table(names, records, title)
+        Console().print(_table_of(names, records, title, caption))
+
+
+def fits_terminal(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> bool:
+    """Whether the terminal table of ``rows`` fits the terminal's width without folding a
+    value over several lines."""
+    console = Console()
+    table = _table_of(list(columns), [dict(r) for r in rows], None, None)
+    # Measured without the terminal's limit: the width the table takes when nothing folds.
+    unlimited = console.options.update(max_width=_WIDEST_TABLE)
+    return bool(Measurement.get(console, unlimited, table).maximum <= console.width)
+
+
+_WIDEST_TABLE = 100_000
 
 
 def print_object(value: Mapping[str, Any], asked: str | None, *, title: str | None = None) -> None:
@@ -72,7 +88,7 @@ def print_object(value: Mapping[str, Any], asked: str | None, *, title: str | No
         click.echo(json.dumps(_json_value(dict(value)), ensure_ascii=False))
     elif chosen == TABLE:  # one field a line: readable however many fields there are
         fields = [{"field": k, "value": text(v)} for k, v in value.items()]
-        _rich_table(["field", "value"], fields, title)
+        Console().print(_table_of(["field", "value"], fields, title, None))
     else:
         print_rows([dict(value)], asked, title=title)
 
@@ -193,15 +209,19 @@ def _csv_field(value: str | None) -> str:
     return value
 
 
-def _rich_table(names: list[str], records: list[dict[str, Any]], title: str | None) -> None:
-    table = RichTable(title=title, show_lines=False, title_justify="left")
+def _table_of(
+    names: list[str], records: list[dict[str, Any]], title: str | None, caption: str | None
+) -> RichTable:
+    table = RichTable(
+        title=title, caption=caption, show_lines=False, title_justify="left", caption_justify="left"
+    )
     for name in names:
         values = [r.get(name) for r in records if r.get(name) is not None]
         numeric = bool(values) and all(_is_number(v) for v in values)
         table.add_column(name, justify="right" if numeric else "left", overflow="fold")
     for record in records:
         table.add_row(*[_cell(record.get(name)) for name in names])
-    Console().print(table)
+    return table
 
 
 def _is_number(value: Any) -> bool:

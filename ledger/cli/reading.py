@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -134,15 +135,39 @@ def totals(
     output.print_rows(relation.fetch_arrow_table(), output_format)
 
 
-@click.command(name="log", epilog="\b\nExample:\n  ledger log payments --limit 5")
+@click.command(
+    name="log",
+    epilog="""\b
+Examples:
+  ledger log payments --limit 5
+  ledger log payments --wide""",
+)
 @click.argument("table")
 @_limit_option
+@click.option(
+    "--wide",
+    is_flag=True,
+    help="On a terminal, print every column even when they do not fit its width (CSV and "
+    "JSON always have every column).",
+)
 @output_options
 @pass_session
-def commit_log(session: Session, table: str, limit: int | None, output_format: str | None) -> None:
-    """Print the commit history of TABLE, newest first."""
+def commit_log(
+    session: Session, table: str, limit: int | None, wide: bool, output_format: str | None
+) -> None:
+    """Print the commit history of TABLE, newest first.
+
+    On a terminal too narrow for every column, each commit is one line of its version, time,
+    operation and the files and rows it added and removed; --wide, --csv and --json print
+    every column."""
     records = session.table(table).history()[::-1]
     rows = [vars(record) for record in records[:limit]]
+    terminal = output.chosen_format(output_format) == output.TABLE
+    if terminal and not wide and not output.fits_terminal(rows, _LOG_COLUMNS):
+        short = [_short_log_row(row) for row in rows]
+        caption = "--wide shows every column"
+        output.print_rows(short, output.TABLE, columns=_SHORT_LOG_COLUMNS, caption=caption)
+        return
     output.print_rows(rows, output_format, columns=_LOG_COLUMNS)
 
 
@@ -158,6 +183,26 @@ _LOG_COLUMNS = [
     "app_id",
     "batch",
 ]
+# What a reader of the log scans for, in a table that fits 80 columns: which version, when,
+# what it did, and how much it added and removed.
+_SHORT_LOG_COLUMNS = ["version", "time (UTC)", "operation", "files", "rows"]
+
+
+def _short_log_row(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "version": row["version"],
+        "time (UTC)": row["timestamp"].astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S"),
+        "operation": row["operation"],
+        "files": _added_removed(row["files_added"], row["files_removed"]),
+        "rows": _added_removed(row["inserted"], row["deleted"]),
+    }
+
+
+def _added_removed(added: int, removed: int) -> str:
+    """``+3 -1``; a side that is zero is left out, both zero is empty."""
+    return " ".join(
+        text for text, count in ((f"+{added}", added), (f"-{removed}", removed)) if count
+    )
 
 
 @click.command(
