@@ -65,7 +65,7 @@ FILE_FORMATS = {
     ".parquet": "parquet",
     ".pq": "parquet",
     ".csv": "csv",
-    # Compressed CSV: pyarrow's file systems decompress a stream by its name's extension.
+    # Compressed CSV, decompressed while read (_open_stream).
     ".csv.gz": "csv",
     ".csv.bz2": "csv",
     ".csv.zst": "csv",
@@ -342,7 +342,7 @@ def _csv_batches(
         quoted_strings_can_be_null=False,
     )
     try:
-        with filesystem.open_input_stream(path) as source:
+        with _open_stream(filesystem, path) as source:
             batches = pacsv.open_csv(
                 source,
                 read_options=pacsv.ReadOptions(block_size=TEXT_BLOCK_BYTES),
@@ -412,6 +412,7 @@ def _csv_blobs(
             if text is None:
                 values.append(None)
                 continue
+            text = text.strip(" \t")  # padded cells, as numbers in other columns may be
             if not _HEX_TEXT.fullmatch(text):
                 raise pa.ArrowInvalid(
                     f"column {name!r}, row {rows_before + offset + 1}: {_shown_text(text)} is "
@@ -706,7 +707,7 @@ def _open_csv_text(source: pa.NativeFile, columns: list[str]) -> pacsv.CSVStream
 
 def _csv_column_name(filesystem: pafs.FileSystem, path: str, index: int) -> str:
     """The name of the CSV file's column ``index``, from its header (no values are read)."""
-    with filesystem.open_input_stream(path) as source:
+    with _open_stream(filesystem, path) as source:
         return str(_open_csv_text(source, []).schema.names[index])
 
 
@@ -720,7 +721,7 @@ def _first_csv_text(
     (``find`` returns an offset or None): its row, counted from 1 after the header, and its
     text. The file is open only inside this call, so nothing is left for a garbage collector
     to close."""
-    with filesystem.open_input_stream(path) as source:
+    with _open_stream(filesystem, path) as source:
         seen = 0
         for batch in _open_csv_text(source, [name]):
             texts = batch.column(0)
@@ -750,7 +751,7 @@ def _json_batches_of(
     typed = _json_schema(filesystem, path, table_types)
     parse = pajson.ParseOptions(explicit_schema=typed, unexpected_field_behavior="infer")
     read_options = pajson.ReadOptions(block_size=TEXT_BLOCK_BYTES)
-    with filesystem.open_input_stream(path) as source:
+    with _open_stream(filesystem, path) as source:
         yield from pajson.open_json(source, read_options=read_options, parse_options=parse)
 
 
@@ -762,7 +763,7 @@ def _json_schema(
     types for the others."""
     read_options = pajson.ReadOptions(block_size=TEXT_BLOCK_BYTES)
     try:
-        with filesystem.open_input_stream(path) as source:
+        with _open_stream(filesystem, path) as source:
             inferred = pajson.open_json(source, read_options=read_options).schema
     except pa.ArrowInvalid as e:
         if _starts_with_array(filesystem, path):
@@ -836,7 +837,7 @@ def _presence_masks(names: Sequence[str], shapes: list[frozenset[str]]) -> dict[
 
 
 def _line_blocks(filesystem: pafs.FileSystem, path: str) -> Iterator[bytes]:
-    with filesystem.open_input_stream(path) as source:
+    with _open_stream(filesystem, path) as source:
         yield from _line_blocks_of(source)
 
 
@@ -925,7 +926,7 @@ def _first_json_line(
 ) -> str | None:
     """``line N: <the line>`` of the first line that is no JSON object or whose object
     ``is_wanted`` picks. Numbers are read as the text they are written as."""
-    with filesystem.open_input_stream(path) as source:
+    with _open_stream(filesystem, path) as source:
         number = 0
         for block in _line_blocks_of(source):
             for line in block.splitlines():
@@ -968,7 +969,7 @@ class _JsonNumber(str):
 def _starts_with_array(filesystem: pafs.FileSystem, path: str) -> bool:
     """Whether the file's first character other than white space (and a UTF-8 byte order
     mark) is ``[``."""
-    with filesystem.open_input_stream(path) as source:
+    with _open_stream(filesystem, path) as source:
         head = source.read(4096)
     return bytes(head).removeprefix(b"\xef\xbb\xbf").lstrip()[:1] == b"["
 
@@ -1110,6 +1111,16 @@ def _glob_names(pattern: list[str], path: list[str]) -> bool:
 
 def _is_hidden(relative: str) -> bool:
     return any(part.startswith((".", "_")) for part in relative.split("/") if part)
+
+
+# The codec of a compressed file, by its extension in any case (pyarrow's own detection knows
+# only the lower-case spelling, and would read ``.CSV.GZ`` as text).
+_CODECS = {".gz": "gzip", ".bz2": "bz2", ".zst": "zstd"}
+
+
+def _open_stream(filesystem: pafs.FileSystem, path: str) -> pa.NativeFile:
+    compression = _CODECS.get(Path(path).suffix.lower())
+    return filesystem.open_input_stream(path, compression=compression)
 
 
 def _suffix_of(path: str) -> str:

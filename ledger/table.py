@@ -202,7 +202,12 @@ class Table:
         version: int | None = None,
         timestamp: dt.datetime | int | None = None,
     ) -> int:
-        """The logical row count from the log alone; no data file is read."""
+        """The logical row count (the count :func:`views.totals` gives): from the log alone on
+        collapsing tables; replacing, aggregating and dedup tables read the files a merge has
+        not settled yet (docs/concepts.md section 9).
+
+        >>> payments.count(partitions={"day": "2024-01-02"})               # doctest: +SKIP
+        """
         return self.snapshot(version, timestamp).count(partitions)
 
     def to_arrow(

@@ -101,3 +101,21 @@ def test_the_command_line_refuses_a_hexadecimal_integer_and_writes_nothing(tmp_p
     assert "Traceback" not in refused.stderr
     counted = run_ledger("-w", "wh", "sql", "SELECT count(*) AS n FROM t", "--json", cwd=tmp_path)
     assert as_json(counted)[0]["n"] == 0
+
+
+@pytest.mark.parametrize("suffix", [".CSV.GZ", ".Csv.Bz2", ".csv.ZST"])
+def test_a_compressed_csv_named_in_any_case_is_decompressed(tmp_path: Path, suffix: str) -> None:
+    compress = COMPRESSORS[suffix.lower()]
+    (tmp_path / f"rows{suffix}").write_bytes(compress(TEXT.encode()))
+    table = _table(tmp_path / "t")
+    table.insert(str(tmp_path / f"rows{suffix}"))
+    assert len(_decompressed_rows(table)) == 3
+
+
+def test_padded_hex_in_a_blob_column_loads_like_padded_numbers(tmp_path: Path) -> None:
+    (tmp_path / "rows.csv").write_text('k,b\n1, 00ff\n2,"48656c6c6f "\n3,\n')
+    table = ledger.connect(str(tmp_path / "wh")).create_table(
+        "t", {"k": "BIGINT", "b": "BLOB"}, primary_key="k"
+    )
+    table.insert(str(tmp_path / "rows.csv"))
+    assert _decompressed_rows(table) == [(1, b"\x00\xff"), (2, b"Hello"), (3, None)]
