@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import tempfile
+from collections.abc import Iterator
 from contextlib import closing
 from typing import Any
 
@@ -211,3 +212,13 @@ def test_repeated_keys_keep_every_key_type_exact() -> None:
                 lonely = con.from_arrow(pa.table({"k": pa.array(values, type=key_type)}))
                 found = visible_reads.repeated_keys(con, lonely, spec, schema).fetchall()
             assert [r[0] for r in found] == [values[0]], sql_type
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _plans_of_large_tables() -> Iterator[None]:
+    """These ledgers are small: read them with the plans of large tables (lonely files apart),
+    which this file checks; tests/test_visible_small_tables.py checks the small-table plan."""
+    kept = visible_reads.SMALL_TABLE_ENTRIES
+    visible_reads.SMALL_TABLE_ENTRIES = 0
+    yield
+    visible_reads.SMALL_TABLE_ENTRIES = kept

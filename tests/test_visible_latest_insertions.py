@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import math
 import tempfile
+from collections.abc import Iterator
 from contextlib import closing
 from typing import Any
 
@@ -152,3 +153,13 @@ def test_a_mark_carrying_the_latest_insertions_values_cancels_it() -> None:
         assert "__ledger_latest_insertions" in views.visible(table).sql_query()
         assert _comparable(read_visible(snap, False)) == _comparable([(1, 2.0), (2, -0.0)])
         assert _comparable(read_visible(snap, True)) == _comparable(plain_visible(snap, True))
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _plans_of_large_tables() -> Iterator[None]:
+    """These ledgers are small: read them with the plans of large tables (lonely files apart),
+    which this file checks; tests/test_visible_small_tables.py checks the small-table plan."""
+    kept = visible_reads.SMALL_TABLE_ENTRIES
+    visible_reads.SMALL_TABLE_ENTRIES = 0
+    yield
+    visible_reads.SMALL_TABLE_ENTRIES = kept

@@ -22,7 +22,7 @@ from ledger.engines.duckdb.scan import (
     scan_files,
     with_parquet_sources,
 )
-from ledger.engines.duckdb.session import bind_relations, read_sessions
+from ledger.engines.duckdb.session import bind_relations, lazy_sql, read_sessions
 from ledger.errors import InvalidArgumentError, UnknownColumnError
 from ledger.log.entries import FileMarker
 from ledger.reads.files import FileRoles, file_roles, split_by_age
@@ -48,6 +48,10 @@ REPEATED = "repeated"  # keys found in more than one lonely file
 SHAPES_KEPT = 512  # SQL texts kept (one per table shape and set of relation names)
 REPEATS_KEPT = 256  # sets of lonely files whose shared keys are kept
 REPEATS_ROWS_KEPT = 65_536  # more shared keys than this are found again at each read
+# Entries (in files whose rows are not visible as they are) below which every such file is
+# read with the marks, once, kept in memory: the plans reading lonely files apart cost more to
+# plan than they save below that size (docs/views.md section 9).
+SMALL_TABLE_ENTRIES = 20_000
 
 
 def visible(
@@ -60,15 +64,34 @@ def visible(
     """The latest visible row of every key of ``snap``, as a lazy relation on ``con`` (only
     the key columns of lonely files whose key ranges meet are read at once, see
     :func:`repeated_keys`)."""
+    text, params = visible_statement(
+        snap, con, partitions=partitions, system_columns=system_columns
+    )
+    return lazy_sql(con, text, params)
+
+
+def visible_statement(
+    snap: Snapshot,
+    con: duckdb.DuckDBPyConnection,
+    *,
+    partitions: PartitionFilter = None,
+    system_columns: bool = False,
+    columns: tuple[str, ...] | None = None,
+    condition: exp.Expr | None = None,
+) -> tuple[str, dict[str, list[str]]]:
+    """The DuckDB text of the visible rows of ``snap`` and the parameters it runs with (the
+    files it reads), cut to ``columns`` and filtered by ``condition`` when given: one
+    statement, so a read binds it once."""
     spec = TableSpec.of(snap.state)
     markers = snap.markers(partitions)
     schema = file_schema(snap.state.schema, snap.state.config)
     roles = FileRoles(isolated=[], lonely=[], others=list(markers), lonely_overlap=False)
     if spec.policy.files_isolatable:
         roles = file_roles(markers, [schema.field(k).type for k in spec.key_columns])
+    small = sum(m.rows for m in (*roles.lonely, *roles.others)) < SMALL_TABLE_ENTRIES
     # Lonely files are read apart for signed rows only (the other kinds take every entry of a
-    # key, whatever file holds it).
-    apart = spec.policy.visible_rows == SIGNED and bool(roles.lonely)
+    # key, whatever file holds it), and not on small tables (see SMALL_TABLE_ENTRIES).
+    apart = spec.policy.visible_rows == SIGNED and bool(roles.lonely) and not small
     lonely_older = False
     if apart and spec.policy.repeat_columns(spec.key_columns) is None:
         older, newer = split_by_age(roles.lonely, roles.others)
@@ -98,8 +121,24 @@ def visible(
         repeated_keys=repeated,
         lonely_older=lonely_older,
     )
-    text = visible_text(spec, sources, system_columns, found.parquet, ENTRIES not in files)
-    return con.sql(text, params=found.params) if found.params else con.sql(text)
+    parquet = found.parquet
+    if small and ENTRIES in files and _reads_entries_thrice(spec):
+        parquet = tuple(
+            replace(source, materialized=True) if source.name == sources.entries else source
+            for source in parquet
+        )
+    as_they_are = ENTRIES not in files
+    text = visible_text(spec, sources, system_columns, parquet, as_they_are, columns, condition)
+    return text, found.params
+
+
+def _reads_entries_thrice(spec: TableSpec) -> bool:
+    """Whether the plain signed plan (:func:`ledger.sql.visible._live_rows`) reads the entries:
+    it names them three times (crowded keys, single keys, the crowded keys' entries); the
+    other kinds read them once (dedup tables into their deduplicated entries)."""
+    return (
+        spec.policy.visible_rows == SIGNED and spec.policy.repeat_columns(spec.key_columns) is None
+    )
 
 
 @functools.lru_cache(maxsize=SHAPES_KEPT)
@@ -109,15 +148,22 @@ def visible_text(
     system_columns: bool,
     parquet: tuple[ParquetSource, ...],
     as_they_are: bool,
+    columns: tuple[str, ...] | None = None,
+    condition: exp.Expr | None = None,
 ) -> str:
     """The visible query's DuckDB text, rendered once per shape: building and rendering the
     tree costs more than running the query on a small table. With ``as_they_are``, every row
-    of ``sources.entries`` is visible (every file isolated): the text is a plain scan."""
+    of ``sources.entries`` is visible (every file isolated): the text is a plain scan. With
+    ``columns`` or ``condition``, the rows are cut to those columns and filtered."""
+    shown = shown_columns(spec, system_columns)
     if as_they_are:
-        shown = shown_columns(spec, system_columns)
         query: exp.Query = exp.select(*cols(shown)).from_(relation(sources.entries))
     else:
         query = visible_tree(spec, DUCKDB, sources, system_columns=system_columns)
+    if columns is not None or condition is not None:
+        picked = list(columns) if columns is not None else shown
+        cut = exp.select(*cols(picked)).from_(exp.paren(query, copy=False))
+        query = cut.where(condition.copy()) if condition is not None else cut
     return render(with_parquet_sources(query, parquet), DUCKDB)
 
 
@@ -196,10 +242,10 @@ def rows(
         check_condition(snap.state.schema.arrow(), render(condition, DUCKDB), shown=where)
     connection = read_sessions(snap.store).cursor()
     try:
-        relation = visible(snap, connection, partitions=partitions)
-        if condition is not None:
-            relation = relation.filter(render(condition, DUCKDB))
-        relation = relation.project(idents(chosen))
+        text, params = visible_statement(
+            snap, connection, partitions=partitions, columns=tuple(chosen), condition=condition
+        )
+        relation = lazy_sql(connection, text, params)
         with storage_errors(f"reading {snap.name!r}"):
             return relation.to_arrow_table()
     finally:

@@ -95,6 +95,9 @@ class ParquetSource:
     schema: pa.Schema
     present: frozenset[str]  # the columns of ``schema`` some file holds
     empty: bool = False
+    # Read once into memory where the statement names it several times (small tables only:
+    # each reader then scans the rows kept, instead of opening and decoding the files again).
+    materialized: bool = False
 
     def tree(self) -> exp.Select:
         columns = [_column(f, f.name in self.present) for f in self.schema]
@@ -160,13 +163,16 @@ def file_sources(
 
 def with_parquet_sources(query: exp.Query, sources: Sequence[ParquetSource]) -> exp.Query:
     """``query`` with a common table expression for each of ``sources``, inlined where read
-    (never materialized: each reader keeps its own projection and filters)."""
+    (each reader keeps its own projection and filters) unless the source asks to be
+    materialized."""
     if not sources:
         return query
     out = exp.select("*").from_(exp.paren(query, copy=False))
     for source in sources:
         out = out.with_(
-            exp.to_identifier(source.name, quoted=True), as_=source.tree(), materialized=False
+            exp.to_identifier(source.name, quoted=True),
+            as_=source.tree(),
+            materialized=source.materialized,
         )
     return out
 
