@@ -11,6 +11,10 @@ FETCH_JARS = $(MVN) -q -B -Dstyle.color=never -f jvm/pom.xml dependency:copy-dep
 DELTA_JARS := $(JARS)/delta/.fetched
 S3A_JARS := $(JARS)/s3a/.fetched
 ICEBERG_JARS := $(JARS)/iceberg/.fetched
+# The files holding the tests marked `alone` (RUN_ALONE in tests/conftest.py): the second phase of
+# `make test` collects only these (tests/test_alone_files.py checks the list is complete).
+ALONE_TESTS := tests/test_concurrency.py tests/test_maintenance_concurrency.py \
+	tests/test_vacuum_running_work.py
 
 .PHONY: install jars jars-s3a jars-iceberg demo test test-deep bench lint typecheck clean
 
@@ -49,7 +53,7 @@ test: $(STAMP) jars jars-s3a
 	$(VENV)/bin/ruff check ledger merge_policies views tests examples
 	$(VENV)/bin/mypy
 	$(PY) -m pytest -q -n 2 --dist loadgroup -m "not alone"
-	$(PY) -m pytest -q -m alone
+	$(PY) -m pytest -q -m alone $(ALONE_TESTS)
 
 # The property suites at hundreds of examples each (slow: run before a release, not on every change).
 test-deep: $(STAMP) jars
