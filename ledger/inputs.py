@@ -412,14 +412,14 @@ def _csv_blobs(
             if text is None:
                 values.append(None)
                 continue
-            text = text.strip(" \t")  # padded cells, as numbers in other columns may be
-            if not _HEX_TEXT.fullmatch(text):
+            hex_text = text.strip(" \t")  # padded cells, as numbers in other columns may be
+            if not _HEX_TEXT.fullmatch(hex_text) or (text and not hex_text):
                 raise pa.ArrowInvalid(
                     f"column {name!r}, row {rows_before + offset + 1}: {_shown_text(text)} is "
                     "not hex; a BLOB value in CSV is written as hex digits (48656c6c6f for "
                     "b'Hello'), as `ledger sql` prints it"
                 )
-            values.append(bytes.fromhex(text))
+            values.append(bytes.fromhex(hex_text))
         columns[index] = pa.array(values, kind)
     return pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
 
@@ -990,7 +990,8 @@ def _resolve_files(location: str, store: Store | None) -> tuple[pafs.FileSystem,
     """The filesystem, the non-empty data files and their one format for a path, folder or
     glob."""
     filesystem, path = _filesystem_of(location, store)
-    if _GLOB_CHARACTERS & set(path):
+    # A file or folder that exists under a name holding glob characters (``d[1]``) is itself.
+    if _GLOB_CHARACTERS & set(path) and not _exists(filesystem, path, location):
         infos = _glob(filesystem, path)
         if not infos:
             raise SourceNotFoundError(f"no file matches {location!r}; check the pattern")
@@ -1054,6 +1055,10 @@ def _s3_filesystem(store: Store | None) -> pafs.FileSystem:
         if isinstance(filesystem, pafs.S3FileSystem):
             return filesystem
     return pafs.S3FileSystem()
+
+
+def _exists(filesystem: pafs.FileSystem, path: str, location: str) -> bool:
+    return _file_info(filesystem, path, location).type != pafs.FileType.NotFound
 
 
 def _file_info(filesystem: pafs.FileSystem, path: str, location: str) -> pafs.FileInfo:

@@ -119,3 +119,28 @@ def test_padded_hex_in_a_blob_column_loads_like_padded_numbers(tmp_path: Path) -
     )
     table.insert(str(tmp_path / "rows.csv"))
     assert _decompressed_rows(table) == [(1, b"\x00\xff"), (2, b"Hello"), (3, None)]
+
+
+def test_a_blank_blob_cell_is_refused_not_read_as_empty_bytes(tmp_path: Path) -> None:
+    (tmp_path / "rows.csv").write_text('k,b\n1,00ff\n2,"   "\n')
+    table = ledger.connect(str(tmp_path / "wh")).create_table(
+        "t", {"k": "BIGINT", "b": "BLOB"}, primary_key="k"
+    )
+    with pytest.raises(ledger.LedgerError, match="not hex"):
+        table.insert(str(tmp_path / "rows.csv"))
+    assert table.refresh().version == 0 and table.count() == 0
+
+
+@pytest.mark.parametrize("name", ["d[1]", "d?", "d*"])
+def test_a_folder_or_file_whose_name_holds_glob_characters_is_read_as_itself(
+    tmp_path: Path, name: str
+) -> None:
+    (tmp_path / name).mkdir()
+    (tmp_path / name / "a.csv").write_text("k,amount,note\n1,1.00,mine\n")
+    (tmp_path / "d1").mkdir()
+    (tmp_path / "d1" / "a.csv").write_text("k,amount,note\n2,2.00,another folder\n")
+    by_folder, by_file = _table(tmp_path / "a"), _table(tmp_path / "b")
+    by_folder.insert(str(tmp_path / name))
+    by_file.insert(str(tmp_path / name / "a.csv"))
+    assert [r[2] for r in _decompressed_rows(by_folder)] == ["mine"]
+    assert _decompressed_rows(by_file) == _decompressed_rows(by_folder)
