@@ -186,7 +186,7 @@ def test_an_insert_only_table_refuses_every_delete_mark_before_writing(
         operation(insert_only)
     insert_only.insert([{"g": "x", "lo": 0, "hi": 9}])  # insertions are still welcome
     insert_only.append_entries([{"g": "y", "lo": 3, "hi": 3, "dml_type": 1}])
-    assert insert_only.count() == 3
+    assert insert_only.count() == 2  # one row per group: x (inserted twice) and y
 
 
 WRONG_SCHEMA = [
