@@ -1058,7 +1058,7 @@ def _s3_filesystem(store: Store | None) -> pafs.FileSystem:
 
 
 def _exists(filesystem: pafs.FileSystem, path: str, location: str) -> bool:
-    return _file_info(filesystem, path, location).type != pafs.FileType.NotFound
+    return bool(_file_info(filesystem, path, location).type != pafs.FileType.NotFound)
 
 
 def _file_info(filesystem: pafs.FileSystem, path: str, location: str) -> pafs.FileInfo:
