@@ -48,7 +48,17 @@ from ledger.errors import (
     StorageError,
     TypeMismatchError,
 )
-from ledger.schema import TableSchema, arrow_to_sql_or_str, dicts_to_arrow, to_arrow
+from ledger.schema import (
+    BELOW_MICROSECONDS,
+    NO_OFFSET,
+    OFFSET,
+    TableSchema,
+    arrow_to_sql_or_str,
+    dicts_to_arrow,
+    timestamp_refusal,
+    to_arrow,
+    without_zero_nanoseconds,
+)
 from ledger.storage.base import Store
 
 ACCEPTED_SOURCES = (
@@ -456,20 +466,19 @@ def _csv_timestamps(
 
 
 def _parsed_timestamps(
-    texts: pa.Array, kind: pa.DataType, name: str = "", nanosecond_columns: set[str] | None = None
+    texts: pa.Array, kind: pa.DataType, name: str, nanosecond_columns: set[str]
 ) -> pa.Array:
-    """``texts`` parsed by Arrow's ISO 8601 parser (the one its CSV reader uses), zero
-    nanosecond digits dropped first where plain parsing fails."""
-    seen = set() if nanosecond_columns is None else nanosecond_columns
-    # A failed parse costs far more than a successful one: once a column shows nanosecond
-    # digits, its later batches drop them before parsing instead of failing first.
-    if name not in seen:
+    """``texts`` parsed by the rule every source follows (``schema.timestamps_from_text``).
+    A failed parse costs far more than a successful one: once a column shows nanosecond digits,
+    its later batches drop them before parsing instead of failing first."""
+    if name not in nanosecond_columns:
         try:
-            return pc.cast(texts, kind)
+            parsed: pa.Array = pc.cast(texts, kind)
+            return parsed
         except pa.ArrowInvalid:
-            seen.add(name)
-    exact = pc.replace_substring_regex(texts, _ZERO_NANOSECONDS.pattern, r"\1\2")
-    return pc.cast(exact, kind)
+            nanosecond_columns.add(name)
+    exact: pa.Array = pc.cast(without_zero_nanoseconds(texts), kind)
+    return exact
 
 
 def _refuse_first_timestamp(
@@ -477,11 +486,11 @@ def _refuse_first_timestamp(
 ) -> None:
     """Raise the error for the first of ``texts`` that does not parse into ``kind``."""
     for offset, text in enumerate(texts.to_pylist()):
-        refusal = None if text is None else _timestamp_refusal(text, kind)
+        refusal = None if text is None else timestamp_refusal(text, kind)
         if refusal is None:
             continue
         row = rows_before + offset + 1
-        if refusal == "below microseconds":
+        if refusal == BELOW_MICROSECONDS:
             sql = arrow_to_sql_or_str(kind)
             raise TypeMismatchError(
                 f"{path!r}: column {name!r} ({sql}), row {row}: value {text!r} does not fit: a "
@@ -489,47 +498,13 @@ def _refuse_first_timestamp(
                 "them are not zeros; round the value to microseconds in the file. Nothing was "
                 "written"
             )
-        if refusal == "no offset":
+        if refusal == NO_OFFSET:
             raise pa.ArrowInvalid(_naive_timestamp_advice(name, f", row {row}", text))
-        problem = "expected no zone offset in" if refusal == "offset" else "invalid value"
+        problem = "expected no zone offset in" if refusal == OFFSET else "invalid value"
         raise pa.ArrowInvalid(
             f"In CSV column #{index}: CSV conversion error to {kind}: {problem} {text!r} "
             f"(column {name!r}, row {row})"
         )
-
-
-def _timestamp_refusal(text: str, kind: pa.DataType) -> str | None:
-    """Why ``text`` does not parse into ``kind``: ``"no offset"`` (a TIMESTAMPTZ needs one),
-    ``"offset"`` (a TIMESTAMP takes none), ``"below microseconds"`` (nonzero digits beyond
-    microseconds), ``"invalid"``; None when it parses."""
-    if _parses(text, kind):
-        return None
-    to_microseconds = _SUB_MICROSECONDS.fullmatch(text)
-    exact = text if to_microseconds is None else to_microseconds.expand(r"\1\3")
-    naive, instant = pa.timestamp("us"), pa.timestamp("us", tz="UTC")
-    if kind != naive and _parses(exact, naive):
-        return "no offset"
-    if kind == naive and _parses(exact, instant):
-        return "offset"
-    if to_microseconds is not None and _parses(exact, kind):
-        return "below microseconds"
-    return "invalid"
-
-
-def _parses(text: str, kind: pa.DataType) -> bool:
-    try:
-        _parsed_timestamps(pa.array([text]), kind)
-    except pa.ArrowInvalid:
-        return False
-    return True
-
-
-# A timestamp with 7 to 9 digits after the second, as Arrow's parser reads it (a ``T`` or a
-# space between date and time; no zone, ``Z``, or an offset ``+hh``, ``+hhmm``, ``+hh:mm``).
-_TIMESTAMP_TO_SECONDS = r"[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}"
-_ZONE = r"(Z|[+-][0-9]{2}(?::?[0-9]{2})?)?"
-_ZERO_NANOSECONDS = re.compile(rf"^({_TIMESTAMP_TO_SECONDS}\.[0-9]{{6}})0{{1,3}}{_ZONE}$")
-_SUB_MICROSECONDS = re.compile(rf"({_TIMESTAMP_TO_SECONDS}\.[0-9]{{6}})([0-9]{{1,3}}){_ZONE}")
 
 
 def _shown_text(text: str, limit: int = 60) -> str:
