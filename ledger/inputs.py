@@ -313,7 +313,21 @@ def _reading(location: str, path: str, file_format: str, items: Iterator[_Item])
             "file (or pass the data another way); nothing was written"
         ) from e
     except OSError as e:
+        codec = _CODECS.get(Path(path).suffix.lower())
+        if codec is not None and _DECOMPRESSION_FAILURE.search(str(e)):
+            # The bytes arrived: they are no valid stream of their codec (truncated, corrupt,
+            # or another format under its name), which is bad input, not a store failure.
+            raise MalformedSourceError(
+                f"{path!r} (from {location!r}) could not be decompressed as {codec}: {e}. Fix "
+                "or replace the file (or pass it uncompressed); nothing was written"
+            ) from e
         raise StorageError(f"reading {path!r} (from {location!r}) failed: {e}") from e
+
+
+# How Arrow's codecs report bytes that are no valid stream of their format.
+_DECOMPRESSION_FAILURE = re.compile(
+    r"inflate failed|decompress failed|Truncated compressed stream", re.IGNORECASE
+)
 
 
 # Each file is read by its format's own streaming reader, one file at a time: their read-ahead
