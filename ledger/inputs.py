@@ -385,13 +385,45 @@ def _csv_batches(
                 yield _csv_blobs(converted, blobs, rows_before) if blobs else converted
                 rows_before += batch.num_rows
     except pa.ArrowInvalid as e:
-        where = _csv_error_row(filesystem, path, str(e), table_types)
-        if where is None:
+        refusal = _csv_refusal(filesystem, path, str(e), table_types)
+        if refusal is None:
             raise
-        if _CSV_NAIVE_TIMESTAMP_ERROR.search(str(e)):
-            # Arrow's advice (assume_timezone) is for its own API, not for this file.
-            raise pa.ArrowInvalid(where) from e
-        raise pa.ArrowInvalid(f"{e} ({where})") from e
+        raise pa.ArrowInvalid(refusal) from e
+
+
+def _csv_refusal(
+    filesystem: pafs.FileSystem, path: str, message: str, table_types: Mapping[str, pa.DataType]
+) -> str | None:
+    """Arrow's CSV error about one column in the file's own terms: the column by its name and
+    the row counted from 1 after the header, never Arrow's column number (counted from 0).
+    None for an error about no one column (a line with too many fields)."""
+    column = _ARROW_CSV_COLUMN.search(message)
+    if column is None:
+        return None
+    where = _csv_error_row(filesystem, path, message, table_types)
+    if where is not None and (
+        _CSV_NAIVE_TIMESTAMP_ERROR.search(message) or _CSV_RESCALE_ERROR.search(message)
+    ):
+        # These say what is wrong and what to do; Arrow's own advice (assume_timezone) is for
+        # its API, not for this file.
+        return where
+    detail = message[column.end() :]
+    if where is None:
+        where = _csv_column_label(filesystem, path, int(column.group(1)))
+    return f"{where}: {detail}"
+
+
+def _csv_column_label(filesystem: pafs.FileSystem, path: str, index: int) -> str:
+    """Column ``index`` (Arrow's, counted from 0) by its name in the header, or by its place
+    counted from 1 when the header cannot be read again."""
+    try:
+        return f"column {_csv_column_name(filesystem, path, index)!r}"
+    except (pa.ArrowException, OSError, IndexError):
+        return f"column {index + 1} of the file"
+
+
+# The column (counted from 0) and row Arrow's CSV reader prefixes a conversion error with.
+_ARROW_CSV_COLUMN = re.compile(r"In CSV column #(\d+): (?:Row #\d+: )?")
 
 
 def _csv_integers(
@@ -474,7 +506,7 @@ def _csv_timestamps(
             try:
                 columns[index] = _parsed_timestamps(texts, kind, name, nanosecond_columns)
             except pa.ArrowInvalid:
-                _refuse_first_timestamp(texts, kind, name, index, rows_before, path)
+                _refuse_first_timestamp(texts, kind, name, rows_before, path)
                 raise
     return pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
 
@@ -496,7 +528,7 @@ def _parsed_timestamps(
 
 
 def _refuse_first_timestamp(
-    texts: pa.Array, kind: pa.DataType, name: str, index: int, rows_before: int, path: str
+    texts: pa.Array, kind: pa.DataType, name: str, rows_before: int, path: str
 ) -> None:
     """Raise the error for the first of ``texts`` that does not parse into ``kind``."""
     for offset, text in enumerate(texts.to_pylist()):
@@ -516,8 +548,7 @@ def _refuse_first_timestamp(
             raise pa.ArrowInvalid(_naive_timestamp_advice(name, f", row {row}", text))
         problem = "expected no zone offset in" if refusal == OFFSET else "invalid value"
         raise pa.ArrowInvalid(
-            f"In CSV column #{index}: CSV conversion error to {kind}: {problem} {text!r} "
-            f"(column {name!r}, row {row})"
+            f"column {name!r}, row {row}: CSV conversion error to {kind}: {problem} {text!r}"
         )
 
 
