@@ -9,7 +9,7 @@ the commit holding its events landed: ``200`` means the events are durable and w
 exactly once. Requests that arrive while a commit is under way wait for the next one together
 (a group commit), so the answer takes about one commit's time, however many clients send.
 
-A malformed request (not JSON, not an object or a list of objects, an unknown column, a value
+A malformed request (not JSON, not an object or a list of objects, an unknown field, a value
 that does not fit its column, a missing ``event_id``) gets ``400`` or ``422`` and nothing of it
 is written; other requests in flight are not affected. Every answer is JSON, errors included:
 an unknown path gets ``404``, a method a route does not take ``405`` (with an ``Allow`` header),
@@ -37,6 +37,7 @@ import contextlib
 import datetime as dt
 import json
 import logging
+import re
 import tempfile
 import threading
 import urllib.request
@@ -125,15 +126,17 @@ class IngestService:
         self.writer.close()
 
     def accept(self, events: list[dict[str, Any]]) -> int:
-        """Write the events and wait until they are committed; return how many."""
+        """Write the events and wait until they are committed; return how many. Events that do
+        not fit the table raise :class:`RefusedEvents`, in the terms of the JSON body."""
         received_at = dt.datetime.now(dt.UTC)
-        for event in events:
-            if STAMPED in event:
-                raise ledger.InvalidArgumentError(
-                    f"{STAMPED!r} is set by the service; leave it out"
-                )
-        position = self.writer.write([{**event, STAMPED: received_at} for event in events])
-        self.writer.wait(position, timeout=self.settings.ack_timeout)
+        check_fields(events, list(self.table.schema))
+        try:
+            position = self.writer.write([{**event, STAMPED: received_at} for event in events])
+            self.writer.wait(position, timeout=self.settings.ack_timeout)
+        except ledger.FlushError:
+            raise  # a store failure: the events stay buffered (503)
+        except ledger.LedgerError as e:  # checked before anything is buffered: nothing written
+            raise RefusedEvents(in_request_terms(e)) from e
         return len(events)
 
     def merge(self) -> None:
@@ -154,6 +157,47 @@ class IngestService:
                 log.warning("%s failed: %s", task.__name__, e)
 
 
+class RefusedEvents(ValueError):
+    """Events of a request that do not fit the table, said in terms of the JSON body."""
+
+
+def check_fields(events: list[dict[str, Any]], columns: list[str]) -> None:
+    """Refuse fields the events table does not have, and the field the service sets, before
+    anything is buffered."""
+    for event in events:
+        if STAMPED in event:
+            raise RefusedEvents(f"the field {STAMPED!r} is set by the service; leave it out")
+    accepted = [c for c in columns if c != STAMPED]
+    unknown = sorted({name for event in events for name in event if name not in accepted})
+    if unknown:
+        spelled = {name.lower(): name for name in accepted}
+        hints = [f"{n!r} -> {spelled[n.lower()]!r}" for n in unknown if n.lower() in spelled]
+        hint = f" (names match exactly: {', '.join(hints)})" if hints else ""
+        raise RefusedEvents(
+            f"unknown field(s) {unknown} in the JSON body{hint}; an event has the fields "
+            f"{accepted} (only event_id is required)"
+        )
+
+
+# A refused value's column and type, as the table's errors begin: "column 'user_id' (BIGINT): ".
+_REFUSED_VALUE = re.compile(r"^column '(?P<field>[^']*)' \((?P<type>[^)]*\)?)\): (?P<why>.*)$")
+
+
+def in_request_terms(error: ledger.LedgerError) -> str:
+    """The table's refusal of some events, told to an HTTP client: which field of the JSON body
+    is wrong, not which Python argument or conversion would fix it."""
+    if isinstance(error, ledger.MissingKeyError):
+        return "every event needs the field 'event_id', holding a string (not null)"
+    refused = _REFUSED_VALUE.match(str(error))
+    if isinstance(error, ledger.TypeMismatchError) and refused is not None:
+        why = refused["why"].split("; ")[0]  # the advice after it is for Python callers
+        return (
+            f"the field {refused['field']!r} of an event in the JSON body does not fit its "
+            f"type {refused['type']}: {why}"
+        )
+    return f"the events in the JSON body do not fit the events table: {error}"
+
+
 ROUTES = "this service answers POST /events and GET /health"
 
 
@@ -171,7 +215,7 @@ def create_app(service: IngestService) -> Flask:
             accepted = service.accept(events)
         except (ledger.FlushError, TimeoutError) as e:
             return {"error": f"not committed yet, retry later: {e}"}, 503
-        except ledger.LedgerError as e:  # the events do not fit the table: nothing written
+        except RefusedEvents as e:  # the events do not fit the table: nothing written
             return {"error": str(e)}, 422
         return {"accepted": accepted}, 200
 

@@ -48,7 +48,17 @@ from ledger.errors import (
     StorageError,
     TypeMismatchError,
 )
-from ledger.schema import TableSchema, arrow_to_sql_or_str, dicts_to_arrow, to_arrow
+from ledger.schema import (
+    BELOW_MICROSECONDS,
+    NO_OFFSET,
+    OFFSET,
+    TableSchema,
+    arrow_to_sql_or_str,
+    dicts_to_arrow,
+    timestamp_refusal,
+    to_arrow,
+    without_zero_nanoseconds,
+)
 from ledger.storage.base import Store
 
 ACCEPTED_SOURCES = (
@@ -303,7 +313,21 @@ def _reading(location: str, path: str, file_format: str, items: Iterator[_Item])
             "file (or pass the data another way); nothing was written"
         ) from e
     except OSError as e:
+        codec = _CODECS.get(Path(path).suffix.lower())
+        if codec is not None and _DECOMPRESSION_FAILURE.search(str(e)):
+            # The bytes arrived: they are no valid stream of their codec (truncated, corrupt,
+            # or another format under its name), which is bad input, not a store failure.
+            raise MalformedSourceError(
+                f"{path!r} (from {location!r}) could not be decompressed as {codec}: {e}. Fix "
+                "or replace the file (or pass it uncompressed); nothing was written"
+            ) from e
         raise StorageError(f"reading {path!r} (from {location!r}) failed: {e}") from e
+
+
+# How Arrow's codecs report bytes that are no valid stream of their format.
+_DECOMPRESSION_FAILURE = re.compile(
+    r"inflate failed|decompress failed|Truncated compressed stream", re.IGNORECASE
+)
 
 
 # Each file is read by its format's own streaming reader, one file at a time: their read-ahead
@@ -361,13 +385,45 @@ def _csv_batches(
                 yield _csv_blobs(converted, blobs, rows_before) if blobs else converted
                 rows_before += batch.num_rows
     except pa.ArrowInvalid as e:
-        where = _csv_error_row(filesystem, path, str(e), table_types)
-        if where is None:
+        refusal = _csv_refusal(filesystem, path, str(e), table_types)
+        if refusal is None:
             raise
-        if _CSV_NAIVE_TIMESTAMP_ERROR.search(str(e)):
-            # Arrow's advice (assume_timezone) is for its own API, not for this file.
-            raise pa.ArrowInvalid(where) from e
-        raise pa.ArrowInvalid(f"{e} ({where})") from e
+        raise pa.ArrowInvalid(refusal) from e
+
+
+def _csv_refusal(
+    filesystem: pafs.FileSystem, path: str, message: str, table_types: Mapping[str, pa.DataType]
+) -> str | None:
+    """Arrow's CSV error about one column in the file's own terms: the column by its name and
+    the row counted from 1 after the header, never Arrow's column number (counted from 0).
+    None for an error about no one column (a line with too many fields)."""
+    column = _ARROW_CSV_COLUMN.search(message)
+    if column is None:
+        return None
+    where = _csv_error_row(filesystem, path, message, table_types)
+    if where is not None and (
+        _CSV_NAIVE_TIMESTAMP_ERROR.search(message) or _CSV_RESCALE_ERROR.search(message)
+    ):
+        # These say what is wrong and what to do; Arrow's own advice (assume_timezone) is for
+        # its API, not for this file.
+        return where
+    detail = message[column.end() :]
+    if where is None:
+        where = _csv_column_label(filesystem, path, int(column.group(1)))
+    return f"{where}: {detail}"
+
+
+def _csv_column_label(filesystem: pafs.FileSystem, path: str, index: int) -> str:
+    """Column ``index`` (Arrow's, counted from 0) by its name in the header, or by its place
+    counted from 1 when the header cannot be read again."""
+    try:
+        return f"column {_csv_column_name(filesystem, path, index)!r}"
+    except (pa.ArrowException, OSError, IndexError):
+        return f"column {index + 1} of the file"
+
+
+# The column (counted from 0) and row Arrow's CSV reader prefixes a conversion error with.
+_ARROW_CSV_COLUMN = re.compile(r"In CSV column #(\d+): (?:Row #\d+: )?")
 
 
 def _csv_integers(
@@ -450,38 +506,37 @@ def _csv_timestamps(
             try:
                 columns[index] = _parsed_timestamps(texts, kind, name, nanosecond_columns)
             except pa.ArrowInvalid:
-                _refuse_first_timestamp(texts, kind, name, index, rows_before, path)
+                _refuse_first_timestamp(texts, kind, name, rows_before, path)
                 raise
     return pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
 
 
 def _parsed_timestamps(
-    texts: pa.Array, kind: pa.DataType, name: str = "", nanosecond_columns: set[str] | None = None
+    texts: pa.Array, kind: pa.DataType, name: str, nanosecond_columns: set[str]
 ) -> pa.Array:
-    """``texts`` parsed by Arrow's ISO 8601 parser (the one its CSV reader uses), zero
-    nanosecond digits dropped first where plain parsing fails."""
-    seen = set() if nanosecond_columns is None else nanosecond_columns
-    # A failed parse costs far more than a successful one: once a column shows nanosecond
-    # digits, its later batches drop them before parsing instead of failing first.
-    if name not in seen:
+    """``texts`` parsed by the rule every source follows (``schema.timestamps_from_text``).
+    A failed parse costs far more than a successful one: once a column shows nanosecond digits,
+    its later batches drop them before parsing instead of failing first."""
+    if name not in nanosecond_columns:
         try:
-            return pc.cast(texts, kind)
+            parsed: pa.Array = pc.cast(texts, kind)
+            return parsed
         except pa.ArrowInvalid:
-            seen.add(name)
-    exact = pc.replace_substring_regex(texts, _ZERO_NANOSECONDS.pattern, r"\1\2")
-    return pc.cast(exact, kind)
+            nanosecond_columns.add(name)
+    exact: pa.Array = pc.cast(without_zero_nanoseconds(texts), kind)
+    return exact
 
 
 def _refuse_first_timestamp(
-    texts: pa.Array, kind: pa.DataType, name: str, index: int, rows_before: int, path: str
+    texts: pa.Array, kind: pa.DataType, name: str, rows_before: int, path: str
 ) -> None:
     """Raise the error for the first of ``texts`` that does not parse into ``kind``."""
     for offset, text in enumerate(texts.to_pylist()):
-        refusal = None if text is None else _timestamp_refusal(text, kind)
+        refusal = None if text is None else timestamp_refusal(text, kind)
         if refusal is None:
             continue
         row = rows_before + offset + 1
-        if refusal == "below microseconds":
+        if refusal == BELOW_MICROSECONDS:
             sql = arrow_to_sql_or_str(kind)
             raise TypeMismatchError(
                 f"{path!r}: column {name!r} ({sql}), row {row}: value {text!r} does not fit: a "
@@ -489,47 +544,12 @@ def _refuse_first_timestamp(
                 "them are not zeros; round the value to microseconds in the file. Nothing was "
                 "written"
             )
-        if refusal == "no offset":
+        if refusal == NO_OFFSET:
             raise pa.ArrowInvalid(_naive_timestamp_advice(name, f", row {row}", text))
-        problem = "expected no zone offset in" if refusal == "offset" else "invalid value"
+        problem = "expected no zone offset in" if refusal == OFFSET else "invalid value"
         raise pa.ArrowInvalid(
-            f"In CSV column #{index}: CSV conversion error to {kind}: {problem} {text!r} "
-            f"(column {name!r}, row {row})"
+            f"column {name!r}, row {row}: CSV conversion error to {kind}: {problem} {text!r}"
         )
-
-
-def _timestamp_refusal(text: str, kind: pa.DataType) -> str | None:
-    """Why ``text`` does not parse into ``kind``: ``"no offset"`` (a TIMESTAMPTZ needs one),
-    ``"offset"`` (a TIMESTAMP takes none), ``"below microseconds"`` (nonzero digits beyond
-    microseconds), ``"invalid"``; None when it parses."""
-    if _parses(text, kind):
-        return None
-    to_microseconds = _SUB_MICROSECONDS.fullmatch(text)
-    exact = text if to_microseconds is None else to_microseconds.expand(r"\1\3")
-    naive, instant = pa.timestamp("us"), pa.timestamp("us", tz="UTC")
-    if kind != naive and _parses(exact, naive):
-        return "no offset"
-    if kind == naive and _parses(exact, instant):
-        return "offset"
-    if to_microseconds is not None and _parses(exact, kind):
-        return "below microseconds"
-    return "invalid"
-
-
-def _parses(text: str, kind: pa.DataType) -> bool:
-    try:
-        _parsed_timestamps(pa.array([text]), kind)
-    except pa.ArrowInvalid:
-        return False
-    return True
-
-
-# A timestamp with 7 to 9 digits after the second, as Arrow's parser reads it (a ``T`` or a
-# space between date and time; no zone, ``Z``, or an offset ``+hh``, ``+hhmm``, ``+hh:mm``).
-_TIMESTAMP_TO_SECONDS = r"[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}"
-_ZONE = r"(Z|[+-][0-9]{2}(?::?[0-9]{2})?)?"
-_ZERO_NANOSECONDS = re.compile(rf"^({_TIMESTAMP_TO_SECONDS}\.[0-9]{{6}})0{{1,3}}{_ZONE}$")
-_SUB_MICROSECONDS = re.compile(rf"({_TIMESTAMP_TO_SECONDS}\.[0-9]{{6}})([0-9]{{1,3}}){_ZONE}")
 
 
 def _shown_text(text: str, limit: int = 60) -> str:

@@ -17,7 +17,9 @@ looks at one row at a time gives the same rows however they are cut.
 
 from __future__ import annotations
 
+import difflib
 import functools
+import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -34,11 +36,22 @@ from ledger.inputs import Rows, concat_rows
 from ledger.log.commit import next_timestamp
 from ledger.log.entries import LogFile
 from ledger.log.state import TableState
-from ledger.schema import DML_TYPE, ROW_ID, TRX_ID, TRX_SEQ, TableSchema, conform, folded_name
+from ledger.schema import (
+    DML_TYPE,
+    ROW_ID,
+    TRX_ID,
+    TRX_SEQ,
+    TableSchema,
+    arrow_to_sql_or_str,
+    conform,
+    folded_name,
+)
 from ledger.sql_guard import DIALECT, checked_select
 
 if TYPE_CHECKING:
     from ledger.table import Table
+
+log = logging.getLogger(__name__)
 
 RELATION = "rows"
 SET_OPERATION = "set_insert_transform"
@@ -141,7 +154,7 @@ def check_against_schema(
     """
     rendered = check_shape(sql)
     source = _input_shape(rendered, schema, generated_row_id)
-    output = _run(rendered, source.empty_table())
+    output = _run(rendered, source.empty_table(), _unbound(rendered, source))
     if ROW_ID in output.column_names:  # an update by _row_id passes it through
         output = output.drop_columns([ROW_ID])
     try:
@@ -151,6 +164,7 @@ def check_against_schema(
             f"{WHAT} {rendered!r} does not give rows the table takes: {e}. Its output must be "
             "columns of the table (every key column among them) of types that convert to theirs"
         ) from e
+    _warn_of_misspellings(rendered, source, schema)
     return rendered
 
 
@@ -169,6 +183,44 @@ def _input_shape(rendered: str, schema: TableSchema, generated_row_id: bool) -> 
             known.add(folded_name(name))
             fields.append(pa.field(name, pa.null()))
     return pa.schema(fields)
+
+
+def _warn_of_misspellings(rendered: str, source: pa.Schema, schema: TableSchema) -> None:
+    """Log each source column the transform reads whose name is close to a column of the table.
+    A source column cannot be told from a misspelt column by its name (writers may pass any
+    column), so it is not refused; the first write that lacks it fails naming it."""
+    table_names = {folded_name(name): name for name in schema.names}
+    for field in source:
+        if folded_name(field.name) in table_names or field.name == ROW_ID:
+            continue
+        close = difflib.get_close_matches(folded_name(field.name), list(table_names), n=1)
+        if close:
+            log.warning(
+                "%s %r reads %r, which is not a column of the table (did you mean %r?): it is "
+                "taken as a source column every write must pass",
+                WHAT,
+                rendered,
+                field.name,
+                table_names[close[0]],
+            )
+
+
+def _unbound(rendered: str, source: pa.Schema) -> Callable[[str], InsertTransformError]:
+    """The error for a transform that does not run over no rows of the table's columns (a
+    misspelt type, a function given arguments it does not take)."""
+
+    def failed(reason: str) -> InsertTransformError:
+        given = ", ".join(f"{f.name} {_type_label(f.type)}" for f in source)
+        return InsertTransformError(
+            f"{WHAT} {rendered!r} does not run over the table's columns ({given}): {reason}. "
+            "Nothing was changed; fix the transform"
+        )
+
+    return failed
+
+
+def _type_label(kind: pa.DataType) -> str:
+    return "(a source column)" if pa.types.is_null(kind) else arrow_to_sql_or_str(kind)
 
 
 def _read_columns(tree: exp.Expr) -> list[str]:
@@ -350,15 +402,19 @@ def set_insert_transform(table: Table, sql: str | None) -> int:
     return state.version
 
 
-def _run(rendered: str, rows: pa.Table) -> pa.Table:
-    def failed(reason: str) -> InsertTransformError:
+def _run(
+    rendered: str,
+    rows: pa.Table,
+    failed: Callable[[str], InsertTransformError] | None = None,
+) -> pa.Table:
+    def failed_on_rows(reason: str) -> InsertTransformError:
         given = ", ".join(f"{f.name} {f.type}" for f in rows.schema)
         return InsertTransformError(
             f"{WHAT} {rendered!r} failed on the rows written (columns: {given}): {reason}. "
             "Nothing was written; pass the columns the transform reads, in types it takes"
         )
 
-    return query_over(rendered, RELATION, rows, failed)
+    return query_over(rendered, RELATION, rows, failed or failed_on_rows)
 
 
 __all__ = [

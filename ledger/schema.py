@@ -13,7 +13,7 @@ import operator
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -395,16 +395,105 @@ def parse_text(name: str, column: pa.ChunkedArray, target: pa.DataType) -> pa.Ch
     text = pc.utf8_trim_whitespace(column.cast(pa.string()))
     # A FLOAT goes through DOUBLE, so the FLOAT rules (no overflow to infinity) apply to it.
     step = pa.float64() if target == pa.float32() else target
+
+    def parsed_from(part: pa.ChunkedArray) -> pa.ChunkedArray:
+        if pa.types.is_timestamp(step):
+            return timestamps_from_text(part, step)
+        return part.cast(step, safe=True)
+
     try:
-        parsed: pa.ChunkedArray = text.cast(step, safe=True)
+        parsed = parsed_from(text)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-        bad = text[_first_failing(text, lambda part: part.cast(step, safe=True))].as_py()
+        bad = text[_first_failing(text, parsed_from)].as_py()
+        if pa.types.is_timestamp(step) and timestamp_refusal(bad, step) == BELOW_MICROSECONDS:
+            raise TypeMismatchError(below_microseconds_message(name, step, bad)) from e
         raise TypeMismatchError(
             f"column {name!r} ({arrow_to_sql_or_str(target)}): text {bad!r} does not parse into "
             f"it without change ({e}); text is parsed as in a CSV file: fix the value or "
             "convert the column before writing"
         ) from e
     return parsed if step == target else _cast_column(name, parsed, target)
+
+
+# --- timestamps written as text ----------------------------------------------------------------
+# Every source of text (CSV, JSON lines, dicts, pandas, Spark) parses timestamps by these: a
+# column keeps microseconds, as an Arrow or pandas timestamp converted into it does, so digits
+# after the microseconds that are zeros (``05.123456000``, as many writers print every value)
+# are dropped, and nonzero ones (``05.123456789``) are refused, since storing them would change
+# the value.
+
+# A timestamp with 7 to 9 digits after the second, as Arrow's parser reads it (a ``T`` or a
+# space between date and time; no zone, ``Z``, or an offset ``+hh``, ``+hhmm``, ``+hh:mm``).
+_TIMESTAMP_TO_SECONDS = r"[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}"
+_ZONE = r"(Z|[+-][0-9]{2}(?::?[0-9]{2})?)?"
+_ZERO_NANOSECONDS = re.compile(rf"^({_TIMESTAMP_TO_SECONDS}\.[0-9]{{6}})0{{1,3}}{_ZONE}$")
+_SUB_MICROSECONDS = re.compile(rf"({_TIMESTAMP_TO_SECONDS}\.[0-9]{{6}})([0-9]{{1,3}}){_ZONE}")
+# Why a text is no timestamp of a column (timestamp_refusal).
+NO_OFFSET, OFFSET, BELOW_MICROSECONDS, INVALID = (
+    "no offset",
+    "offset",
+    "below microseconds",
+    "invalid",
+)
+
+_Texts = TypeVar("_Texts", pa.Array, pa.ChunkedArray)
+
+
+def timestamps_from_text(texts: _Texts, kind: pa.DataType) -> _Texts:
+    """``texts`` parsed into timestamp type ``kind`` by Arrow's ISO 8601 parser (the one its CSV
+    reader uses), zero digits after the microseconds dropped where plain parsing fails; raises
+    ``pa.ArrowInvalid`` when a text is no such timestamp (:func:`timestamp_refusal` says why).
+
+    >>> timestamps_from_text(pa.array(["2024-01-02 03:04:05.123456000"]), pa.timestamp("us"))[0]
+    <pyarrow.TimestampScalar: '2024-01-02T03:04:05.123456'>
+    """
+    try:
+        parsed: _Texts = pc.cast(texts, kind)
+    except pa.ArrowInvalid:
+        parsed = pc.cast(without_zero_nanoseconds(texts), kind)
+    return parsed
+
+
+def without_zero_nanoseconds(texts: _Texts) -> _Texts:
+    """``texts`` with zero digits after the microseconds dropped (other texts unchanged)."""
+    dropped: _Texts = pc.replace_substring_regex(texts, _ZERO_NANOSECONDS.pattern, r"\1\2")
+    return dropped
+
+
+def timestamp_refusal(text: str, kind: pa.DataType) -> str | None:
+    """Why ``text`` does not parse into timestamp type ``kind``: :data:`NO_OFFSET` (a
+    TIMESTAMPTZ needs one), :data:`OFFSET` (a TIMESTAMP takes none), :data:`BELOW_MICROSECONDS`
+    (nonzero digits after the microseconds), :data:`INVALID`; None when it parses."""
+    if _parses_as_timestamp(text, kind):
+        return None
+    to_microseconds = _SUB_MICROSECONDS.fullmatch(text)
+    exact = text if to_microseconds is None else to_microseconds.expand(r"\1\3")
+    naive, instant = pa.timestamp("us"), pa.timestamp("us", tz="UTC")
+    if kind != naive and _parses_as_timestamp(exact, naive):
+        return NO_OFFSET
+    if kind == naive and _parses_as_timestamp(exact, instant):
+        return OFFSET
+    if to_microseconds is not None and _parses_as_timestamp(exact, kind):
+        return BELOW_MICROSECONDS
+    return INVALID
+
+
+def below_microseconds_message(name: str, kind: pa.DataType, text: str) -> str:
+    """The refusal of ``text``, whose digits after the microseconds are not zeros."""
+    sql = arrow_to_sql_or_str(kind)
+    return (
+        f"column {name!r} ({sql}): value {text!r} does not fit: a {sql} keeps microseconds "
+        "(6 digits after the second) and the digits after them are not zeros; round the value "
+        "to microseconds"
+    )
+
+
+def _parses_as_timestamp(text: str, kind: pa.DataType) -> bool:
+    try:
+        timestamps_from_text(pa.array([text]), kind)
+    except pa.ArrowInvalid:
+        return False
+    return True
 
 
 def to_arrow(data: Any, schema: TableSchema) -> pa.Table:

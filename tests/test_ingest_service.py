@@ -82,7 +82,7 @@ MALFORMED: list[tuple[bytes, int, str]] = [
     (b"{not json", 400, "JSON object"),
     (b'"a string"', 400, "JSON object"),
     (b'[{"event_id": "m-1"}, 7]', 400, "JSON object"),
-    (b'{"event_id": "m-1", "colour": "red"}', 422, "unknown column"),
+    (b'{"event_id": "m-1", "colour": "red"}', 422, "unknown field"),
     (b'{"event_id": "m-1", "user_id": "seven"}', 422, "user_id"),
     (b'{"kind": "no id"}', 422, "event_id"),
     (b'{"event_id": null}', 422, "event_id"),

@@ -34,6 +34,8 @@ from ledger.maintenance.merge import check_query, delete_uncommitted, write_quer
 from ledger.partitioning import PartitionSpec
 from ledger.predicates import check_predicate
 from ledger.pruning import prune_by_partitions
+from ledger.reads.counts import row_count
+from ledger.snapshot import Snapshot
 from ledger.sql.names import ENTRIES
 from ledger.sql_guard import checked_select
 from ledger.transaction import check_timeout
@@ -78,19 +80,40 @@ def _refuse_rollup(table: Table, state: TableState, operation: str) -> None:
 def drop_partitions(
     table: Table, partitions: PartitionChoice = None, *, where: str | None = None
 ) -> PartitionChange:
-    started_ms = int(time.time() * 1000)
     base = table.handle.latest_state()
     _refuse_rollup(table, base, "drop_partitions")
     spec = _spec(table, base)
     choose = _chooser(spec, partitions, where)
     outcome: dict[str, list[FileMarker]] = {"dropped": []}
+    # A retried commit usually drops the same files: their rows are counted once.
+    counted: dict[frozenset[str], int] = {}
+    counting_ms = [0]
+
+    def count(state: TableState, doomed: list[FileMarker]) -> int:
+        paths = frozenset(m.path for m in doomed)
+        if paths not in counted:
+            counting_started = time.monotonic()
+            counted[paths] = _dropped_rows(table, state, doomed)
+            counting_ms[0] += int((time.monotonic() - counting_started) * 1000)
+        return counted[paths]
+
+    # Counted before the drop begins (and its state is read again), so that reading data does
+    # not widen the window in which another commit makes it try again; a retry that drops
+    # other files counts those.
+    count(base, choose(base.alive_files))
+    counting_ms[0] = 0
+    started_ms = int(time.time() * 1000)
+    base = table.handle.latest_state()
 
     def build(latest: TableState) -> LogFile | None:
-        check_timeout(latest, started_ms, table.name)
+        # A drop writes no file, so the time it spends reading data to count its rows cannot
+        # leave a file for vacuum to take: only the rest of its time counts against the timeout.
+        check_timeout(latest, started_ms + counting_ms[0], table.name)
         doomed = choose(latest.alive_files)
         outcome["dropped"] = doomed
         if not doomed:
             return None
+        deleted = count(latest, doomed)
         now = next_timestamp(latest)
         return LogFile(
             version=latest.version + 1,
@@ -98,7 +121,7 @@ def drop_partitions(
             operation=DROP_PARTITIONS,
             schema=latest.schema,
             files=tuple(m.tombstone(now) for m in doomed),
-            info={"deleted": sum(m.dml_sum for m in doomed)},
+            info={"deleted": deleted},
         )
 
     _, entry = table.handle.commit(build, base)
@@ -109,6 +132,13 @@ def drop_partitions(
         0,
         sum(m.rows for m in dropped),
     )
+
+
+def _dropped_rows(table: Table, state: TableState, doomed: list[FileMarker]) -> int:
+    """The logical rows of the dropped files, counted as ``count()`` counts those partitions:
+    their ``dml_sum`` only where merges keep it (collapsing and custom tables), since a
+    replacing, aggregating or dedup merge leaves entries whose signs do not add up to rows."""
+    return row_count(Snapshot(table.name, table.store, table.prefix, state), doomed)
 
 
 def rewrite_partitions(
