@@ -159,16 +159,16 @@ def file_sources(
     names = {}
     for role, paths in local.items():
         name = f"__ledger_{role}_files"
-        found = [p for p in paths if p is not None]
-        present = file_columns(found)
+        footers = [file_footer(p) for p in paths if p is not None]
+        present = frozenset().union(*(footer.columns for footer in footers))
         parquet.append(
             ParquetSource(
                 name,
                 schema,
                 present & frozenset(schema.names),
                 not paths,
-                uniform=uniform_files(found),
-                typed=bool(found) and typed_files(found, schema),
+                uniform=len({footer.layout for footer in footers}) <= 1,
+                typed=bool(footers) and all(_typed(footer, schema) for footer in footers),
             )
         )
         if paths:
@@ -202,21 +202,14 @@ def file_columns(paths: Sequence[str]) -> frozenset[str]:
     return frozenset(found)
 
 
-def uniform_files(paths: Sequence[str]) -> bool:
-    """Whether the Parquet files ``paths`` all hold the same columns, in the same order and of
-    the same types (each footer read once per process: :func:`file_footer`)."""
-    return len({file_footer(path).schema for path in paths}) <= 1
-
-
-def typed_files(paths: Sequence[str], schema: pa.Schema) -> bool:
-    """Whether every one of the Parquet files ``paths`` holds every column of ``schema`` in
-    exactly its type (files written before a column was added or widened do not)."""
-    for path in paths:
-        held = file_footer(path).schema
-        for field in schema:
-            index = held.get_field_index(field.name)
-            if index < 0 or held.field(index).type != field.type:
-                return False
+def _typed(footer: FileFooter, schema: pa.Schema) -> bool:
+    """Whether a file holds every column of ``schema`` in exactly its type (files written
+    before a column was added or widened do not)."""
+    held = footer.schema
+    for field in schema:
+        index = held.get_field_index(field.name)
+        if index < 0 or held.field(index).type != field.type:
+            return False
     return True
 
 
@@ -255,6 +248,7 @@ class FileFooter:
     columns: frozenset[str]  # the top-level column names the file holds
     misread: bool  # whether DuckDB 2.0.0 filters one of its column chunks wrongly (see above)
     schema: pa.Schema  # the file's columns in order, with their types
+    layout: tuple[tuple[str, str, bool], ...]  # the same as plain values, cheap to compare
 
 
 _FOOTERS: OrderedDict[tuple[str, int, int], FileFooter] = OrderedDict()
@@ -275,7 +269,8 @@ def file_footer(path: str) -> FileFooter:
     # Without the key-value metadata: two files of one table differ there (their writers'
     # notes) and still read alike.
     schema = metadata.schema.to_arrow_schema().remove_metadata()
-    footer = FileFooter(frozenset(schema.names), _has_misread_chunk(metadata), schema)
+    layout = tuple((field.name, str(field.type), field.nullable) for field in schema)
+    footer = FileFooter(frozenset(schema.names), _has_misread_chunk(metadata), schema, layout)
     with _FOOTERS_LOCK:
         _FOOTERS[key] = footer
         while len(_FOOTERS) > FOOTERS_KEPT:
