@@ -98,9 +98,6 @@ class ParquetSource:
     # Read once into memory where the statement names it several times (small tables only:
     # each reader then scans the rows kept, instead of opening and decoding the files again).
     materialized: bool = False
-    # Every file holds the same columns in the same order and types: the files' columns need
-    # no matching by name (binding a statement that asks for it reads every file's schema).
-    uniform: bool = False
     # The files' columns already have the types of ``schema``: read as they are, no cast.
     typed: bool = False
 
@@ -108,11 +105,10 @@ class ParquetSource:
         columns = [_column(f, f.name in self.present, cast=not self.typed) for f in self.schema]
         if self.empty:
             return exp.select(*columns).where(exp.false())
-        options = [] if self.uniform else [_option("union_by_name", exp.true())]
         read = exp.ReadParquet(
             expressions=[
                 exp.Placeholder(this=self.name),
-                *options,
+                _option("union_by_name", exp.true()),
                 # Partition values live in the log, never as file columns.
                 _option("hive_partitioning", exp.false()),
             ]
@@ -167,7 +163,6 @@ def file_sources(
                 schema,
                 present & frozenset(schema.names),
                 not paths,
-                uniform=len({footer.layout for footer in footers}) <= 1,
                 typed=bool(footers) and all(_typed(footer, schema) for footer in footers),
             )
         )
@@ -248,7 +243,6 @@ class FileFooter:
     columns: frozenset[str]  # the top-level column names the file holds
     misread: bool  # whether DuckDB 2.0.0 filters one of its column chunks wrongly (see above)
     schema: pa.Schema  # the file's columns in order, with their types
-    layout: tuple[tuple[str, str, bool], ...]  # the same as plain values, cheap to compare
 
 
 _FOOTERS: OrderedDict[tuple[str, int, int], FileFooter] = OrderedDict()
@@ -269,8 +263,7 @@ def file_footer(path: str) -> FileFooter:
     # Without the key-value metadata: two files of one table differ there (their writers'
     # notes) and still read alike.
     schema = metadata.schema.to_arrow_schema().remove_metadata()
-    layout = tuple((field.name, str(field.type), field.nullable) for field in schema)
-    footer = FileFooter(frozenset(schema.names), _has_misread_chunk(metadata), schema, layout)
+    footer = FileFooter(frozenset(schema.names), _has_misread_chunk(metadata), schema)
     with _FOOTERS_LOCK:
         _FOOTERS[key] = footer
         while len(_FOOTERS) > FOOTERS_KEPT:
