@@ -1,8 +1,10 @@
 """Every plan of ``views.totals`` gives the same answer.
 
 The embedded engine picks how to read a snapshot's files for totals: below a size, one weighted
-aggregate over every file; above it, files holding insertions only summed apart, unweighted; and
-on signed tables that keep every entry, only the columns the request reads. Hypothesis builds
+aggregate over every file, which computes the answer itself; above it, files holding insertions
+only summed apart, unweighted, and (grand totals) signed entries summed per sign, the signs
+weighed on the partial sums; and on signed tables that keep every entry, only the columns the
+request reads. Hypothesis builds
 random ledgers (every policy, several commits so several files, partitions, blind duplicate
 keys, updates and deletes, NULLs, NaN and infinities, the smallest BIGINT, DECIMAL, a column
 added later) and asks random totals; each plan must answer exactly what the plan of every file
@@ -127,7 +129,10 @@ def _comparable(value: Any) -> Any:
 def _split_over_every_column() -> Any:
     """The plan before: insertion files always apart, every column read."""
     return mock.patch.multiple(
-        total_reads, SPLIT_FROM_ENTRIES=0, schema_read=lambda spec, schema, request: schema
+        total_reads,
+        SPLIT_FROM_ENTRIES=0,
+        signs_grouped=lambda request, markers: False,
+        schema_read=lambda spec, schema, request: schema,
     )
 
 
@@ -135,6 +140,12 @@ PLANS: dict[str, Callable[[], Any]] = {
     "one weighted aggregate": lambda: mock.patch.object(total_reads, "SPLIT_FROM_ENTRIES", 10**12),
     "insertions apart, columns read only": lambda: mock.patch.object(
         total_reads, "SPLIT_FROM_ENTRIES", 0
+    ),
+    "signs grouped, one aggregate": lambda: mock.patch.multiple(
+        total_reads, SPLIT_FROM_ENTRIES=10**12, signs_grouped=lambda request, markers: True
+    ),
+    "signs grouped, insertions apart": lambda: mock.patch.multiple(
+        total_reads, SPLIT_FROM_ENTRIES=0, signs_grouped=lambda request, markers: True
     ),
 }
 

@@ -49,6 +49,10 @@ INSERTIONS = "insertions"  # the relation of files holding no delete mark
 # Entries in files of insertions only from which they are summed apart, unweighted (below it,
 # one weighted aggregate over every file is faster: see files_by_role).
 SPLIT_FROM_ENTRIES = 250_000
+# Entries from which a grand total sums signed entries per sign, the signs weighed only on the
+# partial sums (below it, one aggregate weighing every entry is bound and run faster: see
+# signs_grouped).
+SIGNS_GROUPED_FROM_ENTRIES = 250_000
 SHAPES_KEPT = 512  # SQL texts kept (one per table shape, request and relation names)
 PROBES_KEPT = 1024  # answers of the non-finite probe kept (one per set of marked files)
 
@@ -78,7 +82,15 @@ def totals(
     if weighted:
         marked = [m for m in files[ENTRIES] if not insertions_only(m)]
         non_finite = non_finite_marks(con, spec, request, sources, marked)
-    text = totals_text(spec, names, request, non_finite, sources.parquet, weighted)
+    text = totals_text(
+        spec,
+        names,
+        request,
+        non_finite,
+        sources.parquet,
+        weighted,
+        signs_grouped=signs_grouped(request, markers),
+    )
     return lazy_sql(con, text, sources.params)
 
 
@@ -108,6 +120,18 @@ def files_by_role(
     return files
 
 
+def signs_grouped(request: TotalsRequest, markers: Sequence[FileMarker]) -> bool:
+    """Whether signed entries are summed per sign (``GROUP BY dml_type``), their signs weighed
+    on the partial sums only, rather than weighed entry by entry.
+
+    Without ``by``, the clean query is an ungrouped aggregate, so cheap per entry that weighing
+    every entry (a product, integers widened to ``HUGEINT``) costs more than grouping by a
+    one-byte sign; with ``by``, the entries are hashed by group anyway and adding the sign to
+    the group measured no faster. On small tables the second aggregate over partial rows costs
+    more to bind than the weighing saves, hence :data:`SIGNS_GROUPED_FROM_ENTRIES`."""
+    return not request.by and sum(m.rows for m in markers) >= SIGNS_GROUPED_FROM_ENTRIES
+
+
 def schema_read(spec: TableSpec, schema: pa.Schema, request: TotalsRequest) -> pa.Schema:
     """The columns of ``schema`` the totals query reads: where entries are only weighted and
     summed (signed tables keeping every entry), the grouping, measured and filtered columns
@@ -132,11 +156,19 @@ def totals_text(
     non_finite: frozenset[str],
     parquet: tuple[ParquetSource, ...] = (),
     weighted: bool = True,
+    *,
+    signs_grouped: bool = False,
 ) -> str:
     """The totals query's DuckDB text: rendered once per shape (building and rendering the
     tree costs more than running the query on a small table)."""
     query = totals_tree(
-        spec, DUCKDB, sources, request, non_finite_marks=non_finite, weighted=weighted
+        spec,
+        DUCKDB,
+        sources,
+        request,
+        non_finite_marks=non_finite,
+        weighted=weighted,
+        signs_grouped=signs_grouped,
     )
     return render(with_parquet_sources(query, parquet), DUCKDB)
 

@@ -13,6 +13,7 @@ from ledger.errors import InvalidArgumentError, UnknownColumnError
 from ledger.sql.decimals import decimal_average, decimal_types
 from ledger.sql.dialects import Dialect
 from ledger.sql.names import (
+    DML_TYPE,
     PART_COUNT,
     PART_NAN,
     PART_NEGATIVE_INF,
@@ -116,6 +117,7 @@ def totals(
     *,
     non_finite_marks: Collection[str] | None = None,
     weighted: bool = True,
+    signs_grouped: bool = False,
 ) -> exp.Query:
     """SUM, COUNT and AVG per group, equal to the same aggregates over the visible rows.
 
@@ -134,6 +136,11 @@ def totals(
     ``weighted=False`` says that ``sources.entries`` holds no delete mark (every file holds
     insertions only, as after a full merge): its entries are then summed as they are, the
     clean query with nothing added but the step combining partial sums.
+
+    ``signs_grouped=True`` sums the signed entries as they are, grouped by ``dml_type`` as well
+    (plain sums and counts per group and sign, the clean query's work), and weighs only those
+    partial rows by their sign in the combining step: the same answer (sums are linear)
+    without a product per entry or integers widened per entry.
     """
     wide = exp.DataType.build(dialect.order_type, dialect=dialect.name)
     scales = decimal_types(spec)
@@ -157,28 +164,63 @@ def totals(
     # Spark's product of dml_type and a DECIMAL of more than 34 digits drops digits of its
     # scale (the product's type would need p + 4 digits): such columns are negated instead.
     negated = frozenset(c for c, (precision, _) in scales.items() if precision > 34)
-    parts = [
-        _partial_totals(
-            relation(entries),
-            request,
-            weighted=True,
-            wide=wide,
-            integers=integers,
-            floats=floats,
-            negated=negated,
+    if signs_grouped:
+        parts = [_signed_partial_totals(relation(entries), request, floats, sign=None)]
+        if sources.insertions is not None:
+            parts.append(_signed_partial_totals(relation(sources.insertions), request, floats, 1))
+    else:
+        parts = [
+            _partial_totals(
+                relation(entries),
+                request,
+                weighted=True,
+                wide=wide,
+                integers=integers,
+                floats=floats,
+                negated=negated,
+            )
+        ]
+        if sources.insertions is not None:
+            parts.append(
+                _partial_totals(
+                    relation(sources.insertions), request, weighted=False, floats=floats
+                )
+            )
+    if len(parts) == 1 and not signs_grouped:
+        # One aggregate weighing every entry: the answer is computed in it directly.
+        final = _combine_partials(
+            parts[0], request, floats, scales, wide, dialect.name, one_level=True
         )
-    ]
-    if sources.insertions is not None:
-        parts.append(
-            _partial_totals(relation(sources.insertions), request, weighted=False, floats=floats)
-        )
+        return with_ctes(final, ctes)
     combined: exp.Query = parts[0]
     for part in parts[1:]:
         combined = exp.union(combined, part, distinct=False)
     combined_totals = _combine_partials(
-        exp.paren(combined, copy=False), request, floats, scales, wide, dialect.name
+        exp.paren(combined, copy=False),
+        request,
+        floats,
+        scales,
+        wide,
+        dialect.name,
+        signed=signs_grouped,
     )
     return with_ctes(combined_totals, ctes)
+
+
+def _signed_partial_totals(
+    entries: exp.Expr, request: TotalsRequest, floats: frozenset[str], sign: int | None
+) -> exp.Select:
+    """The unweighted partial totals of ``entries`` per group and sign: ``dml_type`` is a
+    grouping column (``sign=None``), or the constant ``sign`` for files holding entries of one
+    sign only (insertions), which need no grouping by it."""
+    query = _partial_totals(entries, request, weighted=False, floats=floats)
+    by = len(request.by)
+    if sign is None:
+        query.set("expressions", [*query.expressions[:by], dml(), *query.expressions[by:]])
+        return query.group_by(dml())
+    constant = alias(exp.cast(number(sign), "TINYINT"), DML_TYPE)
+    query.set("expressions", [*query.expressions[:by], constant, *query.expressions[by:]])
+    return query
 
 
 def _measured(request: TotalsRequest) -> list[str]:
@@ -287,8 +329,28 @@ def _combine_partials(
     scales: dict[str, tuple[int, int]] | None = None,
     wide: exp.DataType | None = None,
     dialect: str = "duckdb",
+    *,
+    signed: bool = False,
+    one_level: bool = False,
 ) -> exp.Select:
-    count = exp.Coalesce(this=exp.Sum(this=col(PART_COUNT)), expressions=[number(0)])
+    """The answer from partial totals; ``signed`` partial rows carry their entries' sign in
+    ``dml_type`` and count with it (each partial value negated in the rows of delete marks, in
+    its own type: no product that could widen or overflow it). With ``one_level``,
+    ``partials`` is the one partial aggregate itself, whose aggregates are combined in place:
+    no second aggregate over its rows (a shorter statement, bound faster)."""
+    one_aggregate = partials if one_level and isinstance(partials, exp.Select) else None
+    aggregates: dict[str, exp.Expr] = {
+        e.alias: e.this
+        for e in (one_aggregate.expressions if one_aggregate is not None else [])
+        if isinstance(e, exp.Alias)
+    }
+
+    def combined(name: str) -> exp.Expr:
+        if one_aggregate is not None:
+            return aggregates[name].copy()
+        return exp.Sum(this=_negated_marks(col(name)) if signed else col(name))
+
+    count = exp.Coalesce(this=combined(PART_COUNT), expressions=[number(0)])
     selected: list[exp.Expr] = cols(request.by)
     if request.count:
         selected.append(alias(exp.cast(count.copy(), "BIGINT"), "count"))
@@ -298,12 +360,12 @@ def _combine_partials(
         """The sum of the visible values: for FLOAT/DOUBLE columns NaN if a visible value is
         NaN or both infinities are visible, else the visible infinity, else the finite sum."""
         i = index[column]
-        summed: exp.Expr = exp.Sum(this=col(f"{PART_SUM}{i}"))
+        summed: exp.Expr = combined(f"{PART_SUM}{i}")
         if column not in floats:
             return summed
 
         def visible(name: str) -> exp.Expr:
-            return exp.GT(this=exp.Sum(this=col(f"{name}{i}")), expression=number(0))
+            return exp.GT(this=combined(f"{name}{i}"), expression=number(0))
 
         return (
             exp.Case()
@@ -321,9 +383,7 @@ def _combine_partials(
 
     for column in request.sums:
         i = index[column]
-        present = exp.Coalesce(
-            this=exp.Sum(this=col(f"{PART_PRESENT}{i}")), expressions=[number(0)]
-        )
+        present = exp.Coalesce(this=combined(f"{PART_PRESENT}{i}"), expressions=[number(0)])
         selected.append(
             alias(
                 exp.If(
@@ -336,7 +396,7 @@ def _combine_partials(
         )
     for column in request.avgs:
         i = index[column]
-        present_values = exp.Sum(this=col(f"{PART_PRESENT}{i}"))
+        present_values = combined(f"{PART_PRESENT}{i}")
         if scales and wide is not None and column in scales:
             precision, scale = scales[column]
             average = decimal_average(
@@ -346,12 +406,16 @@ def _combine_partials(
             denominator = exp.Nullif(this=present_values, expression=number(0))
             average = exp.Div(this=exp.cast(total(column), "DOUBLE"), expression=denominator)
         selected.append(alias(average, f"avg_{column}"))
-    query = exp.select(*selected).from_(partials)
+    if one_aggregate is not None:
+        query = one_aggregate.copy()  # its FROM, WHERE and GROUP BY; its columns replaced
+        query.set("expressions", selected)
+    else:
+        query = exp.select(*selected).from_(partials)
+        if request.by:
+            query = query.group_by(*cols(request.by))
     if request.by:
         # A group whose entries cancel out holds no visible row.
-        query = query.group_by(*cols(request.by)).having(
-            exp.NEQ(this=count.copy(), expression=number(0))
-        )
+        query = query.having(exp.NEQ(this=count.copy(), expression=number(0)))
     return query
 
 

@@ -98,9 +98,11 @@ class ParquetSource:
     # Read once into memory where the statement names it several times (small tables only:
     # each reader then scans the rows kept, instead of opening and decoding the files again).
     materialized: bool = False
+    # The files' columns already have the types of ``schema``: read as they are, no cast.
+    typed: bool = False
 
     def tree(self) -> exp.Select:
-        columns = [_column(f, f.name in self.present) for f in self.schema]
+        columns = [_column(f, f.name in self.present, cast=not self.typed) for f in self.schema]
         if self.empty:
             return exp.select(*columns).where(exp.false())
         read = exp.ReadParquet(
@@ -153,8 +155,17 @@ def file_sources(
     names = {}
     for role, paths in local.items():
         name = f"__ledger_{role}_files"
-        present = file_columns([p for p in paths if p is not None])
-        parquet.append(ParquetSource(name, schema, present & frozenset(schema.names), not paths))
+        footers = [file_footer(p) for p in paths if p is not None]
+        present = frozenset().union(*(footer.columns for footer in footers))
+        parquet.append(
+            ParquetSource(
+                name,
+                schema,
+                present & frozenset(schema.names),
+                not paths,
+                typed=bool(footers) and all(_typed(footer, schema) for footer in footers),
+            )
+        )
         if paths:
             params[name] = [p for p in paths if p is not None]
         names[role] = name
@@ -186,10 +197,24 @@ def file_columns(paths: Sequence[str]) -> frozenset[str]:
     return frozenset(found)
 
 
-def _column(field: pa.Field, present: bool) -> exp.Expr:
+def _typed(footer: FileFooter, schema: pa.Schema) -> bool:
+    """Whether a file holds every column of ``schema`` in exactly its type (files written
+    before a column was added or widened do not)."""
+    held = footer.schema
+    for field in schema:
+        index = held.get_field_index(field.name)
+        if index < 0 or held.field(index).type != field.type:
+            return False
+    return True
+
+
+def _column(field: pa.Field, present: bool, *, cast: bool = True) -> exp.Expr:
+    name = exp.to_identifier(field.name, quoted=True)
+    if present and not cast:
+        return ident_column(field.name)
     kind = exp.DataType.build(arrow_to_sql(field.type), dialect="duckdb")
     value: exp.Expr = ident_column(field.name) if present else exp.Null()
-    return exp.alias_(exp.cast(value, kind), exp.to_identifier(field.name, quoted=True))
+    return exp.alias_(exp.cast(value, kind), name)
 
 
 def _option(name: str, value: exp.Expr) -> exp.Expr:
@@ -217,6 +242,7 @@ class FileFooter:
 
     columns: frozenset[str]  # the top-level column names the file holds
     misread: bool  # whether DuckDB 2.0.0 filters one of its column chunks wrongly (see above)
+    schema: pa.Schema  # the file's columns in order, with their types
 
 
 _FOOTERS: OrderedDict[tuple[str, int, int], FileFooter] = OrderedDict()
@@ -234,9 +260,10 @@ def file_footer(path: str) -> FileFooter:
             _FOOTERS.move_to_end(key)
             return footer
     metadata = pq.read_metadata(path)
-    footer = FileFooter(
-        frozenset(metadata.schema.to_arrow_schema().names), _has_misread_chunk(metadata)
-    )
+    # Without the key-value metadata: two files of one table differ there (their writers'
+    # notes) and still read alike.
+    schema = metadata.schema.to_arrow_schema().remove_metadata()
+    footer = FileFooter(frozenset(schema.names), _has_misread_chunk(metadata), schema)
     with _FOOTERS_LOCK:
         _FOOTERS[key] = footer
         while len(_FOOTERS) > FOOTERS_KEPT:
