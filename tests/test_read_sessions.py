@@ -251,3 +251,18 @@ def test_totals_shapes_are_rendered_once(tmp_path: Path) -> None:
     after = totals_text.cache_info()
     assert after.misses == before.misses and after.hits == before.hits + 3
     assert pa.types.is_decimal(views.totals(table, sum=["d"]).arrow().schema.field("sum_d").type)
+
+
+def test_a_read_database_keeps_parquet_footers_and_still_reads_new_files(tmp_path: Path) -> None:
+    """Data files are never rewritten under their name: footers are kept between reads, and a
+    file written after the first read is read all the same."""
+    sessions = ReadSessions()
+    con = sessions.cursor()
+    [(kept,)] = con.sql("SELECT current_setting('parquet_metadata_cache')").fetchall()
+    assert kept is True
+    table = ledger.connect(str(tmp_path)).create_table("t", SCHEMA, primary_key=["k"])
+    table.insert([{"k": 1, "g": 0, "x": 1.0, "d": None}])
+    assert views.visible(table).fetchall() == [(1, 0, 1.0, None)]
+    table.insert([{"k": 2, "g": 0, "x": 2.0, "d": None}])
+    assert sorted(views.visible(table).fetchall()) == [(1, 0, 1.0, None), (2, 0, 2.0, None)]
+    sessions.close()

@@ -47,6 +47,7 @@ LIVE = "__ledger_live"
 LATEST_ORDER = "__ledger_latest_order"  # each key's latest insertion order (visible rows)
 LATEST_INSERTIONS = "__ledger_latest_insertions"  # each key's latest insertion (visible rows)
 MARKS = "__ledger_marks"  # the delete marks of a relation (visible rows)
+DELETED = "__ledger_deleted_marks"  # marks of keys not inserted again (visible rows)
 UNSURE = "__ledger_unsure_keys"  # keys whose latest insertion may be cancelled (visible rows)
 RANK = "__ledger_rank"
 ROW_NUMBER = "__ledger_row"

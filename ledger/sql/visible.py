@@ -12,6 +12,7 @@ from ledger.sql.names import (
     CROWDED,
     CROWDED_ENTRIES,
     DEDUPED,
+    DELETED,
     ENTRIES_OF_KEY,
     KEYED,
     LATEST_INSERTIONS,
@@ -230,10 +231,13 @@ def _live_rows_after_lonely(
     since lonely entries are older; so each key of ``entries`` is settled by its latest
     insertion there and its marks there (lonely files hold none), without reading its lonely
     entry or grouping by value tuple. Only the *unsure* keys (a mark equal to the latest
-    insertion, marks without an insertion, keys repeated across lonely files) go through the
+    insertion, keys repeated across lonely files) go through the
     per-tuple cancellation, with their lonely entries. The marks are compared with ``IS NOT
     DISTINCT FROM``, which finds at least every tuple the cancellation groups together
     (``-0.0`` meets ``0.0``, NaN meets NaN): a key taken as unsure needlessly only costs time.
+    Keys with marks but no insertion in ``entries`` (deletes of older rows) are settled by
+    their lonely row and those marks (:func:`_lonely_rows_left_by_marks`), in the same read of
+    the lonely files.
     Keys with NULL parts never match a join, so their insertions are visible as they are, as
     in :func:`_live_rows`."""
     assert sources.lonely is not None
@@ -269,15 +273,20 @@ def _live_rows_after_lonely(
             .join(relation(name), using=using(keys), join_type=join_type)
         )
 
-    crowded_with_lonely: exp.Query = exp.select(*cols(keys)).from_(entries.copy())
+    # Lonely rows of keys inserted again in ``entries`` (or repeated across lonely files) are
+    # settled with those keys; the others stay unless a mark of theirs cancels them.
+    inserted_again: exp.Query = exp.select(*cols(keys)).from_(entries.copy()).where(is_insertion())
     if sources.repeated_keys is not None:
-        crowded_with_lonely = exp.union(
-            crowded_with_lonely, keys_of(sources.repeated_keys), distinct=False
-        )
-    lonely_alone = (
-        exp.select(*cols(shown))
+        inserted_again = exp.union(inserted_again, keys_of(sources.repeated_keys), distinct=False)
+    ctes.append((DELETED, _deleted_marks(spec, sources)))
+    lonely_alone = _lonely_rows_left_by_marks(
+        spec,
+        dialect,
+        sources,
+        exp.select("*")
         .from_(relation(sources.lonely))
-        .join(exp.paren(crowded_with_lonely, copy=False), using=using(keys), join_type="anti")
+        .join(exp.paren(inserted_again, copy=False), using=using(keys), join_type="anti"),
+        shown,
     )
     latest_alone = exp.select(*cols(shown)).from_(
         exp.paren(split(LATEST_INSERTIONS, UNSURE, "anti"), copy=False)
@@ -301,10 +310,66 @@ def _live_rows_after_lonely(
     return exp.union(settled, _latest_of_live(spec, live, system_columns, ctes), distinct=False)
 
 
+def _deleted_marks(spec: TableSpec, sources: Sources) -> exp.Query:
+    """The marks, in :func:`_live_rows_after_lonely`, of keys without an insertion in
+    ``sources.entries`` (deletes of older rows) and found in at most one lonely file: the only
+    insertion of such a key, if any, is a lonely row, which :func:`_lonely_rows_left_by_marks`
+    settles against these marks."""
+    keys = list(spec.key_columns)
+    deleted: exp.Select = (
+        exp.select("*")
+        .from_(relation(MARKS))
+        .join(relation(LATEST_INSERTIONS), using=using(keys), join_type="anti")
+    )
+    if sources.repeated_keys is not None:
+        deleted = deleted.join(relation(sources.repeated_keys), using=using(keys), join_type="anti")
+    return deleted
+
+
+def _lonely_rows_left_by_marks(
+    spec: TableSpec, dialect: Dialect, sources: Sources, lonely: exp.Select, shown: list[str]
+) -> exp.Select:
+    """The rows of ``lonely`` (lonely rows of keys not inserted again) that no mark cancels.
+
+    A key of such a row either has no entry in ``sources.entries`` or only marks there
+    (:func:`_deleted_marks`): no other tuple of it can be live, and its lonely tuple is live
+    unless a mark falls in its group of the per-tuple cancellation. So the row stays exactly
+    when no mark of the key matches it the way that grouping does: every value equal or both
+    NULL (``IS NOT DISTINCT FROM``, NaN meeting NaN) and, for FLOAT/DOUBLE columns, the same
+    sign of zero (the cancellation groups by that flag too). A match here decides the answer,
+    so it must be exactly the grouping's, no looser. Without deletes of older rows the marks
+    compared are none, and the join passes the rows through."""
+    assert sources.lonely is not None
+    keys = list(spec.key_columns)
+    same_key = [exp.EQ(this=col(k, sources.lonely), expression=col(k, DELETED)) for k in keys]
+    same_values = [
+        exp.NullSafeEQ(this=col(c, sources.lonely), expression=col(c, DELETED))
+        for c in spec.value_columns
+        if c not in keys
+    ]
+    same_zero_sign = [  # NULL beside NULL when the value is NULL: the grouping pairs those too
+        exp.NullSafeEQ(
+            this=exp.paren(dialect.negative_zero(col(c, sources.lonely)), copy=False),
+            expression=exp.paren(dialect.negative_zero(col(c, DELETED)), copy=False),
+        )
+        for c in _floats(spec)
+    ]
+    return (
+        exp.select(*cols(shown))
+        .from_(exp.paren(lonely, copy=False).as_(sources.lonely))
+        .join(
+            relation(DELETED),
+            on=exp.and_(*same_key, *same_values, *same_zero_sign),
+            join_type="anti",
+        )
+    )
+
+
 def _unsure_keys(spec: TableSpec, sources: Sources) -> exp.Query:
     """The keys :func:`_live_rows_after_lonely` cannot settle by their latest insertion: a mark
-    carrying the latest insertion's values, marks of keys without an insertion in
-    ``sources.entries``, keys found in more than one lonely file."""
+    carrying the latest insertion's values, keys found in more than one lonely file (the keys
+    with marks and no insertion in ``sources.entries`` are settled apart:
+    :func:`_deleted_marks`)."""
     keys = list(spec.key_columns)
     same_key = [exp.EQ(this=col(k, MARKS), expression=col(k, LATEST_INSERTIONS)) for k in keys]
     same_values = [
@@ -321,12 +386,7 @@ def _unsure_keys(spec: TableSpec, sources: Sources) -> exp.Query:
             join_type="semi",
         )
     )
-    without_insertion = (
-        exp.select(*cols(keys))
-        .from_(relation(MARKS))
-        .join(relation(LATEST_INSERTIONS), using=using(keys), join_type="anti")
-    )
-    unsure: exp.Query = exp.union(cancelling, without_insertion, distinct=False)
+    unsure: exp.Query = cancelling
     if sources.repeated_keys is not None:
         repeated = exp.select(*cols(keys)).from_(relation(sources.repeated_keys))
         unsure = exp.union(unsure, repeated, distinct=False)

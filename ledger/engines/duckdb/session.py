@@ -27,6 +27,9 @@ Relation = duckdb.DuckDBPyRelation
 _CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
 _UTC = "SET TimeZone = 'UTC'"
 _UTC_FOR_EVERY_CONNECTION = "SET GLOBAL TimeZone = 'UTC'"  # a read database's children inherit it
+# Data files are never rewritten under their name, so a read database keeps each Parquet
+# footer it decoded (DuckDB still compares the file's modification time before using one).
+_FOOTERS_KEPT = "SET GLOBAL parquet_metadata_cache = true"
 
 # Databases opened by a parent process, never closed in a forked child: closing one would tear
 # down worker threads and file handles that belong to the parent.
@@ -102,6 +105,7 @@ class ReadSessions:
             if self._database is None:
                 self._database = connect()
                 self._database.execute(_UTC_FOR_EVERY_CONNECTION)
+                self._database.execute(_FOOTERS_KEPT)
                 self._pid = os.getpid()
             return self._database
 
