@@ -5,6 +5,8 @@ worker that meets a Spark test starts a JVM of its own (two Spark sessions on tw
 ``--dist loadfile`` lets one long file finish alone on one worker. Here the Spark tests form one
 work unit, sent first (it is the largest), so one worker starts the run's only Spark session
 while the other takes the remaining tests one at a time; whichever finishes first takes more.
+The blocks of one document (tests/test_docs.py) are one work unit too, as each block first runs
+the blocks before it that its worker has not run.
 
 pytest-xdist's own ``loadgroup`` tags a grouped test by rewriting ``item._nodeid``, which pytest
 9 no longer reads, so its ``xdist_group`` marks group nothing. Instead each worker writes the ids
@@ -34,6 +36,16 @@ def uses_spark(item: pytest.Item) -> bool:
     )
 
 
+_DOC_BLOCK = "tests/test_docs.py::test_doc_block_runs_as_written["
+
+
+def _documented_in(nodeid: str) -> str | None:
+    """The document a doc-block test's id names (``docs/cli.md`` for ``...[docs/cli.md:206]``)."""
+    if not nodeid.startswith(_DOC_BLOCK):
+        return None
+    return nodeid[len(_DOC_BLOCK) :].rsplit(":", 1)[0]
+
+
 class SparkGroupScheduling(LoadGroupScheduling):
     """``loadgroup`` whose Spark tests are one work unit, named by the workers' id lists."""
 
@@ -41,6 +53,7 @@ class SparkGroupScheduling(LoadGroupScheduling):
         super().__init__(config, log)
         self._folder = folder
         self._spark_ids: frozenset[str] | None = None
+        self._spark_documents: set[str | None] | None = None
 
     def _split_scope(self, nodeid: str) -> str:
         if self._spark_ids is None:
@@ -50,6 +63,14 @@ class SparkGroupScheduling(LoadGroupScheduling):
             self._spark_ids = frozenset(lists[0].read_text().splitlines() if lists else ())
         if nodeid in self._spark_ids:
             return SPARK_GROUP
+        document = _documented_in(nodeid)
+        if document is not None:
+            # A doc block runs the blocks before it that its worker has not run yet: the blocks of
+            # one file go to one worker, which runs each once (the file's Spark blocks take the
+            # whole file to the Spark worker).
+            if self._spark_documents is None:
+                self._spark_documents = {_documented_in(spark) for spark in self._spark_ids}
+            return SPARK_GROUP if document in self._spark_documents else f"doc:{document}"
         return str(super()._split_scope(nodeid))
 
     def remove_node(self, node: Any) -> str | None:
