@@ -124,8 +124,21 @@ def drop_partitions(
     target = session.table(table)
     change = target.drop_partitions(partition_filter(partition), where=where)
     if change.files_removed == 0:  # a typo in a value must not look like a drop
-        output.message(f"nothing matched: no partition of {table} was dropped (no commit)")
+        output.message(
+            f"nothing matched: no partition of {table} was dropped (no commit)"
+            + _null_partition_hint(partition)
+        )
     output.print_object({"table": table, **vars(change)}, output_format)
+
+
+def _null_partition_hint(pairs: Sequence[str]) -> str:
+    """`describe` shows the NULL partition as FIELD=None; `--partition FIELD=None` names the text
+    'None', so point at the predicate that names NULL."""
+    for pair in pairs:
+        field, _, value = pair.partition("=")
+        if value.strip().lower() in ("none", "null"):
+            return f'; the NULL partition is named with --where "{field} IS NULL"'
+    return ""
 
 
 @click.group(epilog="\b\nExample:\n  ledger rollup refresh daily_totals")
