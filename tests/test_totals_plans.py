@@ -18,6 +18,7 @@ import contextlib
 import math
 from collections.abc import Callable
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 from unittest import mock
 
@@ -131,7 +132,7 @@ def _split_over_every_column() -> Any:
     return mock.patch.multiple(
         total_reads,
         SPLIT_FROM_ENTRIES=0,
-        signs_grouped=lambda request, markers: False,
+        signs_grouped=lambda *_: False,
         schema_read=lambda spec, schema, request: schema,
     )
 
@@ -142,10 +143,10 @@ PLANS: dict[str, Callable[[], Any]] = {
         total_reads, "SPLIT_FROM_ENTRIES", 0
     ),
     "signs grouped, one aggregate": lambda: mock.patch.multiple(
-        total_reads, SPLIT_FROM_ENTRIES=10**12, signs_grouped=lambda request, markers: True
+        total_reads, SPLIT_FROM_ENTRIES=10**12, SIGNS_GROUPED_FROM_ENTRIES=0
     ),
     "signs grouped, insertions apart": lambda: mock.patch.multiple(
-        total_reads, SPLIT_FROM_ENTRIES=0, signs_grouped=lambda request, markers: True
+        total_reads, SPLIT_FROM_ENTRIES=0, SIGNS_GROUPED_FROM_ENTRIES=0
     ),
 }
 
@@ -223,3 +224,26 @@ def test_each_data_files_footer_is_read_once_for_both_of_its_uses(tmp_path: Any)
         assert scan.file_columns([path]) == {"k", "trx_id", "trx_seq", "dml_type"}
         assert views.totals(table).fetchall() == [(1,)]
     assert reads == [path]
+
+
+# --- per-sign sums are for integers only ---------------------------------------------------------
+
+
+def test_grand_totals_of_doubles_and_wide_decimals_never_sum_insertions_and_marks_apart(
+    tmp_path: Path,
+) -> None:
+    """1e308 updated twice to itself is entries +,-,+,-,+ of 1e308: summed per sign they make
+    inf - inf = NaN; 6e37 updated to 6e37 - 1 in DECIMAL(38,0) makes an insertions' sum of 39
+    digits. Weighted entry by entry, both answer the visible row's value."""
+    warehouse = ledger.connect(str(tmp_path / "wh"))
+    doubles = warehouse.create_table("d", {"k": "BIGINT", "f": "DOUBLE"}, primary_key="k")
+    doubles.insert([{"k": 1, "f": 1e308}])
+    doubles.update([{"k": 1, "f": 1e308}])
+    doubles.update([{"k": 1, "f": 1e308}])
+    wide = warehouse.create_table("w", {"k": "BIGINT", "x": "DECIMAL(38,0)"}, primary_key="k")
+    near = Decimal(6 * 10**37)
+    wide.insert([{"k": 1, "x": near}])
+    wide.update([{"k": 1, "x": near - 1}])
+    with mock.patch.object(total_reads, "SIGNS_GROUPED_FROM_ENTRIES", 0):
+        assert views.totals(doubles, sum="f", avg="f").fetchall() == [(1, 1e308, 1e308)]
+        assert views.totals(wide, sum="x").fetchall() == [(1, near - 1)]

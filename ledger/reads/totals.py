@@ -89,7 +89,7 @@ def totals(
         non_finite,
         sources.parquet,
         weighted,
-        signs_grouped=signs_grouped(request, markers),
+        signs_grouped=signs_grouped(request, markers, schema),
     )
     return lazy_sql(con, text, sources.params)
 
@@ -120,7 +120,7 @@ def files_by_role(
     return files
 
 
-def signs_grouped(request: TotalsRequest, markers: Sequence[FileMarker]) -> bool:
+def signs_grouped(request: TotalsRequest, markers: Sequence[FileMarker], schema: pa.Schema) -> bool:
     """Whether signed entries are summed per sign (``GROUP BY dml_type``), their signs weighed
     on the partial sums only, rather than weighed entry by entry.
 
@@ -128,8 +128,14 @@ def signs_grouped(request: TotalsRequest, markers: Sequence[FileMarker]) -> bool
     every entry (a product, integers widened to ``HUGEINT``) costs more than grouping by a
     one-byte sign; with ``by``, the entries are hashed by group anyway and adding the sign to
     the group measured no faster. On small tables the second aggregate over partial rows costs
-    more to bind than the weighing saves, hence :data:`SIGNS_GROUPED_FROM_ENTRIES`."""
-    return not request.by and sum(m.rows for m in markers) >= SIGNS_GROUPED_FROM_ENTRIES
+    more to bind than the weighing saves, hence :data:`SIGNS_GROUPED_FROM_ENTRIES`.
+
+    Only integer columns are summed so: the insertions alone and the marks alone may overflow
+    where their difference does not (two infinities of a DOUBLE make NaN, a DECIMAL(38) sum
+    passes 38 digits), while integer sums are exact in ``HUGEINT``."""
+    measured = {*request.sums, *request.avgs}
+    exact = all(pa.types.is_integer(schema.field(name).type) for name in measured)
+    return exact and not request.by and sum(m.rows for m in markers) >= SIGNS_GROUPED_FROM_ENTRIES
 
 
 def schema_read(spec: TableSpec, schema: pa.Schema, request: TotalsRequest) -> pa.Schema:
