@@ -10,10 +10,12 @@ exactly once. Requests that arrive while a commit is under way wait for the next
 (a group commit), so the answer takes about one commit's time, however many clients send.
 
 A malformed request (not JSON, not an object or a list of objects, an unknown field, a value
-that does not fit its column, a missing ``event_id``) gets ``400`` or ``422`` and nothing of it
-is written; other requests in flight are not affected. Every answer is JSON, errors included:
-an unknown path gets ``404``, a method a route does not take ``405`` (with an ``Allow`` header),
-a failure of the service itself ``500``, each as ``{"error": "..."}``.
+that does not fit its column, a missing ``event_id`` or one that is not a string) gets ``400``
+or ``422`` and nothing of it is written; other requests in flight are not affected. The answer
+says where a body stopped parsing, and which event of a batch (counted from 1) was refused.
+Every answer is JSON, errors included: an unknown path gets ``404``, a method a route does not
+take ``405`` (with an ``Allow`` header), a failure of the service itself ``500``, each as
+``{"error": "..."}``.
 
 If the store fails, the answer is ``503``: the events stay buffered and are committed by a later
 flush, so a client that retries may send them twice; the table's dedup policy on ``event_id``
