@@ -10,10 +10,12 @@ exactly once. Requests that arrive while a commit is under way wait for the next
 (a group commit), so the answer takes about one commit's time, however many clients send.
 
 A malformed request (not JSON, not an object or a list of objects, an unknown field, a value
-that does not fit its column, a missing ``event_id``) gets ``400`` or ``422`` and nothing of it
-is written; other requests in flight are not affected. Every answer is JSON, errors included:
-an unknown path gets ``404``, a method a route does not take ``405`` (with an ``Allow`` header),
-a failure of the service itself ``500``, each as ``{"error": "..."}``.
+that does not fit its column, a missing ``event_id`` or one that is not a string) gets ``400``
+or ``422`` and nothing of it is written; other requests in flight are not affected. The answer
+says where a body stopped parsing, and which event of a batch (counted from 1) was refused.
+Every answer is JSON, errors included: an unknown path gets ``404``, a method a route does not
+take ``405`` (with an ``Allow`` header), a failure of the service itself ``500``, each as
+``{"error": "..."}``.
 
 If the store fails, the answer is ``503``: the events stay buffered and are committed by a later
 flush, so a client that retries may send them twice; the table's dedup policy on ``event_id``
@@ -52,6 +54,8 @@ from werkzeug.serving import BaseWSGIServer, make_server
 from werkzeug.wrappers import Response
 
 import ledger
+from ledger.inputs import read_rows
+from ledger.schema import conform
 
 log = logging.getLogger("ingest_service")
 
@@ -130,14 +134,32 @@ class IngestService:
         not fit the table raise :class:`RefusedEvents`, in the terms of the JSON body."""
         received_at = dt.datetime.now(dt.UTC)
         check_fields(events, list(self.table.schema))
+        stamped = [{**event, STAMPED: received_at} for event in events]
         try:
-            position = self.writer.write([{**event, STAMPED: received_at} for event in events])
+            position = self.writer.write(stamped)
             self.writer.wait(position, timeout=self.settings.ack_timeout)
         except ledger.FlushError:
             raise  # a store failure: the events stay buffered (503)
         except ledger.LedgerError as e:  # checked before anything is buffered: nothing written
-            raise RefusedEvents(in_request_terms(e)) from e
+            refused = in_request_terms(e)
+            unfit = self._first_unfit(stamped) if len(events) > 1 else None
+            if unfit is not None:
+                refused = f"{event_position(unfit, len(events))}: {refused}"
+            raise RefusedEvents(refused) from e
         return len(events)
+
+    def _first_unfit(self, events: list[dict[str, Any]]) -> int | None:
+        """The index of the first event the table refuses on its own (a refusal of a batch does
+        not say which row): each is converted alone, as the writer would, and nothing is
+        buffered. None when each fits alone."""
+        state = self.table.handle.state
+        for index, event in enumerate(events):
+            try:
+                for chunk in read_rows([event], state.schema):
+                    conform(chunk.table, state.schema, key_columns=state.config.key_columns)
+            except ledger.LedgerError:
+                return index
+        return None
 
     def merge(self) -> None:
         result = self.table.merge()
@@ -161,14 +183,33 @@ class RefusedEvents(ValueError):
     """Events of a request that do not fit the table, said in terms of the JSON body."""
 
 
+def event_position(index: int, events: int) -> str:
+    """Which event of a batch, counted from 1 as a reader counts: "event 2 of 2"."""
+    return f"event {index + 1} of {events} in the JSON array (counted from 1)"
+
+
 def check_fields(events: list[dict[str, Any]], columns: list[str]) -> None:
-    """Refuse fields the events table does not have, and the field the service sets, before
-    anything is buffered."""
-    for event in events:
-        if STAMPED in event:
-            raise RefusedEvents(f"the field {STAMPED!r} is set by the service; leave it out")
+    """Refuse fields the events table does not have, the field the service sets, and an
+    event_id that is not a string, before anything is buffered. In a batch, the refusal names
+    the first event at fault."""
     accepted = [c for c in columns if c != STAMPED]
-    unknown = sorted({name for event in events for name in event if name not in accepted})
+    for index, event in enumerate(events):
+        try:
+            check_event(event, accepted)
+        except RefusedEvents as e:
+            if len(events) > 1:
+                raise RefusedEvents(f"{event_position(index, len(events))}: {e}") from None
+            raise
+
+
+MISSING_ID = "every event needs the field 'event_id', holding a string (not null)"
+
+
+def check_event(event: dict[str, Any], accepted: list[str]) -> None:
+    """Refuse one event's fields that the table does not take as they are."""
+    if STAMPED in event:
+        raise RefusedEvents(f"the field {STAMPED!r} is set by the service; leave it out")
+    unknown = sorted(name for name in event if name not in accepted)
     if unknown:
         spelled = {name.lower(): name for name in accepted}
         hints = [f"{n!r} -> {spelled[n.lower()]!r}" for n in unknown if n.lower() in spelled]
@@ -176,6 +217,16 @@ def check_fields(events: list[dict[str, Any]], columns: list[str]) -> None:
         raise RefusedEvents(
             f"unknown field(s) {unknown} in the JSON body{hint}; an event has the fields "
             f"{accepted} (only event_id is required)"
+        )
+    # An id is compared as text: 42 and "42" would be two spellings of one id, so only a
+    # string is taken, as the message for a missing id promises.
+    event_id = event.get("event_id")
+    if event_id is None:
+        raise RefusedEvents(MISSING_ID)
+    if not isinstance(event_id, str):
+        raise RefusedEvents(
+            f"the field 'event_id' holds {json.dumps(event_id)}, not a string; an event_id "
+            'is a JSON string: send it quoted, as in "event_id": "e-1"'
         )
 
 
@@ -187,7 +238,7 @@ def in_request_terms(error: ledger.LedgerError) -> str:
     """The table's refusal of some events, told to an HTTP client: which field of the JSON body
     is wrong, not which Python argument or conversion would fix it."""
     if isinstance(error, ledger.MissingKeyError):
-        return "every event needs the field 'event_id', holding a string (not null)"
+        return MISSING_ID
     refused = _REFUSED_VALUE.match(str(error))
     if isinstance(error, ledger.TypeMismatchError) and refused is not None:
         why = refused["why"].split("; ")[0]  # the advice after it is for Python callers
@@ -207,7 +258,10 @@ def create_app(service: IngestService) -> Flask:
 
     @app.post("/events")
     def post_events() -> tuple[dict[str, Any], int]:
-        body = request.get_json(silent=True, force=True)  # with or without a Content-Type
+        try:  # with or without a Content-Type; the parser's message says where it failed
+            body = json.loads(request.get_data())
+        except ValueError as e:  # JSONDecodeError, or bytes that are not UTF-8/16/32 text
+            return {"error": f"the body did not parse as JSON: {e}"}, 400
         events = [body] if isinstance(body, dict) else body
         if not isinstance(events, list) or not all(isinstance(e, dict) for e in events):
             return {"error": "send a JSON object (one event) or an array of objects"}, 400

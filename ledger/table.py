@@ -302,9 +302,31 @@ class Table:
         if found is None:
             raise SnapshotNotFoundError(
                 f"table {self.name!r} has no commit at or before {_iso(timestamp_ms)} "
-                f"(its oldest readable commit is version {versions[0]})"
+                f"({self._oldest_readable(versions)})"
             )
         return found
+
+    def _oldest_readable(self, versions: list[int]) -> str:
+        """Where time travel can start, said for a message: the oldest version from which every
+        newer one can still be read, and which older ones vacuum made unreadable. The oldest
+        listed commit alone would mislead: after vacuum it is often the empty create, while the
+        versions after it lost their files."""
+        latest = self.handle.latest_state()
+        oldest = versions[-1]
+        # Downwards from the latest version (always readable), stopping at the first version
+        # that lost a file: on an error path, and usually within vacuum's grace of the latest.
+        for version in reversed(versions[:-1]):
+            state = self.handle.log.load(version)
+            if any(m.path not in latest.files for m in state.alive_files):
+                # Version 0 is the create, with no data file to lose.
+                first = max(versions[0], 1)
+                lost = f"versions {first}-{version}" if version > first else f"version {version}"
+                return (
+                    f"its oldest readable version is {oldest}: {lost} can no longer be read, "
+                    "vacuum deleted their data files"
+                )
+            oldest = version
+        return f"its oldest readable commit is version {oldest}"
 
     # --- writes --------------------------------------------------------------------------------
 

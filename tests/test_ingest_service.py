@@ -79,7 +79,7 @@ def test_a_burst_of_concurrent_requests_lands_every_acknowledged_event_once(
 
 
 MALFORMED: list[tuple[bytes, int, str]] = [
-    (b"{not json", 400, "JSON object"),
+    (b"{not json", 400, "did not parse as JSON"),
     (b'"a string"', 400, "JSON object"),
     (b'[{"event_id": "m-1"}, 7]', 400, "JSON object"),
     (b'{"event_id": "m-1", "colour": "red"}', 422, "unknown field"),
