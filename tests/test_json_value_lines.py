@@ -53,3 +53,21 @@ def test_the_line_named_is_the_line_of_the_refused_value(tmp_path_factory, befor
     message, bad_line = _refusal(tmp_path_factory.mktemp("j"), lines, "insert")
     assert f"column {column!r}" in message
     assert f"(line {bad_line}: " in message
+
+
+def test_a_csv_row_counts_data_rows_not_lines(tmp_path):
+    """As the docs say: a quoted value over two lines is one row, a blank line is skipped."""
+    table = ledger.connect(str(tmp_path / "wh")).create_table(
+        "t", {"id": "BIGINT", "s": "VARCHAR"}, primary_key="id"
+    )
+    path = tmp_path / "a.csv"
+    path.write_text('id,s\n1,"a\nb"\n\nx16,c\n')
+    with pytest.raises(ledger.errors.MalformedSourceError, match=r"column 'id', row 2: 'x16'"):
+        table.insert(str(path))
+    nanoseconds = tmp_path / "b.csv"
+    nanoseconds.write_text("id,ts\n1,2024-01-01 00:00:00.123456789\n")
+    timed = ledger.connect(str(tmp_path / "wh")).create_table(
+        "u", {"id": "BIGINT", "ts": "TIMESTAMP"}, primary_key="id"
+    )
+    with pytest.raises(TypeMismatchError, match=r"row 1: value"):
+        timed.insert(str(nanoseconds))
