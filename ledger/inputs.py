@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import decimal
 import fnmatch
+import functools
 import json
 import os
 import re
@@ -55,6 +56,7 @@ from ledger.schema import (
     TableSchema,
     arrow_to_sql_or_str,
     dicts_to_arrow,
+    parse_text,
     timestamp_refusal,
     to_arrow,
     without_zero_nanoseconds,
@@ -895,7 +897,9 @@ def _at_json_line(
     """``items`` read from a JSON-lines file; a failure of Arrow's reader names the line of the
     file it is on (counted from 1, blank lines included), as a CSV error names its row."""
     try:
-        yield from items
+        for item in items:
+            _check_json_text(filesystem, path, table_types, item)
+            yield item
     except pa.ArrowInvalid as e:
         message = str(e)
         try:
@@ -905,6 +909,39 @@ def _at_json_line(
         if where is None:
             raise
         raise pa.ArrowInvalid(f"{_JSON_ROW_OF_BLOCK.sub('', message)} ({where})") from e
+
+
+def _check_json_text(
+    filesystem: pafs.FileSystem, path: str, table_types: Mapping[str, pa.DataType], item: Any
+) -> None:
+    """Text a JSON-lines file gives for a number, boolean, date or timestamp column, parsed
+    here so a refused value names the file and its line (it is parsed again when written)."""
+    table = item.table if isinstance(item, Rows) else item
+    for name in table.column_names:
+        target = table_types.get(name)
+        column = table.column(name)
+        if target is None or not pa.types.is_string(column.type) or pa.types.is_string(target):
+            continue
+        try:
+            parse_text(name, pa.chunked_array([column]), target)
+        except TypeMismatchError as e:
+            where = _first_json_line(
+                filesystem, path, functools.partial(_refused_text, name=name, target=target)
+            )
+            raise TypeMismatchError(
+                f"{path!r}: {e}" + ("" if where is None else f" ({where})")
+            ) from e
+
+
+def _refused_text(row: dict[str, Any], name: str, target: pa.DataType) -> bool:
+    value = row.get(name)
+    if not isinstance(value, str) or isinstance(value, _JsonNumber):
+        return False
+    try:
+        parse_text(name, pa.chunked_array([[str(value)]]), target)
+    except TypeMismatchError:
+        return True
+    return False
 
 
 def _json_error_line(

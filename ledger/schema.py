@@ -716,6 +716,16 @@ def _from_pylist_by_column(rows: list[Any], schema: TableSchema) -> pa.Table:
     return pa.table(columns) if columns else pa.table({})
 
 
+def _refuse_huge_int(name: str, values: list[Any], schema: TableSchema) -> None:
+    """A Python int outside the 64-bit range Arrow converts, named with its column's type."""
+    for value in values:
+        if type(value) is int and not -(2**63) <= value < 2**63:
+            declared = arrow_to_sql_or_str(schema.type_of(name))
+            raise TypeMismatchError(
+                f"column {name!r} ({declared}): value {value} is out of its range"
+            )
+
+
 def _by_kind(name: str, values: list[Any], schema: TableSchema) -> pa.Array:
     """A column of an existing table whose Python values are of several kinds (floats and
     Decimals, datetimes and ISO text): each kind converted apart to the column's type under the
@@ -730,6 +740,7 @@ def _by_kind(name: str, values: list[Any], schema: TableSchema) -> pa.Array:
         try:
             part = pa.array([values[i] for i in indices])
         except _CONVERSION_ERRORS as e:
+            _refuse_huge_int(name, [values[i] for i in indices], schema)
             raise TypeMismatchError(
                 f"column {name!r} ({schema.type_of(name)}): its values do not form one type ({e})"
             ) from e
