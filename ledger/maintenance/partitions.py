@@ -80,6 +80,7 @@ def _refuse_rollup(table: Table, state: TableState, operation: str) -> None:
 def drop_partitions(
     table: Table, partitions: PartitionChoice = None, *, where: str | None = None
 ) -> PartitionChange:
+    started_ms = int(time.time() * 1000)
     base = table.handle.latest_state()
     _refuse_rollup(table, base, "drop_partitions")
     spec = _spec(table, base)
@@ -87,33 +88,16 @@ def drop_partitions(
     outcome: dict[str, list[FileMarker]] = {"dropped": []}
     # A retried commit usually drops the same files: their rows are counted once.
     counted: dict[frozenset[str], int] = {}
-    counting_ms = [0]
-
-    def count(state: TableState, doomed: list[FileMarker]) -> int:
-        paths = frozenset(m.path for m in doomed)
-        if paths not in counted:
-            counting_started = time.monotonic()
-            counted[paths] = _dropped_rows(table, state, doomed)
-            counting_ms[0] += int((time.monotonic() - counting_started) * 1000)
-        return counted[paths]
-
-    # Counted before the drop begins (and its state is read again), so that reading data does
-    # not widen the window in which another commit makes it try again; a retry that drops
-    # other files counts those.
-    count(base, choose(base.alive_files))
-    counting_ms[0] = 0
-    started_ms = int(time.time() * 1000)
-    base = table.handle.latest_state()
 
     def build(latest: TableState) -> LogFile | None:
-        # A drop writes no file, so the time it spends reading data to count its rows cannot
-        # leave a file for vacuum to take: only the rest of its time counts against the timeout.
-        check_timeout(latest, started_ms + counting_ms[0], table.name)
+        check_timeout(latest, started_ms, table.name)
         doomed = choose(latest.alive_files)
         outcome["dropped"] = doomed
         if not doomed:
             return None
-        deleted = count(latest, doomed)
+        paths = frozenset(m.path for m in doomed)
+        if paths not in counted:
+            counted[paths] = _dropped_rows(table, latest, doomed)
         now = next_timestamp(latest)
         return LogFile(
             version=latest.version + 1,
@@ -121,7 +105,7 @@ def drop_partitions(
             operation=DROP_PARTITIONS,
             schema=latest.schema,
             files=tuple(m.tombstone(now) for m in doomed),
-            info={"deleted": deleted},
+            info={"deleted": counted[paths]},
         )
 
     _, entry = table.handle.commit(build, base)
