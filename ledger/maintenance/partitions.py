@@ -34,8 +34,6 @@ from ledger.maintenance.merge import check_query, delete_uncommitted, write_quer
 from ledger.partitioning import PartitionSpec
 from ledger.predicates import check_predicate
 from ledger.pruning import prune_by_partitions
-from ledger.reads.counts import row_count
-from ledger.snapshot import Snapshot
 from ledger.sql.names import ENTRIES
 from ledger.sql_guard import checked_select
 from ledger.transaction import check_timeout
@@ -86,8 +84,6 @@ def drop_partitions(
     spec = _spec(table, base)
     choose = _chooser(spec, partitions, where)
     outcome: dict[str, list[FileMarker]] = {"dropped": []}
-    # A retried commit usually drops the same files: their rows are counted once.
-    counted: dict[frozenset[str], int] = {}
 
     def build(latest: TableState) -> LogFile | None:
         check_timeout(latest, started_ms, table.name)
@@ -95,9 +91,6 @@ def drop_partitions(
         outcome["dropped"] = doomed
         if not doomed:
             return None
-        paths = frozenset(m.path for m in doomed)
-        if paths not in counted:
-            counted[paths] = _dropped_rows(table, latest, doomed)
         now = next_timestamp(latest)
         return LogFile(
             version=latest.version + 1,
@@ -105,7 +98,7 @@ def drop_partitions(
             operation=DROP_PARTITIONS,
             schema=latest.schema,
             files=tuple(m.tombstone(now) for m in doomed),
-            info={"deleted": counted[paths]},
+            info={"deleted": sum(m.dml_sum for m in doomed)},
         )
 
     _, entry = table.handle.commit(build, base)
@@ -116,13 +109,6 @@ def drop_partitions(
         0,
         sum(m.rows for m in dropped),
     )
-
-
-def _dropped_rows(table: Table, state: TableState, doomed: list[FileMarker]) -> int:
-    """The logical rows of the dropped files, counted as ``count()`` counts those partitions:
-    their ``dml_sum`` only where merges keep it (collapsing and custom tables), since a
-    replacing, aggregating or dedup merge leaves entries whose signs do not add up to rows."""
-    return row_count(Snapshot(table.name, table.store, table.prefix, state), doomed)
 
 
 def rewrite_partitions(
