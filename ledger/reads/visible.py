@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import replace
@@ -25,6 +26,7 @@ from ledger.engines.duckdb.scan import (
 from ledger.engines.duckdb.session import bind_relations, lazy_sql, read_sessions
 from ledger.errors import InvalidArgumentError, UnknownColumnError
 from ledger.log.entries import FileMarker
+from ledger.log.state import TableState
 from ledger.reads.files import FileRoles, file_roles, split_by_age
 from ledger.snapshot import PartitionFilter, Snapshot
 from ledger.sql import ident, idents
@@ -46,6 +48,7 @@ ISOLATED = "isolated"  # the relation of files whose rows are visible as they ar
 LONELY = "lonely"  # files of unique keys and no mark whose key ranges meet other files'
 REPEATED = "repeated"  # keys found in more than one lonely file
 SHAPES_KEPT = 512  # SQL texts kept (one per table shape and set of relation names)
+STATEMENTS_KEPT = 256  # statements kept with their files (one per table state and request)
 REPEATS_KEPT = 256  # sets of lonely files whose shared keys are kept
 REPEATS_ROWS_KEPT = 65_536  # more shared keys than this are found again at each read
 # Entries (in files whose rows are not visible as they are) below which every such file is
@@ -81,7 +84,41 @@ def visible_statement(
 ) -> tuple[str, dict[str, list[str]]]:
     """The DuckDB text of the visible rows of ``snap`` and the parameters it runs with (the
     files it reads), cut to ``columns`` and filtered by ``condition`` when given: one
-    statement, so a read binds it once."""
+    statement, so a read binds it once.
+
+    The statement depends only on the snapshot's state (its files never change), the request
+    and the plan thresholds, so it is made once per state and request and kept
+    (:func:`_kept_statement`), unless it names a relation bound on ``con`` itself (files off
+    the local disk, keys lonely files share), which only that connection can read."""
+    reuse_key: _StatementKey | None = None
+    if partitions is None:
+        reuse_key = (
+            id(snap.state),
+            id(snap.store),
+            snap.prefix,
+            system_columns,
+            columns,
+            condition,
+            SMALL_TABLE_ENTRIES,
+        )
+        kept = _kept_statement(reuse_key, snap)
+        if kept is not None:
+            return kept
+    text, params, bound = _make_statement(snap, con, partitions, system_columns, columns, condition)
+    if reuse_key is not None and not bound:
+        _keep_statement(reuse_key, snap, text, params)
+    return text, params
+
+
+def _make_statement(
+    snap: Snapshot,
+    con: duckdb.DuckDBPyConnection,
+    partitions: PartitionFilter,
+    system_columns: bool,
+    columns: tuple[str, ...] | None,
+    condition: exp.Expr | None,
+) -> tuple[str, dict[str, list[str]], bool]:
+    """:func:`visible_statement` made anew, and whether it reads a relation bound on ``con``."""
     spec = TableSpec.of(snap.state)
     markers = snap.markers(partitions)
     schema = file_schema(snap.state.schema, snap.state.config)
@@ -129,7 +166,40 @@ def visible_statement(
         )
     as_they_are = ENTRIES not in files
     text = visible_text(spec, sources, system_columns, parquet, as_they_are, columns, condition)
-    return text, found.params
+    named_in_text = {source.name for source in found.parquet}
+    bound = repeated is not None or not set(found.names.values()) <= named_in_text
+    return text, found.params, bound
+
+
+# A statement made for one state and request: (id of the state, id of the store, the table's
+# prefix, system_columns, columns, condition, the small-table threshold it was planned with).
+_StatementKey = tuple[int, int, str, bool, tuple[str, ...] | None, exp.Expr | None, int]
+_STATEMENTS: OrderedDict[
+    _StatementKey, tuple[weakref.ref[TableState], str, dict[str, list[str]]]
+] = OrderedDict()
+_STATEMENTS_LOCK = threading.Lock()
+
+
+def _kept_statement(key: _StatementKey, snap: Snapshot) -> tuple[str, dict[str, list[str]]] | None:
+    """The statement kept for ``key``, if it was made for this very state object (an id can
+    be reused once its state is gone: the weak reference tells)."""
+    with _STATEMENTS_LOCK:
+        kept = _STATEMENTS.get(key)
+        if kept is None or kept[0]() is not snap.state:
+            return None
+        _STATEMENTS.move_to_end(key)
+    _, text, params = kept
+    return text, {name: list(paths) for name, paths in params.items()}
+
+
+def _keep_statement(
+    key: _StatementKey, snap: Snapshot, text: str, params: dict[str, list[str]]
+) -> None:
+    kept = (weakref.ref(snap.state), text, {name: list(paths) for name, paths in params.items()})
+    with _STATEMENTS_LOCK:
+        _STATEMENTS[key] = kept
+        while len(_STATEMENTS) > STATEMENTS_KEPT:
+            _STATEMENTS.popitem(last=False)
 
 
 def _reads_entries_thrice(spec: TableSpec) -> bool:
