@@ -3,8 +3,9 @@ snapshot's files, files of insertions only read apart where signs are consistent
 
 A dashboard asks the same question many times, so what does not change between calls is kept:
 the SQL text of each query shape (keyed by everything that shapes it, the names of the
-relations it reads included) and, per set of files holding delete marks, which measured
-FLOAT/DOUBLE columns hold NaN or an infinity in a mark (data files never change).
+relations it reads included), per set of files holding delete marks, which measured
+FLOAT/DOUBLE columns hold NaN or an infinity in a mark, and per file, whether a measured
+column its statistics say nothing of holds NULL (data files never change).
 """
 
 from __future__ import annotations
@@ -125,7 +126,7 @@ def _measured(request: TotalsRequest) -> list[str]:
 
 
 # Whether a data file holds a NULL in a column, for columns its statistics say nothing of (the
-# writer writes none for FLOAT and DOUBLE: docs/format.md): read once per file and column.
+# writer writes none for FLOAT and DOUBLE: ledger/writer.py): read once per file and column.
 _NULLS_SEEN: OrderedDict[tuple[str, str], bool] = OrderedDict()
 _NULLS_SEEN_LOCK = threading.Lock()
 NULLS_SEEN_KEPT = 65536  # (file, column) pairs kept
