@@ -3,8 +3,9 @@ snapshot's files, files of insertions only read apart where signs are consistent
 
 A dashboard asks the same question many times, so what does not change between calls is kept:
 the SQL text of each query shape (keyed by everything that shapes it, the names of the
-relations it reads included) and, per set of files holding delete marks, which measured
-FLOAT/DOUBLE columns hold NaN or an infinity in a mark (data files never change).
+relations it reads included), per set of files holding delete marks, which measured
+FLOAT/DOUBLE columns hold NaN or an infinity in a mark, and per file, whether a measured
+column its statistics say nothing of holds NULL (data files never change).
 """
 
 from __future__ import annotations
@@ -19,8 +20,11 @@ import pyarrow as pa
 from sqlglot import exp
 
 from ledger.engines.duckdb.scan import (
+    ColumnFacts,
     FileSources,
     ParquetSource,
+    column_facts,
+    file_footer,
     file_sources,
     with_parquet_sources,
 )
@@ -37,7 +41,7 @@ from ledger.sql.totals import (
     non_finite_marks_probe,
 )
 from ledger.sql.totals import totals as totals_tree
-from ledger.sql.trees import Sources, render
+from ledger.sql.trees import Sources, col, render
 from ledger.writer import file_schema
 from merge_policies.base import SIGNED
 
@@ -79,9 +83,16 @@ def totals(
     # of insertions are the only source, summed without weighting.
     weighted = ENTRIES in files
     non_finite = frozenset[str]()
+    marked: list[FileMarker] = []
     if weighted:
         marked = [m for m in files[ENTRIES] if not insertions_only(m)]
         non_finite = non_finite_marks(con, spec, request, sources, marked)
+    facts = proven_facts(snap, sources, marked)
+    if weighted and spec.policy.visible_rows == SIGNED:
+        unproven = [c for c in _measured(request) if c not in facts.null_free]
+        facts = ColumnFacts(
+            facts.null_free | scanned_null_free(con, sources, unproven), facts.negatable
+        )
     text = totals_text(
         spec,
         names,
@@ -90,8 +101,75 @@ def totals(
         sources.parquet,
         weighted,
         signs_grouped=signs_grouped(request, markers, schema),
+        null_free=facts.null_free & frozenset(_measured(request)),
+        unwidened=facts.negatable & frozenset(_measured(request)),
     )
     return lazy_sql(con, text, sources.params)
+
+
+def proven_facts(snap: Snapshot, sources: FileSources, marked: Sequence[FileMarker]) -> ColumnFacts:
+    """What the footers of the files a statement reads prove (only local files read by the
+    statement itself, whose footers are kept): the columns no file holds NULL in, and the
+    integer columns no delete mark holds its type's smallest value in (weighed by its sign,
+    such a value fits its type)."""
+    if not sources.parquet:
+        return ColumnFacts(frozenset(), frozenset())
+    read = column_facts([path for paths in sources.params.values() for path in paths])
+    local = [snap.store.local_path(snap.prefix + m.path) for m in marked]
+    marks = [path for path in local if path is not None]
+    negatable = column_facts(marks).negatable if len(marks) == len(local) else frozenset()
+    return ColumnFacts(read.null_free, negatable)
+
+
+def _measured(request: TotalsRequest) -> list[str]:
+    return [*request.sums, *request.avgs]
+
+
+# Whether a data file holds a NULL in a column, for columns its statistics say nothing of (the
+# writer writes none for FLOAT and DOUBLE: ledger/writer.py): read once per file and column.
+_NULLS_SEEN: OrderedDict[tuple[str, str], bool] = OrderedDict()
+_NULLS_SEEN_LOCK = threading.Lock()
+NULLS_SEEN_KEPT = 65536  # (file, column) pairs kept
+
+
+def scanned_null_free(
+    con: duckdb.DuckDBPyConnection, sources: FileSources, columns: Sequence[str]
+) -> frozenset[str]:
+    """The ``columns`` no local file of ``sources`` holds NULL in, each file read once for the
+    columns not known yet (data files never change: their names are new uuids)."""
+    if not columns or not sources.parquet:
+        return frozenset()
+    paths = [path for listed in sources.params.values() for path in listed]
+    with _NULLS_SEEN_LOCK:
+        known = {(p, c): _NULLS_SEEN[p, c] for p in paths for c in columns if (p, c) in _NULLS_SEEN}
+    for path in {p for p in paths for c in columns if (p, c) not in known}:
+        known.update(_nulls_of_file(con, path, columns))
+    with _NULLS_SEEN_LOCK:
+        for pair, holds_null in known.items():
+            _NULLS_SEEN[pair] = holds_null
+            _NULLS_SEEN.move_to_end(pair)
+        while len(_NULLS_SEEN) > NULLS_SEEN_KEPT:
+            _NULLS_SEEN.popitem(last=False)
+    return frozenset(c for c in columns if not any(known[p, c] for p in paths))
+
+
+def _nulls_of_file(
+    con: duckdb.DuckDBPyConnection, path: str, columns: Sequence[str]
+) -> dict[tuple[str, str], bool]:
+    """Per column, whether the file ``path`` holds a NULL in it (a column it lacks reads as
+    NULL on every row it has)."""
+    held = tuple(c for c in columns if c in file_footer(path).columns)
+    [counts] = con.sql(_null_count_text(held), params={"file": path}).fetchall()
+    rows, *present = counts
+    found = dict(zip(held, (count < rows for count in present), strict=True))
+    return {(path, c): found.get(c, rows > 0) for c in columns}
+
+
+@functools.lru_cache(maxsize=SHAPES_KEPT)
+def _null_count_text(columns: tuple[str, ...]) -> str:
+    counts = [exp.Count(this=exp.Star()), *(exp.Count(this=col(c)) for c in columns)]
+    read = exp.ReadParquet(expressions=[exp.Placeholder(this="file")])
+    return render(exp.select(*counts).from_(exp.Table(this=read)), DUCKDB)
 
 
 def files_by_role(
@@ -164,6 +242,8 @@ def totals_text(
     weighted: bool = True,
     *,
     signs_grouped: bool = False,
+    null_free: frozenset[str] = frozenset(),
+    unwidened: frozenset[str] = frozenset(),
 ) -> str:
     """The totals query's DuckDB text: rendered once per shape (building and rendering the
     tree costs more than running the query on a small table)."""
@@ -175,6 +255,8 @@ def totals_text(
         non_finite_marks=non_finite,
         weighted=weighted,
         signs_grouped=signs_grouped,
+        null_free=null_free,
+        unwidened=unwidened,
     )
     return render(with_parquet_sources(query, parquet), DUCKDB)
 

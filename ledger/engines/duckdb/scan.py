@@ -188,6 +188,26 @@ def with_parquet_sources(query: exp.Query, sources: Sequence[ParquetSource]) -> 
     return out
 
 
+@dataclass(frozen=True)
+class ColumnFacts:
+    """What the footers of a group of files prove about their columns, for every file."""
+
+    null_free: frozenset[str]  # every file holds the column and no row of it is NULL
+    negatable: frozenset[str]  # signed integers, no value the type's smallest (see FileFooter)
+
+
+def column_facts(paths: Sequence[str]) -> ColumnFacts:
+    """The :class:`ColumnFacts` of the local Parquet files ``paths`` (each footer read once per
+    process: :func:`file_footer`); of no file at all, nothing is claimed."""
+    footers = [file_footer(path) for path in paths]
+    if not footers:
+        return ColumnFacts(frozenset(), frozenset())
+    return ColumnFacts(
+        frozenset.intersection(*(footer.null_free for footer in footers)),
+        frozenset.intersection(*(footer.negatable for footer in footers)),
+    )
+
+
 def file_columns(paths: Sequence[str]) -> frozenset[str]:
     """The column names any of the Parquet files ``paths`` holds (each footer read once per
     process: :func:`file_footer`)."""
@@ -243,6 +263,11 @@ class FileFooter:
     columns: frozenset[str]  # the top-level column names the file holds
     misread: bool  # whether DuckDB 2.0.0 filters one of its column chunks wrongly (see above)
     schema: pa.Schema  # the file's columns in order, with their types
+    # Top-level columns whose statistics prove every row group holds no NULL.
+    null_free: frozenset[str] = frozenset()
+    # Signed integer columns whose statistics prove no value is its type's smallest, so that
+    # the value negated (a delete mark weighed by its sign) fits the type.
+    negatable: frozenset[str] = frozenset()
 
 
 _FOOTERS: OrderedDict[tuple[str, int, int], FileFooter] = OrderedDict()
@@ -263,12 +288,68 @@ def file_footer(path: str) -> FileFooter:
     # Without the key-value metadata: two files of one table differ there (their writers'
     # notes) and still read alike.
     schema = metadata.schema.to_arrow_schema().remove_metadata()
-    footer = FileFooter(frozenset(schema.names), _has_misread_chunk(metadata), schema)
+    null_free, negatable = _proven_by_statistics(metadata, schema)
+    footer = FileFooter(
+        frozenset(schema.names), _has_misread_chunk(metadata), schema, null_free, negatable
+    )
     with _FOOTERS_LOCK:
         _FOOTERS[key] = footer
         while len(_FOOTERS) > FOOTERS_KEPT:
             _FOOTERS.popitem(last=False)
     return footer
+
+
+def _proven_by_statistics(
+    metadata: pq.FileMetaData, schema: pa.Schema
+) -> tuple[frozenset[str], frozenset[str]]:
+    """The top-level columns whose chunk statistics (in every row group) prove they hold no
+    NULL, and the signed integer ones among all columns whose statistics prove no value is the
+    type's smallest. A column without statistics in some row group proves nothing."""
+    leaves = _top_level_leaves(schema)
+    null_free = set(leaves)
+    negatable = {n for n in leaves if pa.types.is_signed_integer(schema.field(n).type)}
+    for group in range(metadata.num_row_groups):
+        row_group = metadata.row_group(group)
+        for name, index in leaves.items():
+            stats = row_group.column(index).statistics
+            if stats is None or not stats.has_null_count or stats.null_count:
+                null_free.discard(name)
+            if name in negatable and not _above_smallest(stats, schema.field(name).type):
+                negatable.discard(name)
+    return frozenset(null_free), frozenset(negatable)
+
+
+def _top_level_leaves(schema: pa.Schema) -> dict[str, int]:
+    """The Parquet leaf column index of each top-level column that is a leaf itself (not a
+    struct, list or map)."""
+    found: dict[str, int] = {}
+    index = 0
+    for field in schema:
+        if _leaf_count(field.type) == 1 and not pa.types.is_nested(field.type):
+            found[field.name] = index
+        index += _leaf_count(field.type)
+    return found
+
+
+def _leaf_count(data_type: pa.DataType) -> int:
+    if pa.types.is_struct(data_type):
+        return sum(_leaf_count(data_type.field(i).type) for i in range(data_type.num_fields))
+    if pa.types.is_map(data_type):
+        return _leaf_count(data_type.key_type) + _leaf_count(data_type.item_type)
+    if pa.types.is_list(data_type) or pa.types.is_large_list(data_type):
+        return _leaf_count(data_type.value_type)
+    if pa.types.is_fixed_size_list(data_type):
+        return _leaf_count(data_type.value_type)
+    return 1
+
+
+def _above_smallest(stats: pq.Statistics | None, data_type: pa.DataType) -> bool:
+    """Whether a chunk's statistics prove that its smallest value is above ``data_type``'s."""
+    if stats is None or not stats.has_min_max:
+        # No value at all (every row NULL) cannot overflow; otherwise nothing is proven.
+        return stats is not None and stats.has_null_count and stats.num_values == 0
+    smallest = -(2 ** (data_type.bit_width - 1))
+    return isinstance(stats.min, int) and stats.min > smallest
 
 
 def misread_by_duckdb(paths: Sequence[str]) -> bool:
