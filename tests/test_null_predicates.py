@@ -123,7 +123,7 @@ def test_files_written_without_a_page_index_are_read_right(
 
     from ledger import writer
 
-    def write_without_page_index(part: Any, out: Any, dictionary: list[str]) -> None:
+    def write_without_page_index(part: Any, out: Any, dictionary: list[str], *_: Any) -> None:
         pq.write_table(part, out, use_dictionary=dictionary, write_page_index=False)
 
     monkeypatch.setattr(writer, "_write_parquet", write_without_page_index)
