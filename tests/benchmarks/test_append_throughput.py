@@ -210,9 +210,17 @@ def make_dict_batches(rows: int, batch_rows: int) -> list[list[dict[str, Any]]]:
 
 
 def _raw_one_file_write(store: Any, batch: list[dict[str, Any]], path: str) -> None:
-    """from_pylist, then one Parquet file of the batch: what bare pyarrow pays for the rows."""
+    """from_pylist, then one Parquet file of the batch: what bare pyarrow pays for the rows.
+
+    Compressed and cut into row groups as the ledger's files are (snappy, at most
+    ``ROW_GROUP_ROWS`` rows a group), so neither side writes fewer, larger groups whatever the
+    batch size; the rest is pyarrow's defaults."""
     pq.write_table(
-        pa.Table.from_pylist(batch), path, filesystem=store.filesystem, compression="snappy"
+        pa.Table.from_pylist(batch),
+        path,
+        filesystem=store.filesystem,
+        compression="snappy",
+        row_group_size=ROW_GROUP_ROWS,
     )
 
 
@@ -232,6 +240,7 @@ def _raw_partitioned_write(store: Any, batch: list[dict[str, Any]], folder: str)
         basename_template=f"{uuid.uuid4().hex}-{{i}}.parquet",
         existing_data_behavior="overwrite_or_ignore",
         file_options=ds.ParquetFileFormat().make_write_options(compression="snappy"),
+        max_rows_per_group=ROW_GROUP_ROWS,  # as the ledger's files (see _raw_one_file_write)
         create_dir=local,  # S3 has no folders: no marker objects
     )
 
