@@ -65,7 +65,12 @@ RETRY_BACKOFF_CAP_S = 5.0
 
 @dataclass(frozen=True)
 class CommitRecord:
-    """One entry of :meth:`Table.history`."""
+    """One entry of :meth:`Table.history`.
+
+    ``inserted`` and ``deleted`` count logical rows. ``deleted`` is None for a partition drop
+    whose rows the log alone does not know (see docs/merges.md section 3); ``entries_removed``
+    counts the entries (delete marks included) a partition drop or rewrite removed, 0 for other
+    commits."""
 
     version: int
     timestamp: dt.datetime
@@ -74,9 +79,10 @@ class CommitRecord:
     files_added: int
     files_removed: int
     inserted: int
-    deleted: int
+    deleted: int | None
     app_id: str | None
     batch: int | None
+    entries_removed: int = 0
 
 
 class Table:
@@ -691,10 +697,19 @@ def _record(entry: LogFile) -> CommitRecord:
         files_added=sum(1 for m in entry.files if m.alive),
         files_removed=sum(1 for m in entry.files if not m.alive),
         inserted=int(entry.info.get("inserted", 0)),
-        deleted=int(entry.info.get("deleted", 0)),
+        deleted=_rows_deleted(entry),
         app_id=None if entry.app is None else entry.app.app_id,
         batch=None if entry.app is None else entry.app.batch,
+        entries_removed=int(entry.info.get("entries_removed", 0)),
     )
+
+
+def _rows_deleted(entry: LogFile) -> int | None:
+    """The rows a commit deleted; None where its log entry does not know them (a partition drop
+    whose rows only the data knows records only the entries it removed)."""
+    if "deleted" in entry.info:
+        return int(entry.info["deleted"])
+    return None if entry.operation == partition_ops.DROP_PARTITIONS else 0
 
 
 def _iso(timestamp_ms: int) -> str:
