@@ -35,6 +35,7 @@ from ledger.errors import (
     SnapshotNotFoundError,
     TableDroppedError,
 )
+from ledger.inputs import read_rows
 from ledger.log.entries import LogFile
 from ledger.log.handle import TableHandle
 from ledger.log.state import TableState
@@ -44,6 +45,7 @@ from ledger.maintenance import vacuum as vacuuming
 from ledger.reads import visible as reads
 from ledger.reads.counts import row_count
 from ledger.rollup import Rollup
+from ledger.schema import conform
 from ledger.snapshot import PartitionFilter, Snapshot
 from ledger.storage import Store
 from ledger.transaction import (
@@ -416,6 +418,20 @@ class Table:
             tx.abort()
             raise
         return tx.commit()
+
+    def check(self, data: Any) -> None:
+        """Raise the error a write of ``data`` would raise for rows that do not fit the table
+        (a column it lacks, a value of the wrong type or out of range, a missing or NULL key),
+        converting them as a write does and writing nothing. A service can check each event
+        of a batch alone to say which one is at fault.
+
+        >>> table.check([{"id": 1, "amount": "19.999"}])  # doctest: +SKIP
+        Traceback (most recent call last):
+        ledger.errors.TypeMismatchError: column 'amount' (DECIMAL(18,2)): text '19.999' ...
+        """
+        state = self.handle.state
+        for chunk in read_rows(data, state.schema, store=self.store):
+            conform(chunk.table, state.schema, key_columns=state.config.key_columns)
 
     def writer(
         self,
