@@ -54,8 +54,6 @@ from werkzeug.serving import BaseWSGIServer, make_server
 from werkzeug.wrappers import Response
 
 import ledger
-from ledger.inputs import read_rows
-from ledger.schema import conform
 
 log = logging.getLogger("ingest_service")
 
@@ -152,11 +150,9 @@ class IngestService:
         """The index of the first event the table refuses on its own (a refusal of a batch does
         not say which row): each is converted alone, as the writer would, and nothing is
         buffered. None when each fits alone."""
-        state = self.table.handle.state
         for index, event in enumerate(events):
             try:
-                for chunk in read_rows([event], state.schema):
-                    conform(chunk.table, state.schema, key_columns=state.config.key_columns)
+                self.table.check([event])
             except ledger.LedgerError:
                 return index
         return None

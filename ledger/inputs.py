@@ -27,7 +27,7 @@ import functools
 import json
 import os
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -56,6 +56,7 @@ from ledger.schema import (
     TableSchema,
     arrow_to_sql_or_str,
     dicts_to_arrow,
+    float_overflow_message,
     parse_text,
     timestamp_refusal,
     to_arrow,
@@ -359,6 +360,8 @@ def _csv_batches(
     # Timestamps are read as text and parsed here by the same parser, so a value written with
     # nanosecond digits follows the rule of every other source (see _csv_timestamps).
     timestamps = {name: kind for name, kind in table_types.items() if pa.types.is_timestamp(kind)}
+    # Arrow's parser reads a number too large for its column as infinity: refused, see below.
+    floats = {name: kind for name, kind in table_types.items() if pa.types.is_floating(kind)}
     as_text = dict.fromkeys([*integers, *blobs, *timestamps], pa.string())
     convert = pacsv.ConvertOptions(
         column_types={**table_types, **as_text},
@@ -379,7 +382,9 @@ def _csv_batches(
             rows_before = 0
             nanosecond_columns: set[str] = set()
             for batch in batches:
-                converted = _csv_integers(batch, integers, rows_before) if integers else batch
+                converted = _csv_integers(batch, integers, rows_before, path) if integers else batch
+                if floats:
+                    _refuse_overflowed_floats(filesystem, path, converted, floats)
                 if timestamps:
                     converted = _csv_timestamps(
                         converted, timestamps, rows_before, path, nanosecond_columns
@@ -409,10 +414,21 @@ def _csv_refusal(
         # These say what is wrong and what to do; Arrow's own advice (assume_timezone) is for
         # its API, not for this file.
         return where
-    detail = message[column.end() :]
+    detail = _with_table_type_names(message[column.end() :], table_types)
     if where is None:
         where = _csv_column_label(filesystem, path, int(column.group(1)))
     return f"{where}: {detail}"
+
+
+_ARROW_CONVERSION_TARGET = re.compile(r"(CSV conversion error to )([^:]+)(:)")
+
+
+def _with_table_type_names(detail: str, table_types: Mapping[str, pa.DataType]) -> str:
+    """Arrow's conversion message with the table's type names (``DATE``, not ``date32[day]``)."""
+    names = {str(kind): arrow_to_sql_or_str(kind) for kind in table_types.values()}
+    return _ARROW_CONVERSION_TARGET.sub(
+        lambda m: m.group(1) + names.get(m.group(2), m.group(2)) + m.group(3), detail
+    )
 
 
 def _csv_column_label(filesystem: pafs.FileSystem, path: str, index: int) -> str:
@@ -429,7 +445,7 @@ _ARROW_CSV_COLUMN = re.compile(r"In CSV column #(\d+): (?:Row #\d+: )?")
 
 
 def _csv_integers(
-    batch: pa.RecordBatch, integers: Mapping[str, pa.DataType], rows_before: int
+    batch: pa.RecordBatch, integers: Mapping[str, pa.DataType], rows_before: int, path: str
 ) -> pa.RecordBatch:
     """``batch`` with its integer columns (read as text) converted to their types."""
     columns = list(batch.columns)
@@ -444,8 +460,44 @@ def _csv_integers(
                 raise pa.ArrowInvalid("not plain digits")
             columns[index] = pc.cast(texts, kind)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            columns[index] = _whole_numbers(texts, kind, name, rows_before)
+            columns[index] = _whole_numbers(texts, kind, name, rows_before, path)
     return pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
+
+
+def _refuse_overflowed_floats(
+    filesystem: pafs.FileSystem, path: str, batch: pa.RecordBatch, floats: Mapping[str, pa.DataType]
+) -> None:
+    """Refuse a number too large for its FLOAT or DOUBLE column (``1e400``), which Arrow's
+    parser reads as infinity; the words ``inf`` and ``-inf`` keep their meaning. Only a batch
+    holding an infinity reads its column's text again."""
+    for name, kind in floats.items():
+        if name not in batch.schema.names:
+            continue
+        if not pc.any(pc.fill_null(pc.is_inf(batch.column(name)), False)).as_py():
+            continue
+
+        def overflowed(texts: pa.Array, kind: pa.DataType = kind) -> int | None:
+            for offset, text in enumerate(texts.to_pylist()):
+                if text is not None and _overflows(text.strip(), kind):
+                    return offset
+            return None
+
+        found = _first_csv_text(filesystem, path, name, overflowed)
+        if found is not None:
+            row, text = found
+            message = float_overflow_message(name, kind, str(text).strip())
+            head, _, tail = message.partition(": ")
+            raise TypeMismatchError(f"{path!r}: {head}, row {row}: {tail}. Nothing was written")
+
+
+def _overflows(text: str, kind: pa.DataType) -> bool:
+    """Whether ``text`` is a number (not the word inf) too large for float type ``kind``."""
+    if not _DECIMAL_TEXT.fullmatch(text):
+        return False
+    value = float(text)
+    if kind == pa.float32():
+        return bool(pc.is_inf(pa.scalar(value).cast(pa.float32(), safe=False)).as_py())
+    return value in (float("inf"), float("-inf"))
 
 
 def _is_binary(kind: pa.DataType) -> bool:
@@ -550,7 +602,8 @@ def _refuse_first_timestamp(
             raise pa.ArrowInvalid(_naive_timestamp_advice(name, f", row {row}", text))
         problem = "expected no zone offset in" if refusal == OFFSET else "invalid value"
         raise pa.ArrowInvalid(
-            f"column {name!r}, row {row}: CSV conversion error to {kind}: {problem} {text!r}"
+            f"column {name!r}, row {row}: CSV conversion error to {arrow_to_sql_or_str(kind)}: "
+            f"{problem} {text!r}"
         )
 
 
@@ -558,9 +611,13 @@ def _shown_text(text: str, limit: int = 60) -> str:
     return repr(text if len(text) <= limit else text[:limit] + "...")
 
 
-def _whole_numbers(texts: pa.Array, kind: pa.DataType, name: str, rows_before: int) -> pa.Array:
+def _whole_numbers(
+    texts: pa.Array, kind: pa.DataType, name: str, rows_before: int, path: str
+) -> pa.Array:
     """Integer column ``name`` from text where some values are not plain digits: each must be a
-    whole number (``1.0``, ``-2.00``, ``1e3``) within the column's range."""
+    whole number (``1.0``, ``-2.00``, ``1e3``) within the column's range. A number out of the
+    range is refused as from every other source (:class:`TypeMismatchError`)."""
+    sql = arrow_to_sql_or_str(kind)
     values: list[int | None] = []
     for offset, text in enumerate(texts.to_pylist()):
         if text is None:
@@ -570,10 +627,10 @@ def _whole_numbers(texts: pa.Array, kind: pa.DataType, name: str, rows_before: i
         number = decimal.Decimal(text) if _DECIMAL_TEXT.fullmatch(text) else None
         if number is None or (number.adjusted() < 40 and number != number.to_integral_value()):
             raise pa.ArrowInvalid(
-                f"{where}: {text!r} is not a whole number, and the column is {kind}"
+                f"{where}: {text!r} is not a whole number, and the column is {sql}"
             )
         if number.adjusted() >= 40:  # no integer column holds 40 digits: never expanded
-            raise pa.ArrowInvalid(f"{where}: {text!r} does not fit {kind}")
+            raise _out_of_range(path, name, kind, rows_before + offset + 1, text)
         values.append(int(number))
     try:
         return pa.array(values, kind)
@@ -581,10 +638,18 @@ def _whole_numbers(texts: pa.Array, kind: pa.DataType, name: str, rows_before: i
         low, high = _integer_range(kind)
         for offset, value in enumerate(values):
             if value is not None and not low <= value <= high:
-                raise pa.ArrowInvalid(
-                    f"column {name!r}, row {rows_before + offset + 1}: {value} does not fit {kind}"
+                raise _out_of_range(
+                    path, name, kind, rows_before + offset + 1, str(value)
                 ) from None
         raise
+
+
+def _out_of_range(path: str, name: str, kind: pa.DataType, row: int, value: str) -> LedgerError:
+    """An integer out of its column's range, as a list of dicts gets it, with the file and row."""
+    return TypeMismatchError(
+        f"{path!r}: column {name!r} ({arrow_to_sql_or_str(kind)}), row {row}: value {value} is "
+        "out of its range. Nothing was written"
+    )
 
 
 _PLAIN_INTEGER_TEXT = r"^[+-]?[0-9]+$"
@@ -702,7 +767,7 @@ def _csv_rounded_decimal(
     row, text = found
     return (
         f"column {name!r}, row {row}: {text!r} has more than {scale} decimal place(s) for "
-        f"{kind}; round it in the file"
+        f"{arrow_to_sql_or_str(kind)}; round it in the file"
     )
 
 
@@ -903,12 +968,112 @@ def _at_json_line(
     except pa.ArrowInvalid as e:
         message = str(e)
         try:
+            refusal = _json_number_refusal(filesystem, path, message, table_types)
             where = _json_error_line(filesystem, path, message, table_types)
         except OSError:
-            where = None
+            refusal, where = None, None
+        if refusal is not None:
+            raise refusal from e
         if where is None:
             raise
         raise pa.ArrowInvalid(f"{_JSON_ROW_OF_BLOCK.sub('', message)} ({where})") from e
+
+
+_JSON_TOO_BIG_FOR_DOUBLE = re.compile(r"Number too big to be stored in double")
+_JSON_INTEGER = re.compile(r"-?[0-9]+")
+_JSON_CONVERSION_FAILURE = re.compile(r"Failed to convert JSON to ")
+
+
+def _json_number_refusal(
+    filesystem: pafs.FileSystem, path: str, message: str, table_types: Mapping[str, pa.DataType]
+) -> TypeMismatchError | None:
+    """A JSON number that is well formed but does not fit its column, refused as the same value
+    in a list of dicts is (:class:`TypeMismatchError` naming the column and value), with the
+    file and line: an integer out of an integer column's range or with more whole digits than
+    a DECIMAL holds, a number too large for a double. None for other errors."""
+    number = _JSON_BAD_NUMBER.search(message)
+    if _JSON_TOO_BIG_FOR_DOUBLE.search(message):
+        found = _first_json_number(filesystem, path, table_types.keys(), _beyond_double)
+        if found is None:
+            return None
+        name, text, where = found
+        overflow = float_overflow_message(name, table_types.get(name, pa.float64()), text)
+        return TypeMismatchError(f"{path!r}: {overflow} ({where})")
+    if number is None and _JSON_CONVERSION_FAILURE.search(message) is None:
+        return None
+    found = _first_json_number(
+        filesystem,
+        path,
+        [c for c, t in table_types.items() if pa.types.is_integer(t) or pa.types.is_decimal(t)],
+        lambda text, name: _integer_unfit(text, table_types[name]),
+    )
+    if found is None:
+        return None
+    name, text, where = found
+    kind = table_types[name]
+    sql = arrow_to_sql_or_str(kind)
+    if pa.types.is_integer(kind):
+        return TypeMismatchError(
+            f"{path!r}: column {name!r} ({sql}): value {text} is out of its range ({where})"
+        )
+    return TypeMismatchError(
+        f"{path!r}: column {name!r} ({sql}): value {text} does not fit: it has more than "
+        f"{kind.precision - kind.scale} whole digit(s); widen the column ({where})"
+    )
+
+
+def _integer_unfit(text: str, kind: pa.DataType) -> bool:
+    """Whether ``text`` is a JSON integer outside integer type ``kind``'s range, or with more
+    whole digits than DECIMAL type ``kind`` holds."""
+    if _JSON_INTEGER.fullmatch(text) is None:
+        return False
+    if pa.types.is_integer(kind):
+        low, high = _integer_range(kind)
+        return not low <= int(text) <= high
+    return len(text.lstrip("-")) > int(kind.precision) - int(kind.scale)
+
+
+def _refuse_json_overflow(
+    filesystem: pafs.FileSystem, path: str, name: str, target: pa.DataType, column: Any
+) -> None:
+    """Arrow's JSON reader takes some numbers too large for a double (``2e308``) as infinity
+    (JSON has no infinity, so any infinity read is one): refused as ``1e400`` is."""
+    if not pc.any(pc.fill_null(pc.is_inf(column), False)).as_py():
+        return
+    found = _first_json_number(filesystem, path, [name], _beyond_double)
+    if found is not None:
+        _, text, where = found
+        overflow = float_overflow_message(name, target, text)
+        raise TypeMismatchError(f"{path!r}: {overflow} ({where})")
+
+
+def _beyond_double(text: str, name: str) -> bool:
+    return float(text) in (float("inf"), float("-inf"))
+
+
+def _first_json_number(
+    filesystem: pafs.FileSystem,
+    path: str,
+    columns: Iterable[str],
+    is_refused: Callable[[str, str], bool],
+) -> tuple[str, str, str] | None:
+    """(column, number as written, ``line N: ...``) of the first number of ``columns`` that
+    ``is_refused`` (given its text and column) picks."""
+    names = list(columns)
+    found: list[tuple[str, str]] = []
+
+    def holds_refused(row: dict[str, Any]) -> bool:
+        for name in names:
+            value = row.get(name)
+            if isinstance(value, _JsonNumber) and is_refused(str(value), name):
+                found.append((name, str(value)))
+                return True
+        return False
+
+    where = _first_json_line(filesystem, path, holds_refused)
+    if where is None or not found:
+        return None
+    return found[0][0], found[0][1], where
 
 
 def _check_json_text(
@@ -920,6 +1085,8 @@ def _check_json_text(
     for name in table.column_names:
         target = table_types.get(name)
         column = table.column(name)
+        if target is not None and pa.types.is_floating(column.type):
+            _refuse_json_overflow(filesystem, path, name, target, column)
         if target is None or not pa.types.is_string(column.type) or pa.types.is_string(target):
             continue
         try:

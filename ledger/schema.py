@@ -8,6 +8,7 @@ the user columns followed by the system columns ``trx_id``, ``trx_seq`` and ``dm
 from __future__ import annotations
 
 import datetime as dt
+import decimal
 import json
 import operator
 import re
@@ -412,7 +413,41 @@ def parse_text(name: str, column: pa.ChunkedArray, target: pa.DataType) -> pa.Ch
             f"it without change ({e}); text is parsed as in a CSV file: fix the value or "
             "convert the column before writing"
         ) from e
+    _refuse_overflowed_text(name, text, parsed, target)
     return parsed if step == target else _cast_column(name, parsed, target)
+
+
+# How Arrow's parser spells an infinity (any case): text it reads as one on purpose.
+INFINITY_TEXT = r"^[+-]?inf(inity)?$"
+
+
+def _refuse_overflowed_text(
+    name: str, texts: pa.ChunkedArray, parsed: pa.ChunkedArray, target: pa.DataType
+) -> None:
+    """Arrow's parser reads a number too large for a double (``1e400``) as infinity; only the
+    words ``inf`` and ``-inf`` mean one, so such text is refused like any value that would
+    change."""
+    if not pa.types.is_floating(parsed.type):
+        return
+    infinite = pc.fill_null(pc.is_inf(parsed), False)
+    if not pc.any(infinite).as_py():
+        return
+    spelled = pc.match_substring_regex(texts, INFINITY_TEXT, ignore_case=True)
+    overflowed = pc.and_(infinite, pc.invert(pc.fill_null(spelled, False)))
+    if pc.any(overflowed).as_py():
+        bad = texts[pc.index(overflowed, True).as_py()].as_py()
+        raise TypeMismatchError(float_overflow_message(name, target, bad))
+
+
+def float_overflow_message(name: str, target: pa.DataType, text: str) -> str:
+    """The refusal of number ``text``, too large for float column ``name``."""
+    sql = arrow_to_sql_or_str(target)
+    largest = "3.4e38" if target == pa.float32() else "1.8e308"
+    return (
+        f"column {name!r} ({sql}): value {text!r} is out of its range (a {sql} holds "
+        f"magnitudes up to about {largest}; only the words inf and -inf are read as infinity); "
+        "fix the value or convert the column before writing"
+    )
 
 
 # --- timestamps written as text ----------------------------------------------------------------
@@ -726,6 +761,18 @@ def _refuse_huge_int(name: str, values: list[Any], schema: TableSchema) -> None:
             )
 
 
+def _wide_ints_as_decimals(values: list[Any], target: pa.DataType) -> pa.Array | None:
+    """Python ints beyond 64 bits for a DECIMAL column, as decimals (Arrow converts ints only
+    through int64): a DECIMAL(38,0) holds them when they fit its precision, as it does from a
+    JSON file. None for other columns or values."""
+    if not pa.types.is_decimal(target) or not all(type(v) is int for v in values):
+        return None
+    try:
+        return pa.array([decimal.Decimal(v) for v in values])
+    except _CONVERSION_ERRORS:
+        return None
+
+
 def _by_kind(name: str, values: list[Any], schema: TableSchema) -> pa.Array:
     """A column of an existing table whose Python values are of several kinds (floats and
     Decimals, datetimes and ISO text): each kind converted apart to the column's type under the
@@ -740,10 +787,14 @@ def _by_kind(name: str, values: list[Any], schema: TableSchema) -> pa.Array:
         try:
             part = pa.array([values[i] for i in indices])
         except _CONVERSION_ERRORS as e:
-            _refuse_huge_int(name, [values[i] for i in indices], schema)
-            raise TypeMismatchError(
-                f"column {name!r} ({schema.type_of(name)}): its values do not form one type ({e})"
-            ) from e
+            wide = _wide_ints_as_decimals([values[i] for i in indices], schema.type_of(name))
+            if wide is None:
+                _refuse_huge_int(name, [values[i] for i in indices], schema)
+                declared = arrow_to_sql_or_str(schema.type_of(name))
+                raise TypeMismatchError(
+                    f"column {name!r} ({declared}): its values do not form one type ({e})"
+                ) from e
+            part = wide
         converted, _ = conform(pa.table({name: part}), schema, require_all_keys=False)
         parts.append(converted.column(name).combine_chunks())
         order.extend(indices)

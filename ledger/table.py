@@ -35,6 +35,7 @@ from ledger.errors import (
     SnapshotNotFoundError,
     TableDroppedError,
 )
+from ledger.inputs import read_rows
 from ledger.log.entries import LogFile
 from ledger.log.handle import TableHandle
 from ledger.log.state import TableState
@@ -44,6 +45,7 @@ from ledger.maintenance import vacuum as vacuuming
 from ledger.reads import visible as reads
 from ledger.reads.counts import row_count
 from ledger.rollup import Rollup
+from ledger.schema import conform
 from ledger.snapshot import PartitionFilter, Snapshot
 from ledger.storage import Store
 from ledger.transaction import (
@@ -65,7 +67,12 @@ RETRY_BACKOFF_CAP_S = 5.0
 
 @dataclass(frozen=True)
 class CommitRecord:
-    """One entry of :meth:`Table.history`."""
+    """One entry of :meth:`Table.history`.
+
+    ``inserted`` and ``deleted`` count logical rows. ``deleted`` is None for a partition drop
+    whose rows the log alone does not know (see docs/merges.md section 3); ``entries_removed``
+    counts the entries (delete marks included) a partition drop or rewrite removed, 0 for other
+    commits."""
 
     version: int
     timestamp: dt.datetime
@@ -74,9 +81,10 @@ class CommitRecord:
     files_added: int
     files_removed: int
     inserted: int
-    deleted: int
+    deleted: int | None
     app_id: str | None
     batch: int | None
+    entries_removed: int = 0
 
 
 class Table:
@@ -411,6 +419,20 @@ class Table:
             raise
         return tx.commit()
 
+    def check(self, data: Any) -> None:
+        """Raise the error a write of ``data`` would raise for rows that do not fit the table
+        (a column it lacks, a value of the wrong type or out of range, a missing or NULL key),
+        converting them as a write does and writing nothing. A service can check each event
+        of a batch alone to say which one is at fault.
+
+        >>> table.check([{"id": 1, "amount": "19.999"}])  # doctest: +SKIP
+        Traceback (most recent call last):
+        ledger.errors.TypeMismatchError: column 'amount' (DECIMAL(18,2)): text '19.999' ...
+        """
+        state = self.handle.state
+        for chunk in read_rows(data, state.schema, store=self.store):
+            conform(chunk.table, state.schema, key_columns=state.config.key_columns)
+
     def writer(
         self,
         *,
@@ -691,10 +713,19 @@ def _record(entry: LogFile) -> CommitRecord:
         files_added=sum(1 for m in entry.files if m.alive),
         files_removed=sum(1 for m in entry.files if not m.alive),
         inserted=int(entry.info.get("inserted", 0)),
-        deleted=int(entry.info.get("deleted", 0)),
+        deleted=_rows_deleted(entry),
         app_id=None if entry.app is None else entry.app.app_id,
         batch=None if entry.app is None else entry.app.batch,
+        entries_removed=int(entry.info.get("entries_removed", 0)),
     )
+
+
+def _rows_deleted(entry: LogFile) -> int | None:
+    """The rows a commit deleted; None where its log entry does not know them (a partition drop
+    whose rows only the data knows records only the entries it removed)."""
+    if "deleted" in entry.info:
+        return int(entry.info["deleted"])
+    return None if entry.operation == partition_ops.DROP_PARTITIONS else 0
 
 
 def _iso(timestamp_ms: int) -> str:

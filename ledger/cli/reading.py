@@ -182,6 +182,7 @@ _LOG_COLUMNS = [
     "deleted",
     "app_id",
     "batch",
+    "entries_removed",
 ]
 # What a reader of the log scans for, in a table that fits 80 columns: which version, when,
 # what it did, and how much it added and removed.
@@ -194,8 +195,17 @@ def _short_log_row(row: dict[str, Any]) -> dict[str, Any]:
         "time (UTC)": row["timestamp"].astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S"),
         "operation": row["operation"],
         "files": _added_removed(row["files_added"], row["files_removed"]),
-        "rows": _added_removed(row["inserted"], row["deleted"]),
+        "rows": _rows_added_removed(row),
     }
+
+
+def _rows_added_removed(row: dict[str, Any]) -> str:
+    """``+3 -1``; a partition drop that could not count its rows shows the entries it removed
+    instead, named as such."""
+    if row["deleted"] is None:
+        inserted = _added_removed(row["inserted"], 0)
+        return " ".join(filter(None, (inserted, f"-{row['entries_removed']} entries")))
+    return _added_removed(row["inserted"], row["deleted"])
 
 
 def _added_removed(added: int, removed: int) -> str:
