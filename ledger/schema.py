@@ -880,6 +880,8 @@ def _cast_column(name: str, column: pa.ChunkedArray, target: pa.DataType) -> pa.
         return parse_text(name, column, target)
     if pa.types.is_floating(source) and pa.types.is_decimal(target):
         return _float_to_decimal(name, column, target)
+    if pa.types.is_floating(source) and pa.types.is_integer(target):
+        _refuse_floats_beyond_exact_integers(name, column, target)
     try:
         if pa.types.is_integer(source) and pa.types.is_decimal(target):
             # Arrow sizes int -> decimal casts for the widest integer (19 digits plus the
@@ -931,6 +933,33 @@ def _check_whole_digits(name: str, column: pa.ChunkedArray, target: pa.DataType)
             f"column {name!r} ({arrow_to_sql_or_str(target)}): value {bad} does not fit: it "
             f"has more than {target.precision - target.scale} whole digit(s); widen the column"
         )
+
+
+# The integers a float holds exactly: every integer of smaller magnitude is a float of its own.
+FLOAT_EXACT_INTEGERS = {pa.float16(): 2**11, pa.float32(): 2**24, pa.float64(): 2**53}
+
+
+def _refuse_floats_beyond_exact_integers(
+    name: str, column: pa.ChunkedArray, target: pa.DataType
+) -> None:
+    """A float of 2**53 or more (2**24 for a FLOAT) no longer tells neighbouring integers
+    apart, so a whole number that large may already have been rounded before it got here:
+    pandas reads an integer column with a gap as float64, and 9007199254740993 becomes
+    9007199254740992.0. Storing it would store a value other than the one the source held,
+    so it is refused, as an integer beyond 2**53 is refused by a DOUBLE column."""
+    limit = FLOAT_EXACT_INTEGERS[column.type]
+    # NaN and infinities are no whole numbers: the cast below refuses them.
+    large = pc.and_(pc.is_finite(column), pc.greater_equal(pc.abs(column), float(limit)))
+    beyond = pc.fill_null(large, False)
+    if not pc.any(beyond).as_py():
+        return
+    bad = column[pc.index(beyond, True).as_py()].as_py()
+    exponent = {2**11: 11, 2**24: 24, 2**53: 53}[limit]
+    raise TypeMismatchError(
+        f"column {name!r} ({arrow_to_sql_or_str(target)}): the float {bad!r} may already have "
+        f"been rounded (a float holds whole numbers exactly only below 2**{exponent}); give "
+        'the column as integers (in pandas, read or convert it as dtype "Int64")'
+    )
 
 
 def _float_to_decimal(name: str, column: pa.ChunkedArray, target: pa.DataType) -> pa.ChunkedArray:
