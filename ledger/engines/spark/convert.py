@@ -283,7 +283,7 @@ def lossy(name: str, source: T.DataType, target: T.DataType) -> Column:
         if isinstance(source, _FLOATS) and isinstance(target, _INTEGERS):
             # A whole float this large may already have been rounded (a gap in a pandas
             # integer column made it a float): refused, as the embedded engine refuses it.
-            exact = float(_EXACT_INTEGERS[type(source)])
+            largest_exact = float(_EXACT_INTEGERS[type(source)])
             finite = ~F.isnan(value) & ~value.isin([float("inf"), float("-inf")])
-            changed = changed | (finite & (F.abs(value) >= F.lit(exact)))
+            changed = changed | (finite & (F.abs(value) >= F.lit(largest_exact)))
     return value.isNotNull() & changed
