@@ -782,9 +782,14 @@ def conform(
     target_schema = schema
     if unknown and not allow_new_columns:
         hint = _case_hint(unknown, schema)
+        new_columns = [n for n in unknown if not _spelling_of(n, schema) and n.strip()]
+        evolve = (
+            f" Pass evolve_schema=True to add {new_columns} as new nullable columns"
+            if new_columns
+            else ""
+        )
         raise UnknownColumnError(
-            f"unknown column(s) {unknown}; the table has {schema.names}.{hint} Pass "
-            "evolve_schema=True to add them as new nullable columns"
+            f"unknown column(s) {unknown}; the table has {schema.names}.{hint}{evolve}"
         )
     if allow_new_columns:
         # New columns join the schema; an existing column widens only if its values do not fit
@@ -845,13 +850,29 @@ def check_data_names(names: Sequence[str]) -> None:
 
 
 def _case_hint(unknown: Sequence[str], schema: TableSchema) -> str:
-    """Point out a name that differs from a table column only in case (names are matched
-    exactly, so ``"ID"`` does not write ``"id"``)."""
+    """Point out a name that differs from a table column only in case or in surrounding spaces
+    (names are matched exactly, so ``"ID"`` or ``" amount"`` from a CSV header written as
+    ``id, amount`` does not write ``"id"`` or ``"amount"``), and a column without a name (the
+    row numbers pandas' ``to_csv`` writes by default)."""
+    close = [f"{n!r} -> {_spelling_of(n, schema)!r}" for n in unknown if _spelling_of(n, schema)]
+    hints = []
+    if close:
+        hints.append(
+            " Column names are matched exactly, spaces and case included: use the table's "
+            f"spelling ({', '.join(close)})."
+        )
+    if any(not n.strip() for n in unknown):
+        hints.append(
+            " A column has no name: a CSV written by pandas' to_csv holds the frame's row "
+            "numbers in an unnamed first column; write it with index=False."
+        )
+    return "".join(hints)
+
+
+def _spelling_of(name: str, schema: TableSchema) -> str | None:
+    """The table column ``name`` differs from only in case or surrounding spaces."""
     by_fold = {folded_name(n): n for n in schema.names}
-    close = [f"{n!r} -> {by_fold[folded_name(n)]!r}" for n in unknown if folded_name(n) in by_fold]
-    if not close:
-        return ""
-    return f" Column names are matched exactly: use the table's spelling ({', '.join(close)})."
+    return by_fold.get(folded_name(name.strip()))
 
 
 def _converts(name: str, column: pa.ChunkedArray, schema: TableSchema) -> bool:
