@@ -57,6 +57,7 @@ from ledger.schema import (
     arrow_to_sql_or_str,
     dicts_to_arrow,
     float_overflow_message,
+    folded_name,
     parse_text,
     timestamp_refusal,
     to_arrow,
@@ -342,7 +343,30 @@ def _parquet_batches(
     filesystem: pafs.FileSystem, path: str, table_types: Mapping[str, pa.DataType]
 ) -> Iterator[pa.RecordBatch]:
     with filesystem.open_input_file(path) as source:
-        yield from pq.ParquetFile(source).iter_batches(batch_size=READ_BATCH_ROWS)
+        file = pq.ParquetFile(source)
+        kept = _without_pandas_numbering(file.schema_arrow, table_types)
+        yield from file.iter_batches(batch_size=READ_BATCH_ROWS, columns=kept)
+
+
+def _without_pandas_numbering(
+    schema: pa.Schema, table_types: Mapping[str, pa.DataType]
+) -> list[str] | None:
+    """The file's columns without the index pandas stored beside the data (``to_parquet`` of a
+    filtered frame writes its row numbers as ``__index_level_0__``) when the table has no column
+    of that name: read as a DataFrame, such an index is row numbering and is not written either.
+    An index named like a table column (``set_index("id")``) is that column. None: every column."""
+    metadata = (schema.metadata or {}).get(b"pandas")
+    if metadata is None:
+        return None
+    try:
+        index = json.loads(metadata).get("index_columns", [])
+    except (ValueError, AttributeError):
+        return None  # not pandas' metadata after all: read every column
+    known = {folded_name(name) for name in table_types}
+    numbering = {name for name in index if isinstance(name, str) and folded_name(name) not in known}
+    if not numbering:
+        return None
+    return [name for name in schema.names if name not in numbering]
 
 
 def _csv_batches(

@@ -59,6 +59,17 @@ WHAT = "insert transform"
 
 # Clauses that look at more than one row, or at the order of rows.
 _MULTI_ROW_CLAUSES = ("distinct", "group", "having", "qualify", "order", "limit", "offset")
+# Functions that turn one row into several (DuckDB's unnest, Spark's generators).
+_ROW_MULTIPLIERS = (exp.Unnest, exp.Explode, exp.Inline, exp.Stack)
+_MULTIPLYING_NAMES = frozenset({"unnest", "explode", "explode_outer", "posexplode", "inline"})
+# Functions whose value changes from one run to the next. A write may run its transform more than
+# once over the same rows (an upsert finds the keys it replaces, then writes), so a transform must
+# give the same rows each time: a random key would make the two runs disagree.
+_VARYING = (exp.Rand, exp.Uuid)
+_VARYING_NAMES = frozenset(
+    {"random", "rand", "uuid", "gen_random_uuid", "uuidv4", "uuidv7", "setseed", "nextval",
+     "currval"}
+)  # fmt: skip
 
 
 def check_shape(sql: object) -> str:
@@ -94,7 +105,25 @@ def _checked_shape(rendered: str) -> str:
             raise _not_row_by_row(rendered, f"a window function ({node.sql(dialect=DIALECT)})")
         if _is_aggregate(node):
             raise _not_row_by_row(rendered, f"an aggregate ({node.sql(dialect=DIALECT)})")
+        if _named(node, _ROW_MULTIPLIERS, _MULTIPLYING_NAMES):
+            raise InsertTransformError(
+                f"{WHAT} {rendered!r} uses {node.sql(dialect=DIALECT)}, which makes several rows "
+                "of one; a transform gives one row per incoming row (or none, by WHERE); read a "
+                "struct's fields as payload.field"
+            )
+        if _named(node, _VARYING, _VARYING_NAMES):
+            raise InsertTransformError(
+                f"{WHAT} {rendered!r} uses {node.sql(dialect=DIALECT)}, whose value changes "
+                "from one run to the next; a write may run its transform more than once over "
+                "the same rows, so it must give the same rows each time"
+            )
     return rendered
+
+
+def _named(node: exp.Expr, kinds: tuple[type[exp.Expr], ...], names: frozenset[str]) -> bool:
+    if isinstance(node, kinds):
+        return True
+    return isinstance(node, exp.Anonymous) and str(node.name).lower() in names
 
 
 def _refuse_system_outputs(tree: exp.Select, rendered: str) -> None:
@@ -185,6 +214,14 @@ def _input_shape(rendered: str, schema: TableSchema, generated_row_id: bool) -> 
     return pa.schema(fields)
 
 
+def _misspelling_of(name: str, candidates: list[str]) -> list[str]:
+    """The candidate ``name`` most likely misspells: close in letters and in length (a letter or
+    two dropped, added or swapped), so a source column that extends a table column's name
+    (``ordered_at`` beside ``orders``) is not taken for one."""
+    close = difflib.get_close_matches(name, candidates, n=3, cutoff=0.75)
+    return [c for c in close if abs(len(c) - len(name)) <= 2][:1]
+
+
 def _warn_of_misspellings(rendered: str, source: pa.Schema, schema: TableSchema) -> None:
     """Log each source column the transform reads whose name is close to a column of the table.
     A source column cannot be told from a misspelt column by its name (writers may pass any
@@ -193,7 +230,7 @@ def _warn_of_misspellings(rendered: str, source: pa.Schema, schema: TableSchema)
     for field in source:
         if folded_name(field.name) in table_names or field.name == ROW_ID:
             continue
-        close = difflib.get_close_matches(folded_name(field.name), list(table_names), n=1)
+        close = _misspelling_of(folded_name(field.name), list(table_names))
         if close:
             log.warning(
                 "%s %r reads %r, which is not a column of the table (did you mean %r?): it is "

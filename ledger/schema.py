@@ -833,9 +833,14 @@ def conform(
     target_schema = schema
     if unknown and not allow_new_columns:
         hint = _case_hint(unknown, schema)
+        new_columns = [n for n in unknown if not _spelling_of(n, schema) and n.strip()]
+        evolve = (
+            f" Pass evolve_schema=True to add {new_columns} as new nullable columns"
+            if new_columns
+            else ""
+        )
         raise UnknownColumnError(
-            f"unknown column(s) {unknown}; the table has {schema.names}.{hint} Pass "
-            "evolve_schema=True to add them as new nullable columns"
+            f"unknown column(s) {unknown}; the table has {schema.names}.{hint}{evolve}"
         )
     if allow_new_columns:
         # New columns join the schema; an existing column widens only if its values do not fit
@@ -896,13 +901,29 @@ def check_data_names(names: Sequence[str]) -> None:
 
 
 def _case_hint(unknown: Sequence[str], schema: TableSchema) -> str:
-    """Point out a name that differs from a table column only in case (names are matched
-    exactly, so ``"ID"`` does not write ``"id"``)."""
+    """Point out a name that differs from a table column only in case or in surrounding spaces
+    (names are matched exactly, so ``"ID"`` or ``" amount"`` from a CSV header written as
+    ``id, amount`` does not write ``"id"`` or ``"amount"``), and a column without a name (the
+    row numbers pandas' ``to_csv`` writes by default)."""
+    close = [f"{n!r} -> {_spelling_of(n, schema)!r}" for n in unknown if _spelling_of(n, schema)]
+    hints = []
+    if close:
+        hints.append(
+            " Column names are matched exactly, spaces and case included: use the table's "
+            f"spelling ({', '.join(close)})."
+        )
+    if any(not n.strip() for n in unknown):
+        hints.append(
+            " A column has no name: a CSV written by pandas' to_csv holds the frame's row "
+            "numbers in an unnamed first column; write it with index=False."
+        )
+    return "".join(hints)
+
+
+def _spelling_of(name: str, schema: TableSchema) -> str | None:
+    """The table column ``name`` differs from only in case or surrounding spaces."""
     by_fold = {folded_name(n): n for n in schema.names}
-    close = [f"{n!r} -> {by_fold[folded_name(n)]!r}" for n in unknown if folded_name(n) in by_fold]
-    if not close:
-        return ""
-    return f" Column names are matched exactly: use the table's spelling ({', '.join(close)})."
+    return by_fold.get(folded_name(name.strip()))
 
 
 def _converts(name: str, column: pa.ChunkedArray, schema: TableSchema) -> bool:
@@ -931,6 +952,8 @@ def _cast_column(name: str, column: pa.ChunkedArray, target: pa.DataType) -> pa.
         return parse_text(name, column, target)
     if pa.types.is_floating(source) and pa.types.is_decimal(target):
         return _float_to_decimal(name, column, target)
+    if pa.types.is_floating(source) and pa.types.is_integer(target):
+        _refuse_floats_beyond_exact_integers(name, column, target)
     try:
         if pa.types.is_integer(source) and pa.types.is_decimal(target):
             # Arrow sizes int -> decimal casts for the widest integer (19 digits plus the
@@ -982,6 +1005,33 @@ def _check_whole_digits(name: str, column: pa.ChunkedArray, target: pa.DataType)
             f"column {name!r} ({arrow_to_sql_or_str(target)}): value {bad} does not fit: it "
             f"has more than {target.precision - target.scale} whole digit(s); widen the column"
         )
+
+
+# The integers a float holds exactly: every integer of smaller magnitude is a float of its own.
+FLOAT_EXACT_INTEGERS = {pa.float16(): 2**11, pa.float32(): 2**24, pa.float64(): 2**53}
+
+
+def _refuse_floats_beyond_exact_integers(
+    name: str, column: pa.ChunkedArray, target: pa.DataType
+) -> None:
+    """A float of 2**53 or more (2**24 for a FLOAT) no longer tells neighbouring integers
+    apart, so a whole number that large may already have been rounded before it got here:
+    pandas reads an integer column with a gap as float64, and 9007199254740993 becomes
+    9007199254740992.0. Storing it would store a value other than the one the source held,
+    so it is refused, as an integer beyond 2**53 is refused by a DOUBLE column."""
+    limit = FLOAT_EXACT_INTEGERS[column.type]
+    # NaN and infinities are no whole numbers: the cast below refuses them.
+    large = pc.and_(pc.is_finite(column), pc.greater_equal(pc.abs(column), float(limit)))
+    beyond = pc.fill_null(large, False)
+    if not pc.any(beyond).as_py():
+        return
+    bad = column[pc.index(beyond, True).as_py()].as_py()
+    exponent = {2**11: 11, 2**24: 24, 2**53: 53}[limit]
+    raise TypeMismatchError(
+        f"column {name!r} ({arrow_to_sql_or_str(target)}): the float {bad!r} may already have "
+        f"been rounded (a float holds whole numbers exactly only below 2**{exponent}); give "
+        'the column as integers (in pandas, read or convert it as dtype "Int64")'
+    )
 
 
 def _float_to_decimal(name: str, column: pa.ChunkedArray, target: pa.DataType) -> pa.ChunkedArray:

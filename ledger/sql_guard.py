@@ -70,7 +70,12 @@ _LEAKING_FUNCTIONS = frozenset(
     {
         "current_setting", "getenv", "current_query", "reflect", "java_method", "try_reflect",
         "input_file_name", "input_file_block_start", "input_file_block_length", "raise_error",
-        "assert_true", "current_user", "session_user", "user",
+        "assert_true", "current_user", "session_user", "user", "getvariable",
+        "current_connection_id", "current_transaction_id", "current_query_id", "txid_current",
+        "has_any_column_privilege", "has_column_privilege", "has_database_privilege",
+        "has_foreign_data_wrapper_privilege", "has_function_privilege",
+        "has_language_privilege", "has_schema_privilege", "has_sequence_privilege",
+        "has_server_privilege", "has_table_privilege", "has_tablespace_privilege",
     }
 )  # fmt: skip
 

@@ -270,12 +270,12 @@ def test_whole_floats_go_into_integer_columns(location: Location) -> None:
             {
                 "id": pa.array([1.0, 2.0, 3.0]),
                 "n": pa.array([1.0, None, -2147483648.0]),
-                "big": pa.array([2.0**62, -0.0, None]),
+                "big": pa.array([2.0**53 - 1, -0.0, None]),
             }
         )
     )
     assert sorted(table.scan().select("id, n, big").fetchall()) == [
-        (1, 1, 2**62),
+        (1, 1, 2**53 - 1),
         (2, None, 0),
         (3, -(2**31), None),
     ]
@@ -343,6 +343,10 @@ SPARK_FLOATS = [
     1e17,
     2.0**60,
     2.0**53 + 2,
+    2.0**53,
+    2.0**53 - 1,
+    -(2.0**53),
+    2.0**24,
     123456789012345.67,
     -4.948866469017321e18,  # Java's digits 4.9488664690173215E18 round to 17 digits at 16
     9.999999999999999e22,

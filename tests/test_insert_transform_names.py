@@ -69,3 +69,21 @@ def test_source_columns_keep_working_and_are_not_logged(caplog):
     assert caplog.records == []
     table.insert([{"id": 1, "payload": '{"name": "Zoë"}'}])
     assert [row[:3] for row in views.visible(table).fetchall()] == [(1, "Zoë", 16)]
+
+
+@pytest.mark.parametrize(
+    ("source", "warned"),
+    [
+        ("nmae", True),  # two letters swapped
+        ("nam", True),  # one dropped
+        ("namee", True),  # one added
+        ("name_raw", False),  # a name built on the column's: a source column
+        ("names_json", False),
+        ("renamed_at", False),
+    ],
+)
+def test_only_names_close_in_letters_and_length_are_logged(caplog, source, warned):
+    table = _table()
+    with caplog.at_level(logging.WARNING, logger="ledger.insert_transform"):
+        table.set_insert_transform(f"select id, {source} as name, n from rows")
+    assert bool(caplog.records) == warned, [r.getMessage() for r in caplog.records]

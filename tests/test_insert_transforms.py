@@ -179,6 +179,21 @@ BAD_TRANSFORMS = [
     ("select *, 'one'::BLOB as cnt from rows", TypeMismatchError),
     ("select n, 1::BIGINT as cnt from rows", MissingKeyError),
     ("", UnsafeSqlError),
+    # One incoming row gives at most one row.
+    ("select k, unnest([n, n]) as n, 1::BIGINT as cnt from rows", InsertTransformError),
+    (
+        "select unnest(generate_series(k, k + 2)) as k, n, 1::BIGINT as cnt from rows",
+        InsertTransformError,
+    ),
+    ("select k, explode([n]) as n, 1::BIGINT as cnt from rows", InsertTransformError),
+    # The same rows at every run over the same rows.
+    ("select (random() * 100)::BIGINT as k, n, 1::BIGINT as cnt from rows", InsertTransformError),
+    ("select k, n, hash(uuid())::BIGINT as cnt from rows", InsertTransformError),
+    ("select k, n, hash(gen_random_uuid())::BIGINT as cnt from rows", InsertTransformError),
+    # Session state.
+    ("select k, n, getvariable('x')::BIGINT as cnt from rows", UnsafeSqlError),
+    ("select k, n, current_connection_id()::BIGINT as cnt from rows", UnsafeSqlError),
+    ("select k, n, txid_current()::BIGINT as cnt from rows", UnsafeSqlError),
 ]
 
 

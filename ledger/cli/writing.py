@@ -70,11 +70,13 @@ def load(
             info = _write(target, mode, source, evolve_schema, token)
         except UnknownColumnError as e:
             # The library's advice names its own argument; here the flag is what adds them.
-            found = str(e).split(" Pass evolve_schema=True", 1)[0]
-            raise CommandError(
-                f"UnknownColumnError: {found} Load again with --evolve-schema to add them as "
-                "new nullable columns; nothing was written"
-            ) from e
+            found, evolve, advice = str(e).partition(" Pass evolve_schema=True to add ")
+            tail = (
+                f" Load again with --evolve-schema to add {advice}; nothing was written"
+                if evolve
+                else " Nothing was written."
+            )
+            raise CommandError(f"UnknownColumnError: {found}{tail}") from e
     if token is not None and info.version is None and token in target.handle.latest_state().apps:
         _skipped(table, source, mode, output_format)  # a load running beside this one won
         return

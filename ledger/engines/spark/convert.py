@@ -252,7 +252,8 @@ def lossy(name: str, source: T.DataType, target: T.DataType) -> Column:
     - a decimal rounded to a smaller scale;
     - a float into a decimal whose shortest text has more decimal places than the scale (the
       decimal does not read back as the same float), or more digits than the precision;
-    - a float into an integer that is not a whole number in range;
+    - a float into an integer that is not a whole number in range, or whose magnitude reaches
+      the integers the float no longer holds apart (2**24, 2**53): it may have been rounded;
     - a double into a FLOAT changed by more than 2**-24 of itself: overflow to infinity,
       underflow to zero or to a subnormal FLOAT (a double rounded into a FLOAT is accepted, and
       so is a decimal rounded into a float, as in Arrow)."""
@@ -279,4 +280,10 @@ def lossy(name: str, source: T.DataType, target: T.DataType) -> Column:
         if isinstance(target, _INTEGERS):  # Spark clamps 2**63 to the Long maximum
             bound = float(_INTEGER_BOUNDS[type(target)])
             changed = changed | (value >= F.lit(bound)) | (value < F.lit(-bound))
+        if isinstance(source, _FLOATS) and isinstance(target, _INTEGERS):
+            # A whole float this large may already have been rounded (a gap in a pandas
+            # integer column made it a float): refused, as the embedded engine refuses it.
+            largest_exact = float(_EXACT_INTEGERS[type(source)])
+            finite = ~F.isnan(value) & ~value.isin([float("inf"), float("-inf")])
+            changed = changed | (finite & (F.abs(value) >= F.lit(largest_exact)))
     return value.isNotNull() & changed
