@@ -1,4 +1,6 @@
-"""The ``ledger`` command, run as users run it: in a subprocess, against real warehouses.
+"""The ``ledger`` command against real warehouses: in this interpreter through click's test
+runner, and as users run it, in a subprocess, where the process matters (exit codes seen by the
+shell, pipes, a terminal, tracebacks, commands run at once).
 
 Warehouses the commands only read are set up through the library (cheaper than a process per
 step); everything the command itself is asked to do is checked by reading the result back,
@@ -7,12 +9,14 @@ through the library or by parsing the command's JSON or CSV output.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
 import os
 import subprocess
 import sys
+import traceback
 import uuid
 from decimal import Decimal
 from pathlib import Path
@@ -34,6 +38,43 @@ PAYMENTS_CSV = "payment_id,account,montant €\nP-1,alice,100.10\nP-2,bob,1000\n
 
 
 def run_ledger(
+    *args: str,
+    cwd: Path,
+    env: dict[str, str] | None = None,
+    stdin: str | None = None,
+    expect: int | None = 0,
+    process: bool = False,
+) -> subprocess.CompletedProcess[str]:
+    """``ledger ARGS`` in ``cwd``, stdout and stderr captured apart, importing this checkout.
+
+    The command runs in this interpreter through click's test runner (a fresh interpreter costs
+    a second of imports per call), unless ``process`` is set or ``--debug`` is given: then it is
+    ``python -m ledger`` in a subprocess, as users run it (the library's log and tracebacks reach
+    the real stderr, and commands run from several threads at once stay apart). A few tests
+    run the command as a process on purpose: the entry point, pipes, a terminal, exit codes."""
+    if process or "--debug" in args:
+        return _run_ledger_process(*args, cwd=cwd, env=env, stdin=stdin, expect=expect)
+    environment: dict[str, str | None] = {**(env or {})}
+    if "LEDGER_WAREHOUSE" not in environment:
+        environment["LEDGER_WAREHOUSE"] = None
+    with contextlib.chdir(cwd):
+        outcome = CliRunner().invoke(
+            cli, list(args), input=stdin, env=environment, prog_name="ledger"
+        )
+    stderr = outcome.stderr
+    if outcome.exception is not None and not isinstance(outcome.exception, SystemExit):
+        assert outcome.exc_info is not None
+        # What the interpreter prints for an exception the command let through (exit code 1).
+        stderr += "".join(traceback.format_exception(*outcome.exc_info))
+    result = subprocess.CompletedProcess(
+        ["ledger", *args], outcome.exit_code, outcome.stdout, stderr
+    )
+    if expect is not None:
+        assert result.returncode == expect, (result.returncode, result.stdout, result.stderr)
+    return result
+
+
+def _run_ledger_process(
     *args: str,
     cwd: Path,
     env: dict[str, str] | None = None,
@@ -493,7 +534,8 @@ def test_the_console_script_is_declared() -> None:
 
 def test_a_missing_warehouse_is_an_error_and_is_not_created(tmp_path: Path) -> None:
     for args in (["show", "t"], ["load", "t", "x.csv"]):
-        result = run_ledger("-w", "nowhere", *args, cwd=tmp_path, expect=1)
+        # A process of its own: the exit code and stderr the shell sees.
+        result = run_ledger("-w", "nowhere", *args, cwd=tmp_path, expect=1, process=True)
         assert result.stderr.startswith("Error: no warehouse at 'nowhere'")
         assert result.stderr.count("\n") == 1
         assert not (tmp_path / "nowhere").exists()
@@ -548,7 +590,9 @@ def test_bad_input_fails_in_one_line_and_writes_nothing(tmp_path: Path) -> None:
         expect=1,
     )
     assert "Predicate" in unsafe_where.stderr and "root:" not in unsafe_where.stdout
-    flag = run_ledger("-w", "wh", "show", "payments", "--bogus", cwd=tmp_path, expect=2)
+    flag = run_ledger(
+        "-w", "wh", "show", "payments", "--bogus", cwd=tmp_path, expect=2, process=True
+    )
     assert "No such option" in flag.stderr and "--bogus" in flag.stderr
     bad_mode = run_ledger(
         "-w", "wh", "load", "payments", "x.csv", "--mode", "merge", cwd=tmp_path, expect=2

@@ -64,7 +64,9 @@ def test_two_loads_of_one_file_at_once_commit_it_once(tmp_path: Path) -> None:
     results = []
 
     def load() -> None:
-        results.append(run_ledger("-w", "wh", "load", "t", "rows.csv", "--json", cwd=cwd))
+        results.append(
+            run_ledger("-w", "wh", "load", "t", "rows.csv", "--json", cwd=cwd, process=True)
+        )
 
     threads = [threading.Thread(target=load) for _ in range(2)]
     for thread in threads:

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 import ledger
 from ledger.engines.duckdb import key_scan
 from tests import test_correction_reads as key_first
+from tests.conftest import examples
 from tests.support.ledger_reads import policy_answer, raw_entries
 
 _ALWAYS = {"DENSE_MIN_ROWS": 0, "DENSE_ROWS_PER_KEY": 1 << 40}
@@ -127,7 +128,7 @@ def _entries(table: ledger.Table) -> list[str]:
 
 @pytest.mark.parametrize("policy", sorted(POLICIES))
 @settings(
-    max_examples=20,
+    max_examples=examples(8),  # `make test-deep` runs hundreds
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )

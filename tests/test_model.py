@@ -372,11 +372,11 @@ class PartitionedLedgerMachine(LedgerMachine):
 
 TestLedgerModel = LedgerMachine.TestCase
 TestLedgerModel.settings = settings(
-    max_examples=examples(20), stateful_step_count=15, deadline=None
+    max_examples=examples(10), stateful_step_count=15, deadline=None
 )
 TestPartitionedLedgerModel = PartitionedLedgerMachine.TestCase
 TestPartitionedLedgerModel.settings = settings(
-    max_examples=examples(10), stateful_step_count=15, deadline=None
+    max_examples=examples(5), stateful_step_count=15, deadline=None
 )
 
 

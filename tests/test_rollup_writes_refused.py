@@ -29,7 +29,15 @@ WRITES = [
 ]
 
 
-@pytest.mark.parametrize(("verb", "rows"), WRITES, ids=[w[0] for w in WRITES])
+# The refusal comes before any storage call: every verb runs on a local disk, one on S3 as well.
+@pytest.mark.parametrize(
+    ("location", "verb", "rows"),
+    [
+        *(pytest.param("local", verb, rows, id=f"local-{verb}") for verb, rows in WRITES),
+        pytest.param("s3", *WRITES[0], id=f"s3-{WRITES[0][0]}"),
+    ],
+    indirect=["location"],
+)
 @pytest.mark.parametrize("in_transaction", [False, True])
 def test_writes_into_a_rollup_are_refused(rollup_table, verb, rows, in_transaction):
     version = rollup_table.version

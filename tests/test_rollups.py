@@ -457,9 +457,7 @@ class RollupMachine(RuleBasedStateMachine):
 
 
 TestRollupModel = RollupMachine.TestCase
-TestRollupModel.settings = settings(
-    max_examples=examples(16), stateful_step_count=14, deadline=None
-)
+TestRollupModel.settings = settings(max_examples=examples(8), stateful_step_count=14, deadline=None)
 
 
 # --- fault injection -----------------------------------------------------------------------------

@@ -81,8 +81,9 @@ BYS = st.sampled_from([(), ("s",), ("n",), ("s", "n"), ("k",), ("x",), ("d",)])
 MEASURED = st.lists(st.sampled_from(["x", "d", "n", "k"]), unique=True, max_size=3)
 WHERES = st.none() | st.sampled_from([sql for sql, _ in PREDICATES])
 
-ORACLE_SETTINGS = settings(max_examples=examples(20), deadline=None)
-POLICY_SETTINGS = settings(max_examples=examples(6), deadline=None)
+# Examples per case in the everyday run; `make test-deep` runs hundreds.
+ORACLE_SETTINGS = settings(max_examples=examples(10), deadline=None)
+POLICY_SETTINGS = settings(max_examples=examples(3), deadline=None)
 
 
 @contextmanager

@@ -51,7 +51,9 @@ KEYS: dict[str, tuple[dict[str, str], Any]] = {
     "pair": ({"k": "BIGINT", "j": "VARCHAR"}, lambda i: {"k": i // 3, "j": "abc"[i % 3]}),
 }
 VALUES = {"v": "DOUBLE", "n": "BIGINT", "p": "INTEGER"}
-SETTINGS = settings(max_examples=examples(12), deadline=None)
+# Examples per case in the everyday run (each case of the family is drawn afresh); `make
+# test-deep` runs hundreds.
+SETTINGS = settings(max_examples=examples(5), deadline=None)
 
 
 def plain_visible(snap: ledger.Snapshot, system_columns: bool) -> list[tuple[Any, ...]]:
