@@ -343,7 +343,13 @@ def _fits(source: pa.DataType, target: pa.DataType) -> bool:
             or pa.types.is_integer(target)
         )
     if pa.types.is_decimal(source):
-        return bool(pa.types.is_decimal(target) or pa.types.is_floating(target))
+        # Into integers only when whole and in range (checked by the cast): JSON parsed with
+        # decimal.Decimal gives 2.0 as a decimal, as Spark's JSON reader does.
+        return bool(
+            pa.types.is_decimal(target)
+            or pa.types.is_floating(target)
+            or pa.types.is_integer(target)
+        )
     kinds = (
         pa.types.is_string,
         pa.types.is_large_string,
