@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
+import decimal
 import json
 import logging
 import re
@@ -220,9 +221,11 @@ def check_event(event: dict[str, Any], accepted: list[str]) -> None:
     if event_id is None:
         raise RefusedEvents(MISSING_ID)
     if not isinstance(event_id, str):
+        # A number with a fraction was read as a decimal: shown as the client wrote it.
+        shown = str(event_id) if isinstance(event_id, decimal.Decimal) else json.dumps(event_id)
         raise RefusedEvents(
-            f"the field 'event_id' holds {json.dumps(event_id)}, not a string; an event_id "
-            'is a JSON string: send it quoted, as in "event_id": "e-1"'
+            f"the field 'event_id' holds {shown}, not a string; an event_id is a JSON string: "
+            'send it quoted, as in "event_id": "e-1"'
         )
 
 
@@ -255,7 +258,9 @@ def create_app(service: IngestService) -> Flask:
     @app.post("/events")
     def post_events() -> tuple[dict[str, Any], int]:
         try:  # with or without a Content-Type; the parser's message says where it failed
-            body = json.loads(request.get_data())
+            # Numbers with a fraction or exponent read as decimals, so an amount is stored with
+            # the digits the client sent (a float would round 1234567890123456.78).
+            body = json.loads(request.get_data(), parse_float=decimal.Decimal)
         except ValueError as e:  # JSONDecodeError, or bytes that are not UTF-8/16/32 text
             return {"error": f"the body did not parse as JSON: {e}"}, 400
         events = [body] if isinstance(body, dict) else body

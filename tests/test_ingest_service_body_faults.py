@@ -91,3 +91,30 @@ def test_an_event_id_that_is_not_a_string_is_refused(table, event_id: Any) -> No
     assert batch_answer["error"].startswith("event 2 of 2 in the JSON array (counted from 1): ")
     assert fine == (200, {"accepted": 1})
     assert table.refresh().scan().aggregate("event_id", "event_id").fetchall() == [("42",)]
+
+
+@pytest.mark.parametrize(
+    ("text", "stored"),
+    [
+        ("1234567890123456.78", "1234567890123456.78"),  # a float would make it ...456.80
+        ("9999999999999999.99", "9999999999999999.99"),  # a float would make it 1e16: refused
+        ("0.1", "0.10"),
+        ("1e3", "1000.00"),
+        ("-7", "-7.00"),
+    ],
+)
+def test_an_amount_is_stored_with_the_digits_the_client_sent(table, text: str, stored: str) -> None:
+    body = f'{{"event_id": "e-1", "amount": {text}, "user_id": 2.0}}'.encode()
+    with RunningService(table, QUIET) as running:
+        assert _post_raw(f"{running.url}/events", body) == (200, {"accepted": 1})
+    [(amount, user_id)] = table.refresh().scan().select("amount, user_id").fetchall()
+    assert (str(amount), user_id) == (stored, 2)
+
+
+@pytest.mark.parametrize("text", ["1.234", "1e400", "12345678901234567.5"])
+def test_an_amount_that_would_be_rounded_is_refused(table, text: str) -> None:
+    body = f'{{"event_id": "e-1", "amount": {text}}}'.encode()
+    with RunningService(table, QUIET) as running:
+        status, answer = _post_raw(f"{running.url}/events", body)
+    assert status == 422 and "'amount'" in answer["error"], answer
+    assert table.refresh().version == 0
