@@ -735,6 +735,7 @@ def _refuse_mixed_times(rows: list[Any], table: pa.Table) -> None:
 def _from_pylist_by_column(rows: list[Any], schema: TableSchema) -> pa.Table:
     """The slow path of :func:`_from_pylist`: column by column, so an error names the column."""
     names = list(dict.fromkeys(name for row in rows for name in row))
+    _refuse_names_that_are_not_text(names)
     known = dict(schema.columns)
     columns = {}
     for name in names:
@@ -755,6 +756,17 @@ def _from_pylist_by_column(rows: list[Any], schema: TableSchema) -> pa.Table:
                 f"type ({e})"
             ) from e
     return pa.table(columns) if columns else pa.table({})
+
+
+def _refuse_names_that_are_not_text(names: list[Any]) -> None:
+    """Column names are text: a dict key such as ``1`` names no column (Arrow would fail on it
+    with a bare TypeError)."""
+    others = [name for name in names if not isinstance(name, str)]
+    if others:
+        raise SchemaError(
+            f"column names must be text; a row has the key {others[0]!r} "
+            f"({type(others[0]).__name__}): name columns with strings"
+        )
 
 
 def _refuse_huge_int(name: str, values: list[Any], schema: TableSchema) -> None:

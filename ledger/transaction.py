@@ -267,6 +267,7 @@ class Transaction:
             if DML_TYPE not in chunk.column_names:
                 raise SchemaError("append_entries needs a dml_type column (+1 insert, -1 mark)")
             signs = chunk.column(DML_TYPE)
+            _refuse_non_numeric_signs(signs.type)
             if (
                 signs.null_count
                 or not pc.all(pc.is_in(signs, pa.array([1, -1], signs.type))).as_py()
@@ -1119,6 +1120,16 @@ def _check_unique(rows: pa.Table, key_columns: Iterable[str]) -> None:
             f"{duplicated.num_rows} key(s) appear more than once in one operation, e.g. "
             f"{examples}; give each key "
             "once (or split the changes into separate operations)"
+        )
+
+
+def _refuse_non_numeric_signs(kind: pa.DataType) -> None:
+    """Raise :class:`TypeMismatchError` unless ``dml_type`` holds numbers: ``True`` or ``"-1"``
+    would otherwise be read as a sign (or fail inside Arrow)."""
+    if not (pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_null(kind)):
+        raise TypeMismatchError(
+            f"dml_type must be the number +1 or -1 in every row, never NULL; got values of type "
+            f"{kind} (give the integers 1 and -1, not booleans or text)"
         )
 
 

@@ -164,9 +164,14 @@ def test_a_deleted_older_row_is_settled_without_the_cancellation() -> None:
         assert _comparable(read_visible(snap, False)) == _comparable(want)
 
 
-def test_a_mark_of_the_other_zero_leaves_an_older_row_visible() -> None:
+def test_a_mark_of_the_other_zero_leaves_an_older_row_visible(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """A mark of -0.0 meets 0.0 in SQL but not in the cancellation's groups (nor does a mark
     of a NULL or NaN value miss its twin): the deleted keys are paired as the groups pair."""
+    # append_entries now refuses a mark of the other zero; a ledger may still hold one (written
+    # before that check compared the sign of zero), so the marks are written unchecked here.
+    monkeypatch.setattr(ledger.Transaction, "check_delete_marks", lambda self, incoming: None)
     with tempfile.TemporaryDirectory() as root:
         table = ledger.connect(root).create_table(
             "t", {"k": "BIGINT", "v": "DOUBLE"}, primary_key=["k"]

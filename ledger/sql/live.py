@@ -223,13 +223,19 @@ def expand_sql(live: str, value_columns: Sequence[str]) -> str:
 
 
 def unmatched_marks_sql(
-    live: str, incoming: str, key_columns: Sequence[str], value_columns: Sequence[str]
+    live: str,
+    incoming: str,
+    key_columns: Sequence[str],
+    value_columns: Sequence[str],
+    float_columns: Sequence[str] = (),
 ) -> str:
     """The value tuples that the delete marks of ``incoming`` (entries with their
     ``dml_type``) would cancel more often than they are live: in ``live`` (one row per live
     entry, as :func:`expand_sql` gives) or inserted by ``incoming`` itself. ``EXCESS`` says by
-    how many. Grouping is the same as :func:`live_entries_sql`'s, so "equal values" means the
-    same here as in every read."""
+    how many. Grouping is the same as :func:`live_entries_sql`'s (``float_columns``: the
+    FLOAT/DOUBLE ones, grouped with their sign of zero), so "equal values" means the same here
+    as in every read: a mark of -0.0 cancelling an insertion of 0.0 would leave the insertion
+    live while ``count()`` and totals drop it."""
     marked = (
         exp.select(*cols(key_columns))
         .from_(from_text(incoming, DUCKDB))
@@ -245,10 +251,11 @@ def unmatched_marks_sql(
     )
     signs = exp.union(as_live, as_incoming, distinct=False)
     excess = exp.cast(exp.Neg(this=exp.Sum(this=col(SIGN))), "BIGINT")
+    same_zero_sign = [flag for _, _, flag in zero_sign_flags(float_columns)]
     query = (
         exp.select(*cols(value_columns), alias(excess, EXCESS))
         .from_(exp.paren(signs, copy=False))
-        .group_by(*cols(value_columns))
+        .group_by(*cols(value_columns), *same_zero_sign)
         .having(exp.LT(this=exp.Sum(this=col(SIGN)), expression=number(0)))
     )
     return render(query, DUCKDB)

@@ -403,6 +403,9 @@ def unmatched_marks(
     with closing(connect()) as con:
         con.register("live_entries", live)
         con.register("incoming_entries", incoming)
+        floats = _float_columns(incoming.schema, value_columns)
         return con.sql(
-            unmatched_marks_sql("live_entries", "incoming_entries", key_columns, value_columns)
+            unmatched_marks_sql(
+                "live_entries", "incoming_entries", key_columns, value_columns, floats
+            )
         ).to_arrow_table()

@@ -21,7 +21,9 @@ def relation_batches(relation: Any, batch_rows: int) -> Iterator[pa.RecordBatch]
     raises MalformedSourceError."""
     try:
         yield from relation.to_arrow_reader(batch_rows)
-    except duckdb.Error as e:
+    except (duckdb.Error, pa.ArrowException, OSError) as e:
+        # An error met while the relation streams (error() in a later row, a file it reads
+        # going away) reaches us through Arrow's reader as an Arrow error or an OSError.
         raise MalformedSourceError(f"the DuckDB relation could not be read: {e}") from e
 
 

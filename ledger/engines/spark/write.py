@@ -49,6 +49,7 @@ def insert(tx: Transaction, data: DataFrame, mode: str) -> int:
     if mode == "entries":
         if DML_TYPE not in frame.columns:
             raise SchemaError("append_entries needs a dml_type column (+1 insert, -1 mark)")
+        _refuse_non_numeric_signs(dict(frame.dtypes)[DML_TYPE])
         signs = frame.agg(
             F.sum(
                 F.when(~col(DML_TYPE).isin(1, -1) | col(DML_TYPE).isNull(), 1).otherwise(0)
@@ -92,6 +93,19 @@ def insert(tx: Transaction, data: DataFrame, mode: str) -> int:
         deleted = touched.num_rows
     tx.add_written_files(markers, inserted=written - deleted, deleted=deleted, touched_keys=touched)
     return written
+
+
+_NUMBER_TYPES = ("tinyint", "smallint", "int", "bigint", "float", "double", "decimal", "void")
+
+
+def _refuse_non_numeric_signs(spark_type: str) -> None:
+    """Raise TypeMismatchError unless ``dml_type`` holds numbers: Spark would compare ``true``
+    or ``'-1'`` with 1 and -1 after casting them, and read them as signs."""
+    if not spark_type.startswith(_NUMBER_TYPES):
+        raise TypeMismatchError(
+            f"dml_type must be the number +1 or -1 in every row, never NULL; got values of type "
+            f"{spark_type} (give the integers 1 and -1, not booleans or text)"
+        )
 
 
 def _check_delete_marks(tx: Transaction, rows: DataFrame) -> None:
