@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -613,7 +614,9 @@ def _from_pylist(rows: list[Any], schema: TableSchema) -> pa.Table:
     under the same rules as Arrow input (1.5 never becomes an INTEGER). Where that refuses a
     column, the rows go through Arrow's one pass over the rows as structs, whose inference takes
     a few more mixes (``[True, 0.5]`` as doubles, as ``[0.5, True]`` is read either way); only
-    when that pass fails too is the column whose values do not fit named.
+    when that pass fails too is the column whose values do not fit named. Either way a column
+    of the table that mixes Python kinds is then converted kind by kind (:func:`_kinds_apart`),
+    so each value converts as it would alone.
     """
     return dicts_to_arrow(rows, schema)[0]
 
@@ -628,16 +631,16 @@ def dicts_to_arrow(rows: list[Any], schema: TableSchema) -> tuple[pa.Table, bool
     """
     if not all(issubclass(kind, Mapping) for kind in set(map(type, rows))):
         raise InvalidArgumentError("a list given as data must hold one dict per row")
+    values: dict[str, list[Any]] = {}
     same_names = False
+    if rows:
+        values, same_names = _gathered_values(rows)
     try:
-        if rows:
-            columns, same_names = _gathered_columns(rows)
-            table = pa.table(columns)
-        else:
-            table = pa.table({})
+        table = pa.table({name: pa.array(column) for name, column in values.items()})
     except _CONVERSION_ERRORS:
         table = _from_pylist_as_structs(rows, schema)
     _refuse_mixed_times(rows, table)
+    table = _kinds_apart(values, table, schema)
     return _numbers_as_text(rows, table, schema), same_names
 
 
@@ -659,9 +662,9 @@ def _numbers_as_text(rows: list[Any], table: pa.Table, schema: TableSchema) -> p
 _CONVERSION_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError, ValueError)
 
 
-def _gathered_columns(rows: list[Any]) -> tuple[dict[str, pa.Array], bool]:
-    """Each column's values, converted by Arrow's inference, and whether every row names the
-    same columns; raises what Arrow raises.
+def _gathered_values(rows: list[Any]) -> tuple[dict[str, list[Any]], bool]:
+    """Each column's Python values (None where a row does not name it), and whether every row
+    names the same columns.
 
     When every row has as many names as the first and each of the first row's names is in
     every row, every row names the same columns: the common case, where values are gathered
@@ -677,7 +680,7 @@ def _gathered_columns(rows: list[Any]) -> tuple[dict[str, pa.Array], bool]:
     if columns is None:
         names = list(dict.fromkeys(name for row in rows for name in row))
         columns = {name: [row.get(name) for row in rows] for name in names}
-    return {name: pa.array(values) for name, values in columns.items()}, same_names
+    return columns, same_names
 
 
 def _from_pylist_as_structs(rows: list[Any], schema: TableSchema) -> pa.Table:
@@ -793,36 +796,112 @@ def _wide_ints_as_decimals(values: list[Any], target: pa.DataType) -> pa.Array |
 
 def _by_kind(name: str, values: list[Any], schema: TableSchema) -> pa.Array:
     """A column of an existing table whose Python values are of several kinds (floats and
-    Decimals, datetimes and ISO text): each kind converted apart to the column's type under the
-    usual rules, then put back in row order, so a value converts as it would alone."""
-    positions: dict[type, list[int]] = {}
+    Decimals, ints beside floats, datetimes and ISO text): each kind converted apart to the
+    column's type under the usual rules, then put back in row order, so a value converts as it
+    would alone. Datetimes with and without a zone are kinds apart (Arrow takes a naive one
+    after a zoned one as UTC)."""
+    positions: dict[tuple[type, bool], list[int]] = {}
     for index, value in enumerate(values):
         if value is not None:
-            positions.setdefault(type(value), []).append(index)
+            zoned = isinstance(value, dt.datetime) and value.tzinfo is not None
+            positions.setdefault((type(value), zoned), []).append(index)
+    target = schema.type_of(name)
     parts: list[pa.Array] = []
     order: list[int] = []
-    for indices in positions.values():
-        try:
-            part = pa.array([values[i] for i in indices])
-        except _CONVERSION_ERRORS as e:
-            wide = _wide_ints_as_decimals([values[i] for i in indices], schema.type_of(name))
-            if wide is None:
-                _refuse_huge_int(name, [values[i] for i in indices], schema)
-                declared = arrow_to_sql_or_str(schema.type_of(name))
-                raise TypeMismatchError(
-                    f"column {name!r} ({declared}): its values do not form one type ({e})"
-                ) from e
-            part = wide
+    for (_, zoned), indices in positions.items():
+        part = _kind_array(name, [values[i] for i in indices], zoned, schema)
+        if not _fits(part.type, target):
+            value = values[indices[0]]
+            raise TypeMismatchError(
+                f"column {name!r} is {arrow_to_sql_or_str(target)} but the data holds "
+                f"{type(value).__name__} {value!r}; convert the value before writing"
+            )
         converted, _ = conform(pa.table({name: part}), schema, require_all_keys=False)
         parts.append(converted.column(name).combine_chunks())
         order.extend(indices)
-    target = schema.type_of(name)
     missing = [i for i, value in enumerate(values) if value is None]
     parts.append(pa.nulls(len(missing), target))
     order.extend(missing)
     gathered = pa.concat_arrays([p.cast(target) for p in parts])
     place = pa.array(order, pa.int64())
     return gathered.take(pc.sort_indices(place))
+
+
+def _kind_array(name: str, values: list[Any], zoned: bool, schema: TableSchema) -> pa.Array:
+    """Values of one Python kind as Arrow, as they would convert alone."""
+    _refuse_nanoseconds(name, values, schema)
+    try:
+        if zoned:
+            # Their UTC instants: Arrow's inference of a zone from the first value refuses an
+            # offset with seconds (any zoneinfo time before about 1940, fromisoformat's
+            # "+01:19:32"), which converts like any other offset once the type is given.
+            return pa.array(values, pa.timestamp("us", tz="UTC"))
+        return pa.array(values)
+    except _CONVERSION_ERRORS as e:
+        wide = _wide_ints_as_decimals(values, schema.type_of(name))
+        if wide is not None:
+            return wide
+        _refuse_huge_int(name, values, schema)
+        raise TypeMismatchError(
+            f"column {name!r} ({schema.type_of(name)}): its values do not form one type ({e})"
+        ) from e
+
+
+def _refuse_nanoseconds(name: str, values: list[Any], schema: TableSchema) -> None:
+    """A pandas Timestamp with nanoseconds, which Arrow's conversion of Python datetimes would
+    cut to microseconds: refused, as the same value from a DataFrame, numpy or text is."""
+    for value in values:
+        if getattr(value, "nanosecond", 0) and isinstance(value, dt.datetime):
+            sql = arrow_to_sql_or_str(schema.type_of(name))
+            raise TypeMismatchError(
+                f"column {name!r} ({sql}): value {value!r} does not fit: a {sql} keeps "
+                "microseconds and its nanoseconds are not zero; round the value to microseconds"
+            )
+
+
+def _kinds_apart(values: dict[str, list[Any]], table: pa.Table, schema: TableSchema) -> pa.Table:
+    """The columns of an existing table whose Python values are of several kinds, converted
+    kind by kind (:func:`_by_kind`): Arrow's inference converts a mix by its widest kind, so
+    ``16777217`` beside ``0.5`` would become a double rounded into a FLOAT, ``True`` beside a
+    float 1.0, text beside bytes bytes, each of them refused alone. VARCHAR columns take
+    numbers and booleans as text instead (:func:`_numbers_as_text`)."""
+    known = dict(schema.columns)
+    for index, name in enumerate(table.column_names):
+        column_values = values.get(name)
+        if name not in known or column_values is None:
+            continue
+        target = schema.type_of(name)
+        if target != pa.string() and _mixes_kinds(column_values, table.column(index), target):
+            table = table.set_column(index, name, _by_kind(name, column_values, schema))
+    return table
+
+
+# Python kinds that Arrow converts, alone in a column, as they convert one by one.
+_SINGLE_KINDS = frozenset({float, int, bool, str, bytes, decimal.Decimal, dt.date, dt.datetime})
+
+
+def _mixes_kinds(values: list[Any], column: pa.ChunkedArray, target: pa.DataType) -> bool:
+    """Whether ``values`` may convert otherwise together than alone. A column Arrow read as
+    integers, booleans or text holds one kind (Arrow refuses bools among ints, numbers among
+    text). One read as doubles is checked only where a mix could show, so a column of floats
+    costs a vectorised pass: a bool is 0.0 or 1.0, and an int is held by a FLOAT as it is
+    within 2**24 (an int beyond 2**53 Arrow refuses among floats); into a DECIMAL, a numpy
+    float32 among floats would be taken by its double's digits, so every value is looked at."""
+    source = column.type
+    if pa.types.is_integer(source) or pa.types.is_boolean(source) or _is_text(source):
+        return False
+    if pa.types.is_float64(source) and not pa.types.is_decimal(target):
+        suspects = pc.or_(pc.equal(column, 0.0), pc.equal(column, 1.0))
+        if target == pa.float32():
+            suspects = pc.or_(suspects, pc.greater(pc.abs(column), 2.0**24))
+        suspects = pc.fill_null(suspects, False)
+        if not pc.any(suspects).as_py():
+            return False
+        where = pc.indices_nonzero(suspects.combine_chunks()).to_pylist()
+        return any(type(values[i]) is not float for i in where)
+    kinds = set(map(type, values))
+    kinds.discard(type(None))
+    return len(kinds) > 1 or not kinds <= _SINGLE_KINDS
 
 
 def conform(
@@ -972,6 +1051,12 @@ def _cast_column(name: str, column: pa.ChunkedArray, target: pa.DataType) -> pa.
         return _float_to_decimal(name, column, target)
     if pa.types.is_floating(source) and pa.types.is_integer(target):
         _refuse_floats_beyond_exact_integers(name, column, target)
+    if pa.types.is_decimal(source) and pa.types.is_floating(target):
+        # Arrow's decimal -> float cast scales by a rounded power of ten (Decimal("0.10") became
+        # the FLOAT 0.099999994, while Decimal("0.100") became 0.1): the decimal's digits are
+        # parsed instead, correctly rounded to a double, then cast as a double is.
+        doubles = column.cast(pa.string()).cast(pa.float64())
+        return doubles if target == pa.float64() else _cast_column(name, doubles, target)
     try:
         if pa.types.is_integer(source) and pa.types.is_decimal(target):
             # Arrow sizes int -> decimal casts for the widest integer (19 digits plus the
@@ -1058,16 +1143,21 @@ def _float_to_decimal(name: str, column: pa.ChunkedArray, target: pa.DataType) -
     that reads back as the same float. Floats whose text has more decimal places than the
     scale (they would be rounded) or more digits than the precision, NaN and infinities are
     refused. Arrow's own float -> decimal cast is not correctly rounded, so it cannot decide."""
-    text = column.cast(pa.string())
+    text = _shortest_texts(column)
     # Arrow's rescaling of the text wraps around instead of failing when the step is too
     # large (1e-39 into DECIMAL(38,0) becomes 0, 1e16 into DECIMAL(38,32) some other number),
     # so values outside the column's range are caught first: a nonzero float below the
     # scale's smallest step, or one with more whole digits than the precision leaves. Inside
-    # that range the rescaling is exact.
-    magnitude = pc.abs(column)
+    # that range the rescaling is exact. The bounds are rounded to the column's own float
+    # type, whose values are compared with them: the FLOAT nearest to 1e-4 (below 1e-4, and
+    # written "0.0001") is the smallest step of scale 4, as 1e-4 is of a DOUBLE.
+    numbers = column.cast(pa.float64())  # exact; Arrow has no abs() for half floats
+    magnitude = pc.abs(numbers)
+    smallest = _rounded_to(10.0**-target.scale, column.type)
+    largest = _rounded_to(10.0 ** (target.precision - target.scale), column.type)
     outside = pc.or_(
-        pc.and_(pc.less(magnitude, 10.0**-target.scale), pc.not_equal(column, 0)),
-        pc.greater_equal(magnitude, 10.0 ** (target.precision - target.scale)),
+        pc.and_(pc.less(magnitude, smallest), pc.not_equal(numbers, 0)),
+        pc.greater_equal(magnitude, largest),
     )
     if pc.any(outside).as_py():
         raise _unfit_float(name, text[pc.index(outside, True).as_py()].as_py(), target)
@@ -1077,6 +1167,26 @@ def _float_to_decimal(name: str, column: pa.ChunkedArray, target: pa.DataType) -
         bad = text[_first_failing(text, lambda part: part.cast(target, safe=True))].as_py()
         raise _unfit_float(name, bad, target) from e
     return converted
+
+
+def _rounded_to(value: float, float_type: pa.DataType) -> float:
+    """``value`` rounded to the nearest value of an Arrow float type (infinity beyond it)."""
+    with np.errstate(over="ignore"):
+        return float(np.array(value, dtype=float_type.to_pandas_dtype()))
+
+
+def _shortest_texts(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    """Each float as its shortest text in its own type (``0.1``, not the digits of its double).
+    Arrow prints FLOAT and DOUBLE values so; a half float it prints with all its double's
+    digits, so numpy, which prints every float type shortest, writes those."""
+    if column.type != pa.float16():
+        return column.cast(pa.string())
+    chunks = []
+    for chunk in column.chunks:
+        texts = chunk.to_numpy(zero_copy_only=False).astype(str)
+        missing = chunk.is_null().to_numpy(zero_copy_only=False)
+        chunks.append(pa.array(texts, pa.string(), mask=missing))
+    return pa.chunked_array(chunks, pa.string())
 
 
 def _unfit_float(name: str, text: str, target: pa.DataType) -> TypeMismatchError:

@@ -1,0 +1,263 @@
+"""A list of dicts whose column mixes Python kinds (ints, floats, bools, text, bytes, Decimals)
+stores each value as it would store it inserted alone: Arrow's inference must not convert a
+value by its neighbours (16777217 beside 0.5 rounded into a FLOAT, True beside a float taken
+as 1.0, text beside bytes taken as bytes). Also: pandas Timestamps keep their nanoseconds' rule,
+zoned datetimes with offsets in seconds convert, and every row a buffered writer accepts
+commits."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from decimal import Decimal
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+import ledger
+from ledger.schema import TableSchema, conform, dicts_to_arrow
+from tests.conftest import examples
+from tests.support.scratch import scratch_dir
+
+COLUMN_TYPES = [
+    "BOOLEAN",
+    "INTEGER",
+    "BIGINT",
+    "FLOAT",
+    "DOUBLE",
+    "DECIMAL(10,2)",
+    "DECIMAL(38,4)",
+    "VARCHAR",
+    "BLOB",
+]
+VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.sampled_from([0, 1, 7, -3, 2**24, 2**24 + 1, 123456789, 2**31 - 1, 2**53 + 1, 2**63 + 5]),
+    st.integers(-(2**40), 2**40),
+    st.sampled_from([0.0, 1.0, 0.5, -2.25, 24.08, 1e-7, 16777216.0, 3e9, math.nan]),
+    st.floats(allow_nan=False, allow_infinity=False, width=32),
+    st.sampled_from(["7", "3.30", "abc", "true", "1e3", ""]),
+    st.sampled_from([b"x", b"abc", b""]),
+    st.sampled_from([Decimal("0.10"), Decimal("3"), Decimal("-19.999"), Decimal("1E+3")]),
+)
+
+
+def converted(sql_type: str, values: list[Any]) -> list[Any] | str:
+    """What a list of dicts converts to (as every write converts it), or the refusal."""
+    schema = TableSchema.parse({"x": sql_type})
+    try:
+        table, _ = dicts_to_arrow([{"x": v} for v in values], schema)
+        out, _ = conform(table, schema)
+    except ledger.LedgerError as e:
+        assert isinstance(e, ledger.TypeMismatchError), e
+        return f"refused: {e}"
+    return out.column("x").to_pylist() if out.num_columns else [None] * len(values)
+
+
+def same(a: Any, b: Any) -> bool:
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return type(a) is type(b) and a == b
+
+
+@settings(max_examples=examples(400), deadline=None)
+@given(sql_type=st.sampled_from(COLUMN_TYPES), values=st.lists(VALUES, min_size=1, max_size=6))
+def test_each_value_of_a_mixed_column_converts_as_it_would_alone(
+    sql_type: str, values: list[Any]
+) -> None:
+    alone = [converted(sql_type, [v]) for v in values]
+    mixed = converted(sql_type, values)
+    if any(isinstance(outcome, str) for outcome in alone):
+        assert isinstance(mixed, str), (alone, mixed)
+        return
+    assert not isinstance(mixed, str), (alone, mixed)
+    assert all(same(m, a[0]) for m, a in zip(mixed, alone, strict=True)), (alone, mixed)
+
+
+@pytest.mark.parametrize(
+    ("sql_type", "value", "neighbour"),
+    [
+        ("FLOAT", 16777217, 0.5),
+        ("FLOAT", 123456789, 0.5),
+        ("FLOAT", 2**31 - 1, 0.5),
+        ("DOUBLE", True, 0.5),
+        ("BIGINT", True, 2.0),
+        ("DECIMAL(10,2)", True, 0.5),
+        ("BLOB", "abc", b"x"),
+        ("FLOAT", 16777217, Decimal("0.5")),
+        ("DECIMAL(10,2)", np.float32(0.1), 0.5),
+    ],
+)
+def test_a_value_refused_alone_is_refused_beside_any_neighbour(
+    sql_type: str, value: Any, neighbour: Any
+) -> None:
+    """Refused alone, refused beside a neighbour in either order, by insert, upsert, a dict of
+    lists and the buffered writer; a numpy float32 (accepted alone) is stored as alone."""
+    accepted_alone = isinstance(value, np.floating)
+    with scratch_dir("mixed-kinds") as folder:
+        table = ledger.connect(f"{folder}/wh").create_table(
+            "m", {"id": "BIGINT", "x": sql_type}, primary_key="id"
+        )
+        pair = [{"id": 1, "x": value}, {"id": 2, "x": neighbour}]
+        writes = [
+            *(
+                lambda w=w, rows=rows: getattr(table, w)(rows)
+                for w in ("insert", "upsert")
+                for rows in (pair, pair[::-1])
+            ),
+            lambda: table.insert({"id": [1, 2], "x": [value, neighbour]}),
+        ]
+        for write in writes:
+            if accepted_alone:
+                write()
+                continue
+            with pytest.raises(ledger.TypeMismatchError, match="'x'"):
+                write()
+        if accepted_alone:
+            stored = {v for (v,) in table.scan().project("x").fetchall()}
+            assert stored == {Decimal("0.10"), Decimal("0.50")}
+            return
+        with pytest.raises(ledger.TypeMismatchError, match="'x'"):
+            table.insert([{"id": 1, "x": value}])
+        with table.writer() as writer, pytest.raises(ledger.TypeMismatchError, match="'x'"):
+            writer.write(pair)
+        assert table.refresh().version == 0 and table.count() == 0
+
+
+NANOS = pd.Timestamp("2024-01-02 03:04:05.123456789")
+WHOLE_MICROS = pd.Timestamp("2024-01-02 03:04:05.123456000")
+
+
+@pytest.mark.parametrize("sql_type", ["TIMESTAMP", "TIMESTAMPTZ"])
+def test_a_pandas_timestamp_with_nanoseconds_in_a_dict_is_refused(sql_type: str) -> None:
+    zone = "UTC" if sql_type == "TIMESTAMPTZ" else None
+    nanos, micros = NANOS.tz_localize(zone), WHOLE_MICROS.tz_localize(zone)
+    with scratch_dir("mixed-kinds") as folder:
+        table = ledger.connect(f"{folder}/wh").create_table(
+            "t", {"id": "BIGINT", "x": sql_type}, primary_key="id"
+        )
+        for write in (table.insert, table.upsert):
+            with pytest.raises(ledger.TypeMismatchError, match="nanoseconds"):
+                write([{"id": 1, "x": nanos}])
+            with pytest.raises(ledger.TypeMismatchError, match="nanoseconds"):
+                write([{"id": 1, "x": micros.to_pydatetime()}, {"id": 2, "x": nanos}])
+        with table.writer() as writer, pytest.raises(ledger.TypeMismatchError):
+            writer.write({"id": 1, "x": nanos})
+        assert table.count() == 0
+        table.insert([{"id": 1, "x": micros}])
+        [(stored,)] = table.scan().project("x").fetchall()
+        assert stored.microsecond == 123456
+
+
+def test_offsets_with_seconds_convert_to_their_instant_in_any_order() -> None:
+    old = dt.datetime.fromisoformat(
+        dt.datetime(1930, 6, 1, 12, tzinfo=ZoneInfo("Europe/Amsterdam")).isoformat()
+    )
+    good = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
+    instant = old.astimezone(dt.UTC)
+    with scratch_dir("mixed-kinds") as folder:
+        table = ledger.connect(f"{folder}/wh").create_table(
+            "t", {"id": "BIGINT", "at": "TIMESTAMPTZ"}, primary_key="id"
+        )
+        table.insert([{"id": 1, "at": old}])
+        table.insert([{"id": 2, "at": good}, {"id": 3, "at": old}])
+        table.insert([{"id": 4, "at": old}, {"id": 5, "at": good}])
+        with table.writer() as writer:
+            writer.write({"id": 6, "at": old})
+            writer.write({"id": 7, "at": good})
+        got = dict(table.scan().project('id, "at"').fetchall())
+        assert {got[i] for i in (1, 3, 4, 6)} == {instant}
+        assert {got[i] for i in (2, 5, 7)} == {good}
+
+
+WRITER_COLUMNS = {
+    "id": "BIGINT",
+    "n": "INTEGER",
+    "f": "DOUBLE",
+    "d": "DECIMAL(12,2)",
+    "s": "VARCHAR",
+    "b": "BOOLEAN",
+    "day": "DATE",
+    "ts": "TIMESTAMP",
+    "tz": "TIMESTAMPTZ",
+}
+ZONES = st.sampled_from(
+    [
+        dt.UTC,
+        dt.timezone(dt.timedelta(hours=5, minutes=30)),
+        dt.timezone(dt.timedelta(hours=1, minutes=19, seconds=32)),
+        ZoneInfo("Europe/Amsterdam"),
+        ZoneInfo("America/New_York"),
+    ]
+)
+WRITER_VALUES: dict[str, st.SearchStrategy[Any]] = {
+    "n": st.integers(-(2**31), 2**31 - 1),
+    "f": st.floats(allow_infinity=False, allow_nan=False) | st.integers(-10, 10) | st.booleans(),
+    "d": st.decimals(-(10**9), 10**9, places=2)
+    | st.integers(-(10**9), 10**9)
+    | st.sampled_from([0.5, 24.08, 1.0, 1e9, 0.1]),
+    "s": st.text(max_size=5),
+    "b": st.booleans(),
+    "day": st.dates(),
+    "ts": st.datetimes(),
+    "tz": st.datetimes(dt.datetime(1850, 1, 1), dt.datetime(2100, 1, 1), timezones=ZONES)
+    | st.sampled_from(["2026-01-01T10:30:15.25+05:30", "1930-06-01 12:00Z"]),
+}
+
+
+@settings(max_examples=examples(15), deadline=None)
+@given(
+    rows=st.lists(
+        st.fixed_dictionaries(
+            {}, optional={name: st.none() | values for name, values in WRITER_VALUES.items()}
+        ),
+        min_size=1,
+        max_size=12,
+    )
+)
+@example(rows=[{"tz": dt.datetime.fromisoformat("1930-06-01T12:00:00+01:19:32")}, {"n": 1}])
+@example(rows=[{"f": True}, {"f": 0.5}, {"d": 1e9}, {"d": 10**9}, {"d": 0.1}])
+def test_every_row_a_writer_accepts_commits(rows: list[dict[str, Any]]) -> None:
+    with scratch_dir("mixed-kinds") as folder:
+        table = ledger.connect(f"{folder}/wh").create_table("w", WRITER_COLUMNS, primary_key="id")
+        accepted = []
+        with table.writer(max_seconds=None) as writer:
+            for number, row in enumerate(rows):
+                try:
+                    writer.write({"id": number, **row})
+                except ledger.TypeMismatchError:
+                    continue
+                accepted.append(number)
+            writer.flush()
+        assert writer.pending_rows == 0
+        ids = sorted(i for (i,) in table.scan().project("id").fetchall())
+        assert ids == accepted
+
+
+@pytest.mark.parametrize("float_type", [pa.float16(), pa.float32(), pa.float64()])
+@pytest.mark.parametrize(
+    ("value", "stored"),
+    [(1e-4, Decimal("0.0001")), (5e-4, Decimal("0.0005")), (0.1, Decimal("0.1")), (1.5, None)],
+)
+def test_a_float_of_any_width_at_the_smallest_step_of_a_decimal_fits(
+    float_type: pa.DataType, value: float, stored: Decimal | None
+) -> None:
+    schema = TableSchema.parse({"x": "DECIMAL(18,4)"})
+    data = pa.table({"x": pa.array([value, None], pa.float64()).cast(float_type)})
+    out, _ = conform(data, schema)
+    assert out.column("x").to_pylist()[0] == (stored if stored is not None else Decimal(value))
+
+
+@pytest.mark.parametrize("float_type", [pa.float16(), pa.float32()])
+def test_a_float_below_the_smallest_step_of_a_decimal_is_refused(float_type: pa.DataType) -> None:
+    schema = TableSchema.parse({"x": "DECIMAL(18,4)"})
+    data = pa.table({"x": pa.array([4e-5]).cast(float_type)})
+    with pytest.raises(ledger.TypeMismatchError, match="does not fit exactly"):
+        conform(data, schema)
