@@ -888,10 +888,17 @@ def _json_schema(
         [
             pa.field(f.name, pa.string())
             if _is_json_text(f.type)
-            else pa.field(f.name, table_types.get(f.name, f.type))
+            else pa.field(f.name, _json_read_type(table_types.get(f.name, f.type)))
             for f in inferred
         ]
     )
+
+
+def _json_read_type(kind: pa.DataType) -> pa.DataType:
+    """A FLOAT column's numbers are read as doubles: Arrow's reader would turn 1e39 into a
+    FLOAT infinity unchecked, while a double goes into the FLOAT under the rules of every
+    source (refused when it overflows)."""
+    return pa.float64() if kind == pa.float32() else kind
 
 
 def _json_rows_with_presence(

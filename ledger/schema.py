@@ -1123,8 +1123,9 @@ def _refuse_floats_beyond_exact_integers(
     9007199254740992.0. Storing it would store a value other than the one the source held,
     so it is refused, as an integer beyond 2**53 is refused by a DOUBLE column."""
     limit = FLOAT_EXACT_INTEGERS[column.type]
+    values = column.cast(pa.float64())  # exact; Arrow's kernels take no half floats
     # NaN and infinities are no whole numbers: the cast below refuses them.
-    large = pc.and_(pc.is_finite(column), pc.greater_equal(pc.abs(column), float(limit)))
+    large = pc.and_(pc.is_finite(values), pc.greater_equal(pc.abs(values), float(limit)))
     beyond = pc.fill_null(large, False)
     if not pc.any(beyond).as_py():
         return
