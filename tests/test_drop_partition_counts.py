@@ -219,3 +219,23 @@ def test_ledger_log_shows_the_entries_of_a_drop_whose_rows_are_unknown(monkeypat
     assert narrow.exit_code == 0, narrow.output
     [line] = [text for text in narrow.output.splitlines() if "drop_partitions" in text]
     assert "-2 entries" in line
+
+
+def test_a_drop_records_no_rows_when_a_key_lives_on_in_another_partition(tmp_path) -> None:
+    """A replacing table keyed apart from its partition column: k=1 written again in 'us'
+    hides its row in 'eu', so the dropped 'eu' file's rows are not visible as they are."""
+    table = ledger.connect(str(tmp_path)).create_table(
+        "t",
+        {"region": "VARCHAR", "k": "BIGINT", "n": "BIGINT"},
+        primary_key="k",
+        partition_by="region",
+        policy="replacing",
+    )
+    table.insert([{"region": "eu", "k": 1, "n": 1}])
+    table.insert([{"region": "us", "k": 1, "n": 2}])
+    table.merge()
+    assert table.count() == 1
+    table.drop_partitions({"region": "eu"})
+    assert table.count() == 1
+    last = table.history()[-1]
+    assert (last.deleted, last.entries_removed) == (None, 1)

@@ -59,12 +59,21 @@ def row_count(snap: Snapshot, markers: Sequence[FileMarker]) -> int:
 def _isolated_files(
     snap: Snapshot, spec: TableSpec, markers: Sequence[FileMarker]
 ) -> tuple[list[FileMarker], list[FileMarker]]:
-    """(files whose rows are visible as they are, every other file); each isolated file holds
-    the only entry of each of its keys among ``markers``, so its rows add to the count."""
+    """(files of ``markers`` whose rows are visible as they are, every other file of
+    ``markers``); each isolated file holds the only entry of each of its keys among every alive
+    file of the snapshot, so its rows add to the count. Isolation is judged against them all,
+    not only ``markers``: a key written again in a partition left out (a replacing table keyed
+    apart from its partition column) hides the row of the file counted."""
     if not spec.policy.files_isolatable:
         return [], list(markers)
     schema = file_schema(snap.state.schema, snap.state.config)
-    return split_isolated(markers, [schema.field(k).type for k in spec.key_columns])
+    key_types = [schema.field(k).type for k in spec.key_columns]
+    isolated_in_all, _ = split_isolated(snap.state.alive_files, key_types)
+    isolated_ids = {id(m) for m in isolated_in_all}
+    return (
+        [m for m in markers if id(m) in isolated_ids],
+        [m for m in markers if id(m) not in isolated_ids],
+    )
 
 
 def _counted_from_data(snap: Snapshot, spec: TableSpec, markers: Sequence[FileMarker]) -> int:
