@@ -45,7 +45,7 @@ from ledger.maintenance import vacuum as vacuuming
 from ledger.reads import visible as reads
 from ledger.reads.counts import row_count
 from ledger.rollup import Rollup
-from ledger.schema import conform
+from ledger.schema import ROW_ID, conform
 from ledger.snapshot import PartitionFilter, Snapshot
 from ledger.storage import Store
 from ledger.transaction import (
@@ -430,8 +430,19 @@ class Table:
         ledger.errors.TypeMismatchError: column 'amount' (DECIMAL(18,2)): text '19.999' ...
         """
         state = self.handle.state
+        config = state.config
         for chunk in read_rows(data, state.schema, store=self.store):
-            conform(chunk.table, state.schema, key_columns=state.config.key_columns)
+            rows = chunk.table
+            if config.insert_transform is not None:
+                rows = transforms.apply(config.insert_transform, rows)  # as insert shapes them
+            if ROW_ID in rows.column_names:
+                if not config.generated_row_id:
+                    raise SchemaError("_row_id is a system column; this table has a primary key")
+                rows = rows.drop_columns([ROW_ID])
+            keys = (
+                () if config.generated_row_id or config.rollup is not None else config.key_columns
+            )
+            conform(rows, state.schema, key_columns=keys)
 
     def writer(
         self,

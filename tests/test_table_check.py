@@ -63,3 +63,30 @@ def test_the_examples_use_only_public_names():
             if path.name == "spark_pipeline.py":  # starts the one Spark session of a run
                 internal = [n for n in internal if n != "ledger.engines.spark.session"]
             assert not internal, f"{path.name} imports {internal}"
+
+
+@pytest.mark.parametrize(
+    ("rows", "error"),
+    [
+        ([{"id": 5, "raw": "a"}], ledger.MissingKeyError),  # the transform makes the key NULL
+        ([{"id": 1, "raw": None}], None),  # a source column the transform reads
+        ([{"id": 1, "s": "a"}], ledger.errors.InsertTransformError),  # lacks the source column
+    ],
+)
+def test_check_shapes_rows_by_the_insert_transform_as_insert_does(tmp_path, rows, error) -> None:
+    table = ledger.connect(str(tmp_path)).create_table(
+        "t",
+        {"id": "BIGINT", "s": "VARCHAR"},
+        primary_key="id",
+        insert_transform="select nullif(id, 5) as id, raw as s from rows",
+    )
+    if error is None:
+        table.check(rows)
+        table.insert(rows)
+        assert table.count() == 1
+        return
+    with pytest.raises(error):
+        table.check(rows)
+    with pytest.raises(error):
+        table.insert(rows)
+    assert table.refresh().version == 0
