@@ -409,6 +409,7 @@ def _csv_batches(
                 converted = _csv_integers(batch, integers, rows_before, path) if integers else batch
                 if floats:
                     _refuse_overflowed_floats(filesystem, path, converted, floats)
+                    _refuse_inexact_csv_integers(filesystem, path, converted, floats)
                 if timestamps:
                     converted = _csv_timestamps(
                         converted, timestamps, rows_before, path, nanosecond_columns
@@ -510,6 +511,33 @@ def _refuse_overflowed_floats(
         if found is not None:
             row, text = found
             message = float_overflow_message(name, kind, str(text).strip())
+            head, _, tail = message.partition(": ")
+            raise TypeMismatchError(f"{path!r}: {head}, row {row}: {tail}. Nothing was written")
+
+
+def _refuse_inexact_csv_integers(
+    filesystem: pafs.FileSystem, path: str, batch: pa.RecordBatch, floats: Mapping[str, pa.DataType]
+) -> None:
+    """Refuse an integer written beyond those its FLOAT or DOUBLE column holds exactly, as a
+    dict's is refused; only a batch holding such a magnitude reads its column's text again."""
+    for name, kind in floats.items():
+        if name not in batch.schema.names:
+            continue
+        limit = float(_EXACT_INTEGERS[kind])
+        large = pc.greater_equal(pc.abs(batch.column(name)), limit)
+        if not pc.any(pc.fill_null(large, False)).as_py():
+            continue
+
+        def inexact(texts: pa.Array, kind: pa.DataType = kind) -> int | None:
+            for offset, text in enumerate(texts.to_pylist()):
+                if text is not None and _inexact_integer(text.strip(), kind):
+                    return offset
+            return None
+
+        found = _first_csv_text(filesystem, path, name, inexact)
+        if found is not None:
+            row, text = found
+            message = _inexact_integer_message(name, kind, str(text).strip())
             head, _, tail = message.partition(": ")
             raise TypeMismatchError(f"{path!r}: {head}, row {row}: {tail}. Nothing was written")
 
@@ -1078,6 +1106,45 @@ def _refuse_json_overflow(
         raise TypeMismatchError(f"{path!r}: {overflow} ({where})")
 
 
+def _refuse_json_inexact_integers(
+    filesystem: pafs.FileSystem, path: str, name: str, target: pa.DataType, column: Any
+) -> None:
+    """An integer written beyond the integers a float column holds exactly (2**53, 2**24 for a
+    FLOAT) is refused, as from a dict: Arrow's reader rounds 9007199254740993 to a double. Only
+    a batch holding such a magnitude reads its file's text again."""
+    limit = float(_EXACT_INTEGERS[target])
+    if not pc.any(pc.fill_null(pc.greater_equal(pc.abs(column), limit), False)).as_py():
+        return
+    found = _first_json_number(
+        filesystem, path, [name], lambda text, _: _inexact_integer(text, target)
+    )
+    if found is not None:
+        _, text, where = found
+        raise TypeMismatchError(
+            f"{path!r}: {_inexact_integer_message(name, target, text)} ({where})"
+        )
+
+
+def _inexact_integer(text: str, target: pa.DataType) -> bool:
+    """Whether ``text`` is an integer literal beyond those float type ``target`` holds."""
+    return bool(_INTEGER_TEXT.fullmatch(text)) and abs(int(text)) > _EXACT_INTEGERS[target]
+
+
+def _inexact_integer_message(name: str, target: pa.DataType, text: str) -> str:
+    sql = arrow_to_sql_or_str(target)
+    bits = 24 if target == pa.float32() else 53
+    return (
+        f"column {name!r} ({sql}): integer {text} does not fit: a {sql} holds integers exactly "
+        f"only within ±2**{bits}; make the column DECIMAL(38,0) or BIGINT, or write it as a "
+        "decimal number (with a point) to have it rounded"
+    )
+
+
+# Integers every float holds exactly, and integer literals (no point, no exponent).
+_EXACT_INTEGERS = {pa.float16(): 2**11, pa.float32(): 2**24, pa.float64(): 2**53}
+_INTEGER_TEXT = re.compile(r"[+-]?[0-9]+")
+
+
 def _beyond_double(text: str, name: str) -> bool:
     return float(text) in (float("inf"), float("-inf"))
 
@@ -1118,6 +1185,7 @@ def _check_json_text(
         column = table.column(name)
         if target is not None and pa.types.is_floating(column.type):
             _refuse_json_overflow(filesystem, path, name, target, column)
+            _refuse_json_inexact_integers(filesystem, path, name, target, column)
         if target is None or not pa.types.is_string(column.type) or pa.types.is_string(target):
             continue
         try:

@@ -883,10 +883,11 @@ _SINGLE_KINDS = frozenset({float, int, bool, str, bytes, decimal.Decimal, dt.dat
 def _mixes_kinds(values: list[Any], column: pa.ChunkedArray, target: pa.DataType) -> bool:
     """Whether ``values`` may convert otherwise together than alone. A column Arrow read as
     booleans or text holds one kind (Arrow refuses numbers among text); one read as integers
-    may hide a numpy bool among ints (a 0 or 1 is looked at). One read as doubles is checked only where a mix could show, so a column of floats
-    costs a vectorised pass: a bool is 0.0 or 1.0, and an int is held by a FLOAT as it is
-    within 2**24 (an int beyond 2**53 Arrow refuses among floats); into a DECIMAL, a numpy
-    float32 among floats would be taken by its double's digits, so every value is looked at."""
+    may hide a numpy bool among ints (a 0 or 1 is looked at). One read as doubles is checked
+    only where a mix could show, so a column of floats costs a vectorised pass: a bool is 0.0
+    or 1.0, and an int is held by a FLOAT as it is within 2**24 (an int beyond 2**53 Arrow
+    refuses among floats); into a DECIMAL, a numpy float32 among floats would be taken by its
+    double's digits, so every value is looked at."""
     source = column.type
     if pa.types.is_integer(source):
         # Arrow refuses Python bools among ints but reads numpy's np.True_ as 1: a 0 or a 1
