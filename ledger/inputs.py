@@ -51,6 +51,7 @@ from ledger.errors import (
 )
 from ledger.schema import (
     BELOW_MICROSECONDS,
+    FLOAT_EXACT_INTEGERS,
     NO_OFFSET,
     OFFSET,
     TableSchema,
@@ -384,7 +385,8 @@ def _csv_batches(
     # Timestamps are read as text and parsed here by the same parser, so a value written with
     # nanosecond digits follows the rule of every other source (see _csv_timestamps).
     timestamps = {name: kind for name, kind in table_types.items() if pa.types.is_timestamp(kind)}
-    # Arrow's parser reads a number too large for its column as infinity: refused, see below.
+    # Arrow's parser reads a number too large for its column as infinity and rounds integers
+    # beyond those a float holds exactly: refused, see _refuse_changed_floats.
     floats = {name: kind for name, kind in table_types.items() if pa.types.is_floating(kind)}
     as_text = dict.fromkeys([*integers, *blobs, *timestamps], pa.string())
     convert = pacsv.ConvertOptions(
@@ -408,8 +410,7 @@ def _csv_batches(
             for batch in batches:
                 converted = _csv_integers(batch, integers, rows_before, path) if integers else batch
                 if floats:
-                    _refuse_overflowed_floats(filesystem, path, converted, floats)
-                    _refuse_inexact_csv_integers(filesystem, path, converted, floats)
+                    _refuse_changed_floats(filesystem, path, converted, floats)
                 if timestamps:
                     converted = _csv_timestamps(
                         converted, timestamps, rows_before, path, nanosecond_columns
@@ -489,57 +490,42 @@ def _csv_integers(
     return pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
 
 
-def _refuse_overflowed_floats(
+def _refuse_changed_floats(
     filesystem: pafs.FileSystem, path: str, batch: pa.RecordBatch, floats: Mapping[str, pa.DataType]
 ) -> None:
-    """Refuse a number too large for its FLOAT or DOUBLE column (``1e400``), which Arrow's
-    parser reads as infinity; the words ``inf`` and ``-inf`` keep their meaning. Only a batch
-    holding an infinity reads its column's text again."""
+    """Refuse a number Arrow's parser changed on its way into a FLOAT or DOUBLE column: one too
+    large (``1e400``, read as infinity; the words ``inf`` and ``-inf`` keep their meaning) or an
+    integer beyond those the column holds exactly (rounded; a dict's is refused). Only a batch
+    holding such a magnitude reads its column's text again."""
     for name, kind in floats.items():
         if name not in batch.schema.names:
             continue
-        if not pc.any(pc.fill_null(pc.is_inf(batch.column(name)), False)).as_py():
-            continue
-
-        def overflowed(texts: pa.Array, kind: pa.DataType = kind) -> int | None:
-            for offset, text in enumerate(texts.to_pylist()):
-                if text is not None and _overflows(text.strip(), kind):
-                    return offset
-            return None
-
-        found = _first_csv_text(filesystem, path, name, overflowed)
-        if found is not None:
-            row, text = found
-            message = float_overflow_message(name, kind, str(text).strip())
-            head, _, tail = message.partition(": ")
-            raise TypeMismatchError(f"{path!r}: {head}, row {row}: {tail}. Nothing was written")
-
-
-def _refuse_inexact_csv_integers(
-    filesystem: pafs.FileSystem, path: str, batch: pa.RecordBatch, floats: Mapping[str, pa.DataType]
-) -> None:
-    """Refuse an integer written beyond those its FLOAT or DOUBLE column holds exactly, as a
-    dict's is refused; only a batch holding such a magnitude reads its column's text again."""
-    for name, kind in floats.items():
-        if name not in batch.schema.names:
-            continue
-        limit = float(_EXACT_INTEGERS[kind])
-        large = pc.greater_equal(pc.abs(batch.column(name)), limit)
+        # Infinities are beyond the limit too.
+        large = pc.greater_equal(pc.abs(batch.column(name)), float(FLOAT_EXACT_INTEGERS[kind]))
         if not pc.any(pc.fill_null(large, False)).as_py():
             continue
 
-        def inexact(texts: pa.Array, kind: pa.DataType = kind) -> int | None:
+        def changed(texts: pa.Array, name: str = name, kind: pa.DataType = kind) -> int | None:
             for offset, text in enumerate(texts.to_pylist()):
-                if text is not None and _inexact_integer(text.strip(), kind):
+                if text is not None and _float_text_refusal(name, text.strip(), kind):
                     return offset
             return None
 
-        found = _first_csv_text(filesystem, path, name, inexact)
+        found = _first_csv_text(filesystem, path, name, changed)
         if found is not None:
             row, text = found
-            message = _inexact_integer_message(name, kind, str(text).strip())
-            head, _, tail = message.partition(": ")
+            message = _float_text_refusal(name, str(text).strip(), kind)
+            head, _, tail = str(message).partition(": ")
             raise TypeMismatchError(f"{path!r}: {head}, row {row}: {tail}. Nothing was written")
+
+
+def _float_text_refusal(name: str, text: str, kind: pa.DataType) -> str | None:
+    """Why the number ``text`` does not go into float column ``name`` as written, or None."""
+    if _overflows(text, kind):
+        return float_overflow_message(name, kind, text)
+    if _inexact_integer(text, kind):
+        return _inexact_integer_message(name, kind, text)
+    return None
 
 
 def _overflows(text: str, kind: pa.DataType) -> bool:
@@ -1092,47 +1078,40 @@ def _integer_unfit(text: str, kind: pa.DataType) -> bool:
     return len(text.lstrip("-")) > int(kind.precision) - int(kind.scale)
 
 
-def _refuse_json_overflow(
+def _refuse_changed_json_floats(
     filesystem: pafs.FileSystem, path: str, name: str, target: pa.DataType, column: Any
 ) -> None:
-    """Arrow's JSON reader takes some numbers too large for a double (``2e308``) as infinity
-    (JSON has no infinity, so any infinity read is one): refused as ``1e400`` is."""
-    if not pc.any(pc.fill_null(pc.is_inf(column), False)).as_py():
-        return
-    found = _first_json_number(filesystem, path, [name], _beyond_double)
-    if found is not None:
-        _, text, where = found
-        overflow = float_overflow_message(name, target, text)
-        raise TypeMismatchError(f"{path!r}: {overflow} ({where})")
-
-
-def _refuse_json_inexact_integers(
-    filesystem: pafs.FileSystem, path: str, name: str, target: pa.DataType, column: Any
-) -> None:
-    """An integer written beyond the integers a float column holds exactly (2**53, 2**24 for a
-    FLOAT) is refused, as from a dict: Arrow's reader rounds 9007199254740993 to a double. Only
-    a batch holding such a magnitude reads its file's text again."""
-    limit = float(_EXACT_INTEGERS[target])
-    if not pc.any(pc.fill_null(pc.greater_equal(pc.abs(column), limit), False)).as_py():
+    """Refuse a number Arrow's JSON reader changed on its way into a float column: one too
+    large for a double (``2e308``, taken as infinity; JSON has no infinity, so any infinity read
+    is one) or an integer beyond those the column holds exactly (9007199254740993 rounded to a
+    double; a dict's is refused). Only a batch holding such a magnitude reads its file again."""
+    large = pc.greater_equal(pc.abs(column), float(FLOAT_EXACT_INTEGERS[target]))
+    if not pc.any(pc.fill_null(large, False)).as_py():
         return
     found = _first_json_number(
-        filesystem, path, [name], lambda text, _: _inexact_integer(text, target)
+        filesystem,
+        path,
+        [name],
+        lambda text, _: _beyond_double(text, name) or _inexact_integer(text, target),
     )
     if found is not None:
         _, text, where = found
-        raise TypeMismatchError(
-            f"{path!r}: {_inexact_integer_message(name, target, text)} ({where})"
+        message = (
+            float_overflow_message(name, target, text)
+            if _beyond_double(text, name)
+            else _inexact_integer_message(name, target, text)
         )
+        raise TypeMismatchError(f"{path!r}: {message} ({where})")
 
 
 def _inexact_integer(text: str, target: pa.DataType) -> bool:
     """Whether ``text`` is an integer literal beyond those float type ``target`` holds."""
-    return bool(_INTEGER_TEXT.fullmatch(text)) and abs(int(text)) > _EXACT_INTEGERS[target]
+    return bool(_INTEGER_TEXT.fullmatch(text)) and abs(int(text)) > FLOAT_EXACT_INTEGERS[target]
 
 
 def _inexact_integer_message(name: str, target: pa.DataType, text: str) -> str:
     sql = arrow_to_sql_or_str(target)
-    bits = 24 if target == pa.float32() else 53
+    bits = FLOAT_EXACT_INTEGERS[target].bit_length() - 1
     return (
         f"column {name!r} ({sql}): integer {text} does not fit: a {sql} holds integers exactly "
         f"only within ±2**{bits}; make the column DECIMAL(38,0) or BIGINT, or write it as a "
@@ -1140,8 +1119,7 @@ def _inexact_integer_message(name: str, target: pa.DataType, text: str) -> str:
     )
 
 
-# Integers every float holds exactly, and integer literals (no point, no exponent).
-_EXACT_INTEGERS = {pa.float16(): 2**11, pa.float32(): 2**24, pa.float64(): 2**53}
+# Integer literals (no point, no exponent).
 _INTEGER_TEXT = re.compile(r"[+-]?[0-9]+")
 
 
@@ -1184,8 +1162,7 @@ def _check_json_text(
         target = table_types.get(name)
         column = table.column(name)
         if target is not None and pa.types.is_floating(column.type):
-            _refuse_json_overflow(filesystem, path, name, target, column)
-            _refuse_json_inexact_integers(filesystem, path, name, target, column)
+            _refuse_changed_json_floats(filesystem, path, name, target, column)
         if target is None or not pa.types.is_string(column.type) or pa.types.is_string(target):
             continue
         try:

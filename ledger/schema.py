@@ -1139,7 +1139,7 @@ def _refuse_floats_beyond_exact_integers(
     if not pc.any(beyond).as_py():
         return
     bad = column[pc.index(beyond, True).as_py()].as_py()
-    exponent = {2**11: 11, 2**24: 24, 2**53: 53}[limit]
+    exponent = limit.bit_length() - 1
     raise TypeMismatchError(
         f"column {name!r} ({arrow_to_sql_or_str(target)}): the float {bad!r} may already have "
         f"been rounded (a float holds whole numbers exactly only below 2**{exponent}); give "

@@ -44,19 +44,18 @@ def test_a_column_spelt_with_spaces_or_case_is_pointed_to_and_not_offered_as_new
     assert table.refresh().version == 0
 
 
-def test_a_csv_header_with_spaces_names_the_columns(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("order_id, amount\n1, 2.50\n", r"' amount' -> 'amount'"),  # a header with spaces
+        (",order_id,amount\n0,1,2.5\n", r"no name.*index=False"),  # pandas to_csv row numbers
+    ],
+)
+def test_a_csv_header_names_what_is_wrong_with_it(tmp_path: Path, text: str, says: str) -> None:
     path = tmp_path / "orders.csv"
-    path.write_text("order_id, amount\n1, 2.50\n")
+    path.write_text(text)
     table = _table(tmp_path / "wh")
-    with pytest.raises(ledger.UnknownColumnError, match=r"' amount' -> 'amount'"):
-        table.insert(str(path))
-
-
-def test_pandas_row_numbers_in_a_csv_are_named(tmp_path: Path) -> None:
-    path = tmp_path / "orders.csv"
-    path.write_text(",order_id,amount\n0,1,2.5\n")
-    table = _table(tmp_path / "wh")
-    with pytest.raises(ledger.UnknownColumnError, match=r"no name.*index=False"):
+    with pytest.raises(ledger.UnknownColumnError, match=says):
         table.insert(str(path))
 
 
