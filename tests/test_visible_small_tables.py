@@ -1,6 +1,8 @@
 """The visible view of small tables (ledger/reads/visible.py, below ``SMALL_TABLE_ENTRIES``:
-every file not read as it is goes through the plain tree, its entries read once into memory)
-against the plans of large tables (lonely files apart) and the plain tree over every entry, on
+every file not read as it is goes through the plain tree, its entries read once into memory;
+below ``GROUPED_TABLE_ENTRIES`` every entry goes through the per-tuple cancellation, single
+keys too) against each other, the plans of large tables (lonely files apart) and the plain
+tree over every entry, on
 random ledgers: overlapping and disjoint key ranges, blind duplicate insertions, hand-written
 marks (of the latest insertion's values, of absent rows, NaN and signed zeros), NULL values,
 read-modify-writes, a column added later, partitions and every built-in policy. ``rows`` (one
@@ -40,6 +42,16 @@ def _small_below(entries: int) -> Iterator[None]:
         yield
     finally:
         visible_reads.SMALL_TABLE_ENTRIES = kept
+
+
+@contextmanager
+def _grouped_below(entries: int) -> Iterator[None]:
+    kept = visible_reads.GROUPED_TABLE_ENTRIES
+    visible_reads.GROUPED_TABLE_ENTRIES = entries
+    try:
+        yield
+    finally:
+        visible_reads.GROUPED_TABLE_ENTRIES = kept
 
 
 def _read(snap: ledger.Snapshot, system_columns: bool) -> list[tuple[Any, ...]]:
@@ -89,10 +101,12 @@ def test_small_tables_read_as_large_ones_and_as_the_plain_tree(
             _write(data, table, policy, columns)
         snap = table.snapshot()
         system_columns = data.draw(st.booleans(), label="system columns")
-        small = _comparable(_read(snap, system_columns))
+        grouped = _comparable(_read(snap, system_columns))
+        with _grouped_below(0):
+            small = _comparable(_read(snap, system_columns))
         with _small_below(0):
             large = _comparable(_read(snap, system_columns))
-        assert small == large
+        assert grouped == small == large
         assert small == _comparable(plain_visible(snap, system_columns))
 
         # rows: the columns and the filter inside the one statement.
@@ -127,8 +141,15 @@ def test_a_small_table_reads_every_file_once_with_its_marks() -> None:
         snap = table.snapshot()
         with closing(connect()) as con:
             text = visible_reads.visible(snap, con).sql_query()
+        # Every entry grouped at once: no crowded keys found first, the files named once.
+        assert "__ledger_lonely" not in text and "__ledger_crowded" not in text
+        assert "AS NOT MATERIALIZED" in text
+        with _grouped_below(0), closing(connect()) as con:
+            text = visible_reads.visible(snap, con).sql_query()
         assert "__ledger_lonely" not in text and "AS MATERIALIZED" in text
         want = [(k, 2.0 if k == 3 else -0.0 if k == 4 else 1.0) for k in range(10) if k != 5]
         assert _comparable(_read(snap, False)) == _comparable(want)
+        with _grouped_below(0):
+            assert _comparable(_read(snap, False)) == _comparable(want)
         with _small_below(0):
             assert _comparable(_read(snap, False)) == _comparable(want)

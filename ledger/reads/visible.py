@@ -55,6 +55,10 @@ REPEATS_ROWS_KEPT = 65_536  # more shared keys than this are found again at each
 # read with the marks, once, kept in memory: the plans reading lonely files apart cost more to
 # plan than they save below that size (docs/views.md section 9).
 SMALL_TABLE_ENTRIES = 20_000
+# Entries (as above) below which signed tables group every entry by its values at once, single
+# keys too, instead of finding the crowded keys first: the joins that spare the single keys
+# cost more than grouping them at that size, not from about 10,000 entries on (section 9).
+GROUPED_TABLE_ENTRIES = 8_000
 
 
 def visible(
@@ -99,7 +103,7 @@ def visible_statement(
             system_columns,
             columns,
             condition,
-            SMALL_TABLE_ENTRIES,
+            (SMALL_TABLE_ENTRIES, GROUPED_TABLE_ENTRIES),
         )
         kept = _kept_statement(reuse_key, snap)
         if kept is not None:
@@ -125,7 +129,8 @@ def _make_statement(
     roles = FileRoles(isolated=[], lonely=[], others=list(markers), lonely_overlap=False)
     if spec.policy.files_isolatable:
         roles = file_roles(markers, [schema.field(k).type for k in spec.key_columns])
-    small = sum(m.rows for m in (*roles.lonely, *roles.others)) < SMALL_TABLE_ENTRIES
+    entries = sum(m.rows for m in (*roles.lonely, *roles.others))
+    small = entries < SMALL_TABLE_ENTRIES
     # Lonely files are read apart for signed rows only (the other kinds take every entry of a
     # key, whatever file holds it), and not on small tables (see SMALL_TABLE_ENTRIES).
     apart = spec.policy.visible_rows == SIGNED and bool(roles.lonely) and not small
@@ -157,9 +162,12 @@ def _make_statement(
         lonely=found.names.get(LONELY),
         repeated_keys=repeated,
         lonely_older=lonely_older,
+        every_entry_grouped=(
+            small and entries < GROUPED_TABLE_ENTRIES and spec.policy.visible_rows == SIGNED
+        ),
     )
     parquet = found.parquet
-    if small and ENTRIES in files and _reads_entries_thrice(spec):
+    if small and ENTRIES in files and _reads_entries_thrice(spec, sources):
         parquet = tuple(
             replace(source, materialized=True) if source.name == sources.entries else source
             for source in parquet
@@ -172,8 +180,8 @@ def _make_statement(
 
 
 # A statement made for one state and request: (id of the state, id of the store, the table's
-# prefix, system_columns, columns, condition, the small-table threshold it was planned with).
-_StatementKey = tuple[int, int, str, bool, tuple[str, ...] | None, exp.Expr | None, int]
+# prefix, system_columns, columns, condition, the small-table thresholds it was planned with).
+_StatementKey = tuple[int, int, str, bool, tuple[str, ...] | None, exp.Expr | None, tuple[int, int]]
 _STATEMENTS: OrderedDict[
     _StatementKey, tuple[weakref.ref[TableState], str, dict[str, list[str]]]
 ] = OrderedDict()
@@ -202,12 +210,15 @@ def _keep_statement(
             _STATEMENTS.popitem(last=False)
 
 
-def _reads_entries_thrice(spec: TableSpec) -> bool:
+def _reads_entries_thrice(spec: TableSpec, sources: Sources) -> bool:
     """Whether the plain signed plan (:func:`ledger.sql.visible._live_rows`) reads the entries:
     it names them three times (crowded keys, single keys, the crowded keys' entries); the
-    other kinds read them once (dedup tables into their deduplicated entries)."""
+    other kinds, and the plan grouping every entry, read them once (dedup tables into their
+    deduplicated entries)."""
     return (
-        spec.policy.visible_rows == SIGNED and spec.policy.repeat_columns(spec.key_columns) is None
+        spec.policy.visible_rows == SIGNED
+        and spec.policy.repeat_columns(spec.key_columns) is None
+        and not sources.every_entry_grouped
     )
 
 

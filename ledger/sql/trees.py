@@ -30,7 +30,10 @@ class Sources:
     * ``insertions`` (totals): entries of files holding no delete mark, which sum without
       weighting. Sums are linear, so splitting the files changes nothing but the cost;
     * ``lonely_older`` (visible rows): every lonely entry is older (by ``trx_id``) than every
-      entry of ``entries``, so a key's latest insertion is in ``entries`` when it has one there.
+      entry of ``entries``, so a key's latest insertion is in ``entries`` when it has one there;
+    * ``every_entry_grouped`` (visible rows, signed policies): every entry of ``entries`` goes
+      through the per-tuple cancellation, keys with a single entry too, instead of finding the
+      crowded keys first: one grouping of a few entries costs less than the joins that spare it.
     """
 
     entries: str = ENTRIES
@@ -39,6 +42,7 @@ class Sources:
     lonely: str | None = None
     repeated_keys: str | None = None
     lonely_older: bool = False
+    every_entry_grouped: bool = False
 
 
 def col(name: str, table: str | None = None) -> exp.Column:

@@ -66,7 +66,11 @@ def visible(
         query = _live_rows_beside_lonely(spec, dialect, sources, system_columns, ctes)
     else:
         entries = deduplicated(spec, sources.entries, ctes)
-        query = _live_rows(spec, dialect, entries, system_columns, ctes)
+        if sources.every_entry_grouped:
+            live = live_entries(spec.value_columns, _floats(spec), dialect)
+            query = _latest_of_live(spec, live.from_(relation(entries)), system_columns, ctes)
+        else:
+            query = _live_rows(spec, dialect, entries, system_columns, ctes)
     if sources.isolated is not None:
         shown = shown_columns(spec, system_columns)
         as_they_are = exp.select(*cols(shown)).from_(relation(sources.isolated))
