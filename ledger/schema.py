@@ -245,6 +245,8 @@ class TableSchema:
         ``parse`` and ``evolve`` never make one; a log written by other tools (or by hand) can
         hold one, and DuckDB and Spark would then read one column for another.
         """
+        if self.__dict__.get("_usable"):
+            return  # checked once per schema: every write asks again
         try:
             check_column_names(self.names)
         except SchemaError as e:
@@ -253,12 +255,23 @@ class TableSchema:
                 "listed with table.files() and read by any Parquet reader; copy the data into a "
                 "new table with distinct column names"
             ) from e
+        # A schema is immutable, so what is derived from it is kept beside its fields (outside
+        # them: equality, hashing and the JSON form see the columns only).
+        object.__setattr__(self, "_usable", True)
 
     def type_of(self, name: str) -> pa.DataType:
-        return sql_to_arrow(dict(self.columns)[name])
+        types: dict[str, pa.DataType] = self.__dict__.setdefault("_arrow_types", {})
+        found = types.get(name)
+        if found is None:
+            found = types[name] = sql_to_arrow(dict(self.columns)[name])
+        return found
 
     def arrow(self) -> pa.Schema:
-        return pa.schema([pa.field(n, sql_to_arrow(t)) for n, t in self.columns])
+        found: pa.Schema | None = self.__dict__.get("_arrow_schema")
+        if found is None:
+            found = pa.schema([pa.field(n, self.type_of(n)) for n, _ in self.columns])
+            object.__setattr__(self, "_arrow_schema", found)
+        return found
 
     def evolve(self, incoming: pa.Schema) -> TableSchema:
         """The schema after accepting ``incoming``'s new columns and widenings.
