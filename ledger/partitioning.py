@@ -71,15 +71,16 @@ class PartitionField:
         each row's index among them.
 
         Only the column's distinct values are transformed (a bucket hashed, a day formatted)
-        and ranked; the rows are then matched to them by one hash lookup.
+        and ranked; one hashing pass over the rows finds those values and each row's among
+        them (a dictionary encoding, NULL one of its values).
         """
         column = table.column(self.source).combine_chunks()
-        uniques = pc.unique(column)
-        texts = self._transform(uniques)
+        encoded = pc.dictionary_encode(column, null_encoding="encode")
+        texts = self._transform(encoded.dictionary)
         distinct = pc.unique(texts)
         distinct = distinct.take(pc.sort_indices(distinct))
         rank_of_unique = pc.index_in(texts, value_set=distinct)
-        return distinct, rank_of_unique.take(pc.index_in(column, value_set=uniques))
+        return distinct, rank_of_unique.take(encoded.indices)
 
     def _transform(self, column: pa.Array) -> pa.Array:
         if self.transform == "identity":

@@ -245,6 +245,8 @@ class TableSchema:
         ``parse`` and ``evolve`` never make one; a log written by other tools (or by hand) can
         hold one, and DuckDB and Spark would then read one column for another.
         """
+        if self.__dict__.get("_usable"):
+            return  # checked once per schema: every write asks again
         try:
             check_column_names(self.names)
         except SchemaError as e:
@@ -253,12 +255,23 @@ class TableSchema:
                 "listed with table.files() and read by any Parquet reader; copy the data into a "
                 "new table with distinct column names"
             ) from e
+        # A schema is immutable, so what is derived from it is kept beside its fields (outside
+        # them: equality, hashing and the JSON form see the columns only).
+        object.__setattr__(self, "_usable", True)
 
     def type_of(self, name: str) -> pa.DataType:
-        return sql_to_arrow(dict(self.columns)[name])
+        types: dict[str, pa.DataType] = self.__dict__.setdefault("_arrow_types", {})
+        found = types.get(name)
+        if found is None:
+            found = types[name] = sql_to_arrow(dict(self.columns)[name])
+        return found
 
     def arrow(self) -> pa.Schema:
-        return pa.schema([pa.field(n, sql_to_arrow(t)) for n, t in self.columns])
+        found: pa.Schema | None = self.__dict__.get("_arrow_schema")
+        if found is None:
+            found = pa.schema([pa.field(n, self.type_of(n)) for n, _ in self.columns])
+            object.__setattr__(self, "_arrow_schema", found)
+        return found
 
     def evolve(self, incoming: pa.Schema) -> TableSchema:
         """The schema after accepting ``incoming``'s new columns and widenings.
@@ -892,25 +905,52 @@ def _mixes_kinds(values: list[Any], column: pa.ChunkedArray, target: pa.DataType
     if pa.types.is_integer(source):
         # Arrow refuses Python bools among ints but reads numpy's np.True_ as 1: a 0 or a 1
         # that is no plain int is looked at apart.
+        if len(values) <= _FEW_VALUES:
+            return any(
+                type(values[i]) is not int
+                for i, read in enumerate(column.to_pylist())
+                if read is not None and -1 <= read <= 1
+            )
         suspects = pc.fill_null(pc.less_equal(pc.abs(column), 1), False)
-        if not pc.any(suspects).as_py():
-            return False
-        where = pc.indices_nonzero(suspects.combine_chunks()).to_pylist()
-        return any(type(values[i]) is not int for i in where)
+        return _suspect_of_other_kind(values, suspects, int)
     if pa.types.is_boolean(source) or _is_text(source):
         return False
     if pa.types.is_float64(source) and not pa.types.is_decimal(target):
+        single = target == pa.float32()
+        if len(values) <= _FEW_VALUES:
+            return any(
+                type(values[i]) is not float
+                for i, read in enumerate(column.to_pylist())
+                if read is not None and (read in (0.0, 1.0) or (single and abs(read) > 2.0**24))
+            )
         suspects = pc.or_(pc.equal(column, 0.0), pc.equal(column, 1.0))
-        if target == pa.float32():
+        if single:
             suspects = pc.or_(suspects, pc.greater(pc.abs(column), 2.0**24))
-        suspects = pc.fill_null(suspects, False)
-        if not pc.any(suspects).as_py():
-            return False
-        where = pc.indices_nonzero(suspects.combine_chunks()).to_pylist()
-        return any(type(values[i]) is not float for i in where)
+        return _suspect_of_other_kind(values, pc.fill_null(suspects, False), float)
     kinds = set(map(type, values))
     kinds.discard(type(None))
     return len(kinds) > 1 or not kinds <= _SINGLE_KINDS
+
+
+# Up to this many values, a column's suspects are found by reading its values back into Python:
+# cheaper than the few Arrow calls that find them in a large column.
+_FEW_VALUES = 64
+
+
+def _suspect_of_other_kind(
+    values: list[Any], suspects: pa.ChunkedArray | pa.Array, kind: type
+) -> bool:
+    """Whether a value at a position ``suspects`` marks is of another Python type than
+    ``kind``: the marked values are picked in one call and their types gathered in one set, as
+    a column of small counts can mark a fifth of its rows."""
+    if not pc.any(suspects).as_py():
+        return False
+    if isinstance(suspects, pa.ChunkedArray):
+        suspects = suspects.combine_chunks()
+    where = pc.indices_nonzero(suspects).to_numpy().tolist()
+    if len(where) == 1:
+        return type(values[where[0]]) is not kind
+    return set(map(type, operator.itemgetter(*where)(values))) != {kind}
 
 
 def conform(

@@ -81,6 +81,39 @@ def test_each_value_of_a_mixed_column_converts_as_it_would_alone(
     assert all(same(m, a[0]) for m, a in zip(mixed, alone, strict=True)), (alone, mixed)
 
 
+# Numbers and the kinds a number column can hide among them: bools, numpy's bools (Arrow reads
+# np.True_ beside ints as 1), numpy's ints and floats, ints beyond a FLOAT's exact range.
+NUMBER_VALUES = st.one_of(
+    st.none(),
+    st.integers(-3, 3),
+    st.sampled_from([0.0, 1.0, 0.5, -2.25, 16777216.0, 2**24 + 1, 2**40]),
+    st.booleans(),
+    st.sampled_from([np.True_, np.False_, np.int64(1), np.int64(5), np.float64(1.0)]),
+)
+
+
+@settings(max_examples=examples(150), deadline=None)
+@given(
+    sql_type=st.sampled_from(["INTEGER", "BIGINT", "FLOAT", "DOUBLE"]),
+    values=st.lists(NUMBER_VALUES, min_size=1, max_size=6),
+    rows=st.integers(65, 300),
+)
+def test_a_long_mixed_column_converts_each_value_as_alone(
+    sql_type: str, values: list[Any], rows: int
+) -> None:
+    """The same rule for a number column of many rows (the values repeated), where the values
+    a mix could hide behind are found in Arrow's column rather than one by one."""
+    alone = [converted(sql_type, [v]) for v in values]
+    long = [values[i % len(values)] for i in range(rows)]
+    mixed = converted(sql_type, long)
+    if any(isinstance(outcome, str) for outcome in alone):
+        assert isinstance(mixed, str), (alone, mixed)
+        return
+    assert not isinstance(mixed, str), (alone, mixed)
+    expected = [alone[i % len(values)][0] for i in range(rows)]
+    assert all(same(m, a) for m, a in zip(mixed, expected, strict=True)), (alone, mixed)
+
+
 @pytest.mark.parametrize(
     ("sql_type", "value", "neighbour"),
     [
