@@ -345,13 +345,13 @@ class DataWriter:
             # against a Python S3 server (moto), 16 concurrent uploads of small files took a
             # third longer through pyarrow's filesystem.
             buffer = pa.BufferOutputStream()
-            _write_parquet(part, buffer, dictionary, self.config.key_columns)
+            _write_parquet(part, buffer, dictionary)
             encoded = buffer.getvalue()
             self.store.put(key, encoded.to_pybytes())
             size = encoded.size
         else:
             with self.store.filesystem.open_output_stream(self.store.fs_path(key)) as out:
-                _write_parquet(part, out, dictionary, self.config.key_columns)
+                _write_parquet(part, out, dictionary)
                 size = out.tell()
         trx = pc.min_max(part.column(TRX_ID))
         key_min, key_max = [], []
@@ -391,9 +391,7 @@ def statistics_columns(schema: pa.Schema) -> list[str]:
     return [f.name for f in schema if not pa.types.is_floating(f.type)]
 
 
-def _write_parquet(
-    part: pa.Table, out: pa.NativeFile, dictionary: list[str], key_columns: Sequence[str] = ()
-) -> None:
+def _write_parquet(part: pa.Table, out: pa.NativeFile, dictionary: list[str]) -> None:
     pq.write_table(
         part,
         out,
@@ -402,32 +400,49 @@ def _write_parquet(
         use_dictionary=dictionary,
         write_statistics=statistics_columns(part.schema),
         write_page_index=True,  # see docs/format.md: DuckDB 2.0.0 misreads plain strings without it
-        column_encoding=delta_encoded(part.schema, key_columns, dictionary),
+        column_encoding=delta_encoded(part.schema, dictionary),
     )
 
 
-def delta_encoded(
-    schema: pa.Schema, key_columns: Sequence[str], dictionary: Sequence[str]
-) -> dict[str, str]:
-    """The columns written with DELTA_BINARY_PACKED: ``trx_seq`` and ``_row_id``, and the
-    integer key columns not dictionary-encoded.
+def delta_encoded(schema: pa.Schema, dictionary: Sequence[str]) -> dict[str, str]:
+    """The columns written with DELTA_BINARY_PACKED: every integer, timestamp, date and time
+    column not dictionary-encoded (``trx_seq`` and ``_row_id`` always).
 
-    A file is sorted by its key, so its key column steps by small amounts: delta encoding
+    A file is sorted by its key, so its key column steps by small amounts, and arithmetic
+    sequences (entry numbers, generated row ids) shrink to almost nothing: delta encoding
     stores those steps in a few bits. Measured on 1M rows of a BIGINT key in four files, the
     files were 12% smaller, written with no more CPU, and a correction's read of every row group
     (which decodes the whole key column to find 1% of its keys) took about a tenth less CPU,
-    the key column's decoding a third less."""
+    the key column's decoding a third less.
+
+    Value columns in no order gain too, as long as their values span less than their type: the
+    steps then need fewer bits than the values (a BIGINT of 10,000 distinct values, a TIMESTAMP
+    over a month). Measured on the same 1M rows, with such a BIGINT and TIMESTAMP delta-encoded
+    as well: files 16% smaller, written with 6% more CPU, and DuckDB read them with a fifth
+    less CPU (a correction's read of 1% of the keys, a full scan summing them, a filter on
+    one); pyarrow read them at the same cost. Values spanning their whole type (hashes) take
+    the full width either way, a few bytes per 128 values more than plain encoding."""
     names = set(schema.names)
     chosen = [c for c in _DELTA_ENCODED if c in names]
     chosen += [
-        c
-        for c in key_columns
-        if c in names
-        and c not in dictionary
-        and c not in chosen
-        and pa.types.is_integer(schema.field(c).type)
+        field.name
+        for field in schema
+        if field.name not in dictionary
+        and field.name not in chosen
+        and _delta_encodable(field.type)
     ]
     return {c: "DELTA_BINARY_PACKED" for c in chosen}
+
+
+def _delta_encodable(data_type: pa.DataType) -> bool:
+    """Whether a column of this type is stored as Parquet INT32 or INT64 values, which
+    DELTA_BINARY_PACKED encodes (DECIMAL is stored as fixed-size bytes)."""
+    return bool(
+        pa.types.is_integer(data_type)
+        or pa.types.is_timestamp(data_type)
+        or pa.types.is_date(data_type)
+        or pa.types.is_time(data_type)
+    )
 
 
 class SortedFileSink:
@@ -582,9 +597,7 @@ class _OpenFile:
                 use_dictionary=self.dictionary,
                 write_statistics=statistics_columns(self.schema),
                 write_page_index=True,  # docs/format.md: why data files carry a page index
-                column_encoding=delta_encoded(
-                    self.schema, self.owner.config.key_columns, self.dictionary
-                ),
+                column_encoding=delta_encoded(self.schema, self.dictionary),
             )
         self._parquet.write_table(part, row_group_size=row_group_rows)
         self._dml_sum += int(pc.sum(part.column(DML_TYPE)).as_py() or 0)
