@@ -74,8 +74,7 @@ class Snapshot:
         rows are signed (totals and counts)."""
         alive = sorted(self.state.alive_files, key=lambda m: m.path)
         if partitions is None:
-            spec = PartitionSpec.parse(list(self.state.config.partition_by), self.state.schema)
-            return PartitionRead(alive, spec)
+            return PartitionRead(alive)
         return partition_read(self.state, alive, partitions, entries=entries)
 
     def files(self, partitions: PartitionFilter = None) -> list[str]:
@@ -108,6 +107,8 @@ class Snapshot:
         each of their keys and no delete mark (every file, after a full merge), which the log
         counts (docs/concepts.md section 9). With ``partitions``, the rows of the whole
         count that belong to them (docs/views.md section 5)."""
+        if partitions is None:
+            return row_count(self, self.markers())
         read = self.partition_read(partitions, entries=True)
         if not read.exact:
             return count_in_partitions(self, partitions)

@@ -45,7 +45,7 @@ class PartitionRead:
     otherwise the rows must be kept by :meth:`keep`."""
 
     markers: list[FileMarker]
-    spec: PartitionSpec
+    spec: PartitionSpec | None = None  # None for a read of every partition
     filters: Filters | None = None
 
     @property
@@ -55,12 +55,13 @@ class PartitionRead:
     @property
     def sources(self) -> list[str]:
         """The columns the partition values are computed from."""
-        return list(dict.fromkeys(f.source for f in self.spec.fields))
+        fields = self.spec.fields if self.spec is not None else []
+        return list(dict.fromkeys(f.source for f in fields))
 
     def keep(self, rows: pa.Table) -> pa.Table:
         """The ``rows`` (holding every column of :attr:`sources`) of the chosen partitions,
         their values computed as the writer computes them."""
-        if self.filters is None:
+        if self.filters is None or self.spec is None:
             return rows
         values = {f.name: f.values(rows) for f in self.spec.fields}
         chosen = pa.array([False] * rows.num_rows, pa.bool_())

@@ -68,16 +68,15 @@ def visible(
     """The latest visible row of every key of ``snap``, as a lazy relation on ``con`` (only
     the key columns of lonely files whose key ranges meet are read at once, see
     :func:`repeated_keys`)."""
-    read = snap.partition_read(partitions)
-    if not read.exact:
-        with storage_errors(f"reading {snap.name!r}"):
-            return con.from_arrow(restricted_rows(snap, con, read, system_columns=system_columns))
-    text, params = visible_statement(
-        snap,
-        con,
-        markers=None if partitions is None else read.markers,
-        system_columns=system_columns,
-    )
+    markers = None
+    if partitions is not None:  # unrestricted reads reuse their statement (no file listed)
+        read = snap.partition_read(partitions)
+        if not read.exact:
+            with storage_errors(f"reading {snap.name!r}"):
+                kept = restricted_rows(snap, con, read, system_columns=system_columns)
+                return con.from_arrow(kept)
+        markers = read.markers
+    text, params = visible_statement(snap, con, markers=markers, system_columns=system_columns)
     return lazy_sql(con, text, params)
 
 
@@ -336,10 +335,10 @@ def rows(
     condition = parse_predicate(spec, where)
     if condition is not None:
         check_condition(snap.state.schema.arrow(), render(condition, DUCKDB), shown=where)
-    read = snap.partition_read(partitions)
+    read = None if partitions is None else snap.partition_read(partitions)
     connection = read_sessions(snap.store).cursor()
     try:
-        if not read.exact:
+        if read is not None and not read.exact:
             with storage_errors(f"reading {snap.name!r}"):
                 return restricted_rows(
                     snap, connection, read, columns=tuple(chosen), condition=condition
@@ -347,7 +346,7 @@ def rows(
         text, params = visible_statement(
             snap,
             connection,
-            markers=None if partitions is None else read.markers,
+            markers=None if read is None else read.markers,
             columns=tuple(chosen),
             condition=condition,
         )
