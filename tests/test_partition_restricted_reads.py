@@ -50,6 +50,7 @@ TABLES: dict[str, Callable[[ledger.Warehouse], ledger.Table]] = {
     "replacing": _table("replacing"),
     "replacing_versions": _table({"name": "replacing", "version_column": "ver"}),
     "dedup": _table("dedup"),
+    "dedup_by_value": _table({"name": "dedup", "dedup_key": ["k", "v"]}),
     "collapsing": _table("collapsing"),
     "aggregating_by_measure": _aggregating_by_measure,
     "replacing_by_key_bucket": _table("replacing", partition_by="bucket(3, k)"),
@@ -138,3 +139,35 @@ def _check(table: ledger.Table) -> None:
         assert table.count(partitions=partitions) == whole_totals[0], f"count() of {wanted}"
     for info in table.partitions():
         assert info.rows == table.count(partitions=info.values), f"rows of {info.values}"
+
+
+def test_a_restricted_read_opens_only_the_files_that_may_share_its_keys(tmp_path: Any) -> None:
+    warehouse = ledger.connect(str(tmp_path))
+    by_key = warehouse.create_table(
+        "by_key", SCHEMA, "k", partition_by="bucket(4, k)", policy="replacing"
+    )
+    by_key.insert([{"k": k, "v": 0, "p": "a"} for k in range(20)])
+    by_key.insert([{"k": k, "v": 1, "p": "b"} for k in range(20)])
+    snap = by_key.snapshot()
+    read = snap.partition_read({"k_bucket": "1"})
+    # Partitioned by a function of the key: the chosen files alone, no row filtered.
+    assert read.exact and read.markers == snap.markers({"k_bucket": "1"})
+
+    table = TABLES["replacing"](warehouse)
+    table.insert([{"k": 100 * i + j, "v": 0, "p": p} for i, p in enumerate(PARTS) for j in (1, 2)])
+    snap = table.snapshot()
+    read = snap.partition_read({"p": "a"})
+    assert not read.exact  # rows are still kept by partition
+    assert read.markers == snap.markers({"p": "a"})  # no other file's key range meets a's
+    table.insert([{"k": 1, "v": 5, "p": "c"}])  # a key of a, written again into c
+    snap = table.snapshot()
+    opened = {m.partition["p"] for m in snap.partition_read({"p": "a"}).markers}
+    assert opened == {"a", "c"}
+    assert views.visible(table, partitions={"p": "a"}).fetchall() == [(2, 0, "a")]
+    # Totals of signed tables sum entries, each in its own row's partition: exact.
+    assert (
+        TABLES["collapsing"](ledger.connect(str(tmp_path / "c")))
+        .snapshot()
+        .partition_read({"p": "a"}, entries=True)
+        .exact
+    )
