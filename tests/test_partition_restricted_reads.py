@@ -171,3 +171,12 @@ def test_a_restricted_read_opens_only_the_files_that_may_share_its_keys(tmp_path
         .partition_read({"p": "a"}, entries=True)
         .exact
     )
+
+
+def test_the_null_partition_is_restricted_as_the_others(tmp_path: Any) -> None:
+    table = TABLES["replacing"](ledger.connect(str(tmp_path)))
+    table.insert([{"k": 1, "v": 1, "p": None}, {"k": 2, "v": 2, "p": None}])
+    table.insert([{"k": 2, "v": 20, "p": "a"}])  # k=2 leaves the NULL partition
+    assert views.visible(table, partitions={"p": None}).fetchall() == [(1, 1, None)]
+    assert table.count(partitions={"p": None}) == 1
+    assert [(p.values, p.rows) for p in table.partitions()] == [({"p": None}, 1), ({"p": "a"}, 1)]

@@ -70,7 +70,8 @@ class PartitionRead:
             for name, wanted in flt.items():
                 texts = [w for w in wanted if w is not None]
                 member = pc.is_in(values[name], value_set=pa.array(texts, pa.string()))
-                member = pc.fill_null(member, None in wanted)
+                if None in wanted:  # the NULL partition
+                    member = pc.or_(member, pc.is_null(values[name]))
                 matched = pc.and_(matched, member)
             chosen = pc.or_(chosen, matched)
         return rows.filter(chosen)
