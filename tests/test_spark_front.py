@@ -124,3 +124,21 @@ def test_spark_partition_restricted_views_follow_keys_into_other_partitions(
         totals = ls.totals(table, sum="v", partitions=wanted).toPandas()
         assert totals["count"].tolist() == [len(whole)]
         assert totals["sum_v"].tolist() == [sum(r[2] for r in whole)]
+
+
+def test_spark_refuses_the_partition_restrictions_only_the_embedded_views_filter(
+    spark: Any, tmp_path: Any
+) -> None:
+    # Partitioned by a measure: a group's row takes its partition from all of its entries.
+    policy = {"name": "aggregating", "measures": {"v": "sum", "day": "max"}, "insert_only": True}
+    table = ledger.connect(str(tmp_path)).create_table(
+        "t",
+        {"k": "BIGINT", "v": "BIGINT", "day": "VARCHAR"},
+        "k",
+        partition_by="day",
+        policy=policy,
+    )
+    table.insert([{"k": 1, "v": 1, "day": "d0"}, {"k": 1, "v": 2, "day": "d1"}])
+    assert views.visible(table, partitions={"day": "d1"}).fetchall() == [(1, 3, "d1")]
+    with pytest.raises(ledger.InvalidArgumentError, match="only the embedded views"):
+        ls.visible(table, partitions={"day": "d1"})
