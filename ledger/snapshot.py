@@ -13,7 +13,8 @@ from ledger.log.entries import FileMarker
 from ledger.log.state import TableState
 from ledger.partitioning import PartitionSpec
 from ledger.pruning import prune_by_partitions
-from ledger.reads.counts import count_from_log, row_count
+from ledger.reads.counts import count_from_log, count_in_partitions, row_count
+from ledger.reads.partitions import PartitionRead, partition_read
 from ledger.storage import Store
 from ledger.writer import file_schema
 
@@ -63,6 +64,19 @@ class Snapshot:
         spec = PartitionSpec.parse(list(self.state.config.partition_by), self.state.schema)
         return prune_by_partitions(alive, spec.normalise_filter(partitions))
 
+    def partition_read(
+        self, partitions: PartitionFilter, *, entries: bool = False
+    ) -> PartitionRead:
+        """The files a read of ``partitions`` opens (every alive file when None) and whether
+        its rows must then be kept by partition: exact pruning where the table is partitioned
+        by its key, else every file that may share a key with a chosen one too
+        (:mod:`ledger.reads.partitions`). ``entries``: the read sums entries where visible
+        rows are signed (totals and counts)."""
+        alive = sorted(self.state.alive_files, key=lambda m: m.path)
+        if partitions is None:
+            return PartitionRead(alive)
+        return partition_read(self.state, alive, partitions, entries=entries)
+
     def files(self, partitions: PartitionFilter = None) -> list[str]:
         """Paths (local) or URIs (``s3://...``) of the alive data files, for any Parquet reader."""
         out = []
@@ -91,8 +105,14 @@ class Snapshot:
         ``dml_sum``). Replacing, aggregating and dedup tables' merges do not keep those sums,
         so their rows are counted from the data files, except files holding the only entry of
         each of their keys and no delete mark (every file, after a full merge), which the log
-        counts (docs/concepts.md section 9)."""
-        return row_count(self, self.markers(partitions))
+        counts (docs/concepts.md section 9). With ``partitions``, the rows of the whole
+        count that belong to them (docs/views.md section 5)."""
+        if partitions is None:
+            return row_count(self, self.markers())
+        read = self.partition_read(partitions, entries=True)
+        if not read.exact:
+            return count_in_partitions(self, partitions)
+        return row_count(self, read.markers)
 
 
 def sum_entries(markers: Iterable[FileMarker]) -> int:

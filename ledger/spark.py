@@ -120,7 +120,8 @@ def visible(
     reader: str = "auto",
 ) -> DataFrame:
     """The visible rows of a snapshot as a DataFrame: the Spark dialect of the same generated
-    SQL as ``views.visible`` (see docs/views.md); ``partitions`` prunes files from the log.
+    SQL as ``views.visible`` (see docs/views.md); ``partitions`` restricts it as there (files
+    chosen from the log; docs/spark.md).
 
     >>> ledger.spark.visible(accounts).filter("amount > 100").count()        # doctest: +SKIP
     """
@@ -143,8 +144,8 @@ def totals(
     reader: str = "auto",
 ) -> DataFrame:
     """Exact COUNT/SUM/AVG per group, weighted by ``dml_type``, as a DataFrame (the Spark
-    dialect of ``views.totals``; ``where`` is DuckDB SQL, translated; ``partitions`` prunes
-    files from the log).
+    dialect of ``views.totals``; ``where`` is DuckDB SQL, translated; ``partitions`` restricts
+    it as there).
 
     >>> ledger.spark.totals(payments, by="day", sum="amount").show()          # doctest: +SKIP
     """

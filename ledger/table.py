@@ -43,7 +43,7 @@ from ledger.maintenance import merge as merging
 from ledger.maintenance import partitions as partition_ops
 from ledger.maintenance import vacuum as vacuuming
 from ledger.reads import visible as reads
-from ledger.reads.counts import row_count
+from ledger.reads.counts import rows_of
 from ledger.rollup import Rollup
 from ledger.schema import ROW_ID, conform
 from ledger.snapshot import PartitionFilter, Snapshot
@@ -277,15 +277,15 @@ class Table:
         self, *, version: int | None = None, timestamp: dt.datetime | int | None = None
     ) -> list[partition_ops.PartitionInfo]:
         """The partitions holding alive files: each one's values, files, entries, logical rows
-        (``count()`` of its files) and bytes. An unpartitioned table has one partition with no
-        values (none when it has no file). Only ``rows`` may read data files, where ``count()``
-        does.
+        (``count(partitions=...)`` of it) and bytes. An unpartitioned table has one partition
+        with no values (none when it has no file). Only ``rows`` may read data files, where
+        ``count()`` does.
 
         >>> [(p.values, p.files, p.rows) for p in events.partitions()]       # doctest: +SKIP
         [({'ts_day': '2026-11-21'}, 3, 1200), ({'ts_day': '2026-11-22'}, 1, 40)]
         """
         snap = self.snapshot(version, timestamp)
-        return partition_ops.partition_infos(snap.markers(), lambda files: row_count(snap, files))
+        return partition_ops.partition_infos(snap.markers(), lambda files: rows_of(snap, files))
 
     def history(self) -> list[CommitRecord]:
         """Every commit still in the log, oldest first."""

@@ -98,3 +98,47 @@ def test_spark_views_prune_partitions_as_the_embedded_views_do(spark: Any, tmp_p
     assert on_spark["v"].tolist() == embedded["v"].to_pylist()
     totals = ls.totals(table, sum="v", partitions=wanted).toPandas()
     assert totals["sum_v"].tolist() == [10 + 3 + 5]
+
+
+def test_spark_partition_restricted_views_follow_keys_into_other_partitions(
+    spark: Any, tmp_path: Any
+) -> None:
+    # Keyed apart from its partition column: a key written again into another partition
+    # moves its row there, on Spark as in the embedded views.
+    table = ledger.connect(str(tmp_path)).create_table(
+        "t",
+        {"k": "BIGINT", "day": "VARCHAR", "v": "BIGINT"},
+        primary_key="k",
+        partition_by=["day"],
+        policy="replacing",
+    )
+    table.insert([{"k": i, "day": f"d{i % 2}", "v": i} for i in range(6)])
+    table.insert([{"k": 2, "day": "d1", "v": 20}, {"k": 3, "day": "d0", "v": 30}])
+    for day in ("d0", "d1"):
+        wanted = {"day": day}
+        embedded = views.visible(table, partitions=wanted).order("k").fetchall()
+        whole = [r for r in views.visible(table).order("k").fetchall() if r[1] == day]
+        on_spark = ls.visible(table, partitions=wanted).toPandas().sort_values("k")
+        assert embedded == whole
+        assert list(on_spark.itertuples(index=False, name=None)) == whole
+        totals = ls.totals(table, sum="v", partitions=wanted).toPandas()
+        assert totals["count"].tolist() == [len(whole)]
+        assert totals["sum_v"].tolist() == [sum(r[2] for r in whole)]
+
+
+def test_spark_refuses_the_partition_restrictions_only_the_embedded_views_filter(
+    spark: Any, tmp_path: Any
+) -> None:
+    # Partitioned by a measure: a group's row takes its partition from all of its entries.
+    policy = {"name": "aggregating", "measures": {"v": "sum", "day": "max"}, "insert_only": True}
+    table = ledger.connect(str(tmp_path)).create_table(
+        "t",
+        {"k": "BIGINT", "v": "BIGINT", "day": "VARCHAR"},
+        "k",
+        partition_by="day",
+        policy=policy,
+    )
+    table.insert([{"k": 1, "v": 1, "day": "d0"}, {"k": 1, "v": 2, "day": "d1"}])
+    assert views.visible(table, partitions={"day": "d1"}).fetchall() == [(1, 3, "d1")]
+    with pytest.raises(ledger.InvalidArgumentError, match="only the embedded views"):
+        ls.visible(table, partitions={"day": "d1"})

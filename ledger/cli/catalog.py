@@ -17,7 +17,7 @@ from ledger.cli.parsing import schema_file as read_schema_file
 from ledger.cli.session import Session, pass_session
 from ledger.errors import TableExistsError
 from ledger.log.entries import FileMarker
-from ledger.reads.counts import row_count
+from ledger.reads.counts import rows_of
 from ledger.snapshot import Snapshot
 from ledger.table import Table
 
@@ -181,7 +181,7 @@ def describe(session: Session, name: str, output_format: str | None) -> None:
 
 
 def partition_rows(snapshot: Snapshot, markers: Sequence[FileMarker]) -> list[dict[str, Any]]:
-    """Per partition: its values, alive files, live entries (its files' ``count()``), every
+    """Per partition: its values, alive files, live entries (its ``count(partitions=...)``), every
     entry its files hold (delete marks included) and bytes."""
     grouped: dict[tuple[tuple[str, str | None], ...], list[FileMarker]] = {}
     for marker in markers:
@@ -192,7 +192,7 @@ def partition_rows(snapshot: Snapshot, markers: Sequence[FileMarker]) -> list[di
             {
                 "partition": "/".join(f"{k}={v}" for k, v in values) or "(all)",
                 "files": len(files),
-                "live_entries": row_count(snapshot, files),
+                "live_entries": rows_of(snapshot, files),
                 "entries": sum(m.rows for m in files),
                 "bytes": sum(m.size for m in files),
             }

@@ -28,7 +28,7 @@ from ledger.sql.trees import Sources, render
 from ledger.writer import file_schema
 
 if TYPE_CHECKING:
-    from ledger.snapshot import Snapshot
+    from ledger.snapshot import PartitionFilter, Snapshot
 
 DUCKDB = DIALECTS["duckdb"]
 
@@ -54,6 +54,31 @@ def row_count(snap: Snapshot, markers: Sequence[FileMarker]) -> int:
     isolated, others = _isolated_files(snap, spec, markers)
     counted = sum(m.rows for m in isolated)
     return counted + _counted_from_data(snap, spec, others) if others else counted
+
+
+def rows_of(snap: Snapshot, markers: Sequence[FileMarker]) -> int:
+    """The row count of the partition whose alive files are ``markers`` (files of one
+    partition of ``snap``): :func:`row_count` of them where the partition's files alone give
+    it, else :func:`count_in_partitions`."""
+    from ledger.reads.partitions import pruning_exact  # it reads table specs, as counts do
+
+    if not markers or pruning_exact(snap.state, entries=True):
+        return row_count(snap, markers)
+    return count_in_partitions(snap, dict(markers[0].partition))
+
+
+def count_in_partitions(snap: Snapshot, partitions: PartitionFilter) -> int:
+    """The row count of the ``partitions`` of ``snap`` where their files alone do not give it
+    (:mod:`ledger.reads.partitions`): the count of the totals restricted to them."""
+    from ledger.reads.totals import totals as restricted_totals  # totals read snapshots
+
+    con = read_sessions(snap.store).cursor()
+    try:
+        relation = restricted_totals(snap, con, TotalsRequest(), partitions=partitions)
+        [(found,)] = relation.fetchall()
+    finally:
+        con.close()
+    return int(found or 0)
 
 
 def _isolated_files(

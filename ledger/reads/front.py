@@ -78,7 +78,8 @@ def visible(
     not cancelled by a delete mark; replacing tables: a key's latest entry unless it is a
     delete mark; aggregating tables: one row per group with its measures merged. With
     ``system_columns``, ``_row_id`` (tables without a key) and the row's ``trx_id`` and
-    ``trx_seq`` are added. Partitions are pruned from the log before any file is opened.
+    ``trx_seq`` are added. With ``partitions``, the visible rows of those partitions: files
+    are chosen from the log before any is opened (docs/views.md section 5).
 
     >>> views.visible(accounts, version=12).fetchall()                     # doctest: +SKIP
     """

@@ -16,9 +16,11 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pyarrow as pa
 from sqlglot import exp
 
+from ledger.engines.duckdb.errors import storage_errors
 from ledger.engines.duckdb.scan import (
     ColumnFacts,
     FileSources,
@@ -28,9 +30,11 @@ from ledger.engines.duckdb.scan import (
     file_sources,
     with_parquet_sources,
 )
-from ledger.engines.duckdb.session import lazy_sql
+from ledger.engines.duckdb.session import bind_relations, lazy_sql
 from ledger.log.entries import FileMarker
 from ledger.reads.files import insertions_only
+from ledger.reads.partitions import PartitionRead
+from ledger.reads.visible import restricted_rows
 from ledger.snapshot import PartitionFilter, Snapshot
 from ledger.sql.dialects import DIALECTS
 from ledger.sql.names import DML_TYPE, ENTRIES
@@ -41,7 +45,8 @@ from ledger.sql.totals import (
     non_finite_marks_probe,
 )
 from ledger.sql.totals import totals as totals_tree
-from ledger.sql.trees import Sources, col, render
+from ledger.sql.trees import Sources, col, relation, render, with_ctes
+from ledger.sql.visible import deduplicated
 from ledger.writer import file_schema
 from merge_policies.base import SIGNED
 
@@ -50,6 +55,7 @@ if TYPE_CHECKING:
 
 DUCKDB = DIALECTS["duckdb"]
 INSERTIONS = "insertions"  # the relation of files holding no delete mark
+RESTRICTED = "restricted"  # the rows of chosen partitions, kept in memory
 # Entries in files of insertions only from which they are summed apart, unweighted (below it,
 # one weighted aggregate over every file is faster: see files_by_role).
 SPLIT_FROM_ENTRIES = 250_000
@@ -71,7 +77,10 @@ def totals(
     """The totals ``request`` asks for over ``snap``, as a lazy relation on ``con`` (the
     request is checked: :func:`ledger.sql.totals.check_totals_request`)."""
     spec = TableSpec.of(snap.state)
-    markers = snap.markers(partitions)
+    read = snap.partition_read(partitions, entries=True)
+    if not read.exact:
+        return restricted_totals(snap, con, spec, request, read)
+    markers = read.markers
     schema = schema_read(spec, file_schema(snap.state.schema, snap.state.config), request)
     files = files_by_role(spec, markers)
     sources = file_sources(con, snap.store, snap.prefix, files, schema)
@@ -105,6 +114,45 @@ def totals(
         unwidened=facts.negatable & frozenset(_measured(request)),
     )
     return lazy_sql(con, text, sources.params)
+
+
+def restricted_totals(
+    snap: Snapshot,
+    con: duckdb.DuckDBPyConnection,
+    spec: TableSpec,
+    request: TotalsRequest,
+    read: PartitionRead,
+) -> duckdb.DuckDBPyRelation:
+    """The totals of the rows of the chosen partitions where the files of those partitions
+    alone do not give them (:mod:`ledger.reads.partitions`): the rows (or, where visible rows
+    are signed, the entries without repeats) of the files ``read`` opens, kept by partition,
+    then totalled as entries. The kept rows are held in memory, bound on ``con``."""
+    with storage_errors(f"reading {snap.name!r}"):
+        if spec.policy.visible_rows == SIGNED:
+            rows = read.keep(_deduplicated_entries(snap, con, spec, read))
+            non_finite = frozenset(measured_floats(spec, request))  # the exact form, always
+        else:
+            # Each visible row is its key's only entry, an insertion: totalled as it is.
+            rows = restricted_rows(snap, con, read, system_columns=True)
+            ones = pa.array(np.ones(rows.num_rows, dtype=np.int8))
+            rows = rows.append_column(DML_TYPE, ones)
+            non_finite = frozenset()
+        names = bind_relations(con, {RESTRICTED: con.from_arrow(rows)})
+        sources = Sources(entries=names[RESTRICTED])
+        return lazy_sql(con, totals_text(spec, sources, request, non_finite))
+
+
+def _deduplicated_entries(
+    snap: Snapshot, con: duckdb.DuckDBPyConnection, spec: TableSpec, read: PartitionRead
+) -> pa.Table:
+    """Every entry of the files ``read`` opens, repeats dropped as the views drop them."""
+    schema = file_schema(snap.state.schema, snap.state.config)
+    sources = file_sources(con, snap.store, snap.prefix, {ENTRIES: read.markers}, schema)
+    ctes: list[tuple[str, exp.Query]] = []
+    kept = deduplicated(spec, sources.names[ENTRIES], ctes)
+    query = with_ctes(exp.select("*").from_(relation(kept)), ctes)
+    text = render(with_parquet_sources(query, sources.parquet), DUCKDB)
+    return lazy_sql(con, text, sources.params).to_arrow_table()
 
 
 def proven_facts(snap: Snapshot, sources: FileSources, marked: Sequence[FileMarker]) -> ColumnFacts:

@@ -28,6 +28,7 @@ from ledger.errors import InvalidArgumentError, UnknownColumnError
 from ledger.log.entries import FileMarker
 from ledger.log.state import TableState
 from ledger.reads.files import FileRoles, file_roles, split_by_age
+from ledger.reads.partitions import PartitionRead
 from ledger.snapshot import PartitionFilter, Snapshot
 from ledger.sql import ident, idents
 from ledger.sql.dialects import DIALECTS
@@ -71,31 +72,55 @@ def visible(
     """The latest visible row of every key of ``snap``, as a lazy relation on ``con`` (only
     the key columns of lonely files whose key ranges meet are read at once, see
     :func:`repeated_keys`)."""
-    text, params = visible_statement(
-        snap, con, partitions=partitions, system_columns=system_columns
-    )
+    markers = None
+    if partitions is not None:  # unrestricted reads reuse their statement (no file listed)
+        read = snap.partition_read(partitions)
+        if not read.exact:
+            with storage_errors(f"reading {snap.name!r}"):
+                kept = restricted_rows(snap, con, read, system_columns=system_columns)
+                return con.from_arrow(kept)
+        markers = read.markers
+    text, params = visible_statement(snap, con, markers=markers, system_columns=system_columns)
     return lazy_sql(con, text, params)
+
+
+def restricted_rows(
+    snap: Snapshot,
+    con: duckdb.DuckDBPyConnection,
+    read: PartitionRead,
+    *,
+    system_columns: bool = False,
+    columns: tuple[str, ...] | None = None,
+    condition: exp.Expr | None = None,
+) -> pa.Table:
+    """The visible rows of the files ``read`` opens, kept by partition (see
+    :mod:`ledger.reads.partitions`), as an Arrow table: read at once, since the partition of
+    a row is computed as the writer computes it, in Arrow."""
+    needed = None if columns is None else (*columns, *(c for c in read.sources if c not in columns))
+    text, params, _ = _make_statement(snap, con, read.markers, system_columns, needed, condition)
+    kept = read.keep(lazy_sql(con, text, params).to_arrow_table())
+    return kept if columns is None else kept.select(list(columns))
 
 
 def visible_statement(
     snap: Snapshot,
     con: duckdb.DuckDBPyConnection,
     *,
-    partitions: PartitionFilter = None,
+    markers: Sequence[FileMarker] | None = None,
     system_columns: bool = False,
     columns: tuple[str, ...] | None = None,
     condition: exp.Expr | None = None,
 ) -> tuple[str, dict[str, list[str]]]:
     """The DuckDB text of the visible rows of ``snap`` and the parameters it runs with (the
-    files it reads), cut to ``columns`` and filtered by ``condition`` when given: one
-    statement, so a read binds it once.
+    files it reads: ``markers``, default every alive file), cut to ``columns`` and filtered
+    by ``condition`` when given: one statement, so a read binds it once.
 
     The statement depends only on the snapshot's state (its files never change), the request
     and the plan thresholds, so it is made once per state and request and kept
     (:func:`_kept_statement`), unless it names a relation bound on ``con`` itself (files off
     the local disk, keys lonely files share), which only that connection can read."""
     reuse_key: _StatementKey | None = None
-    if partitions is None:
+    if markers is None:
         reuse_key = (
             id(snap.state),
             id(snap.store),
@@ -108,7 +133,8 @@ def visible_statement(
         kept = _kept_statement(reuse_key, snap)
         if kept is not None:
             return kept
-    text, params, bound = _make_statement(snap, con, partitions, system_columns, columns, condition)
+    chosen = snap.markers() if markers is None else markers
+    text, params, bound = _make_statement(snap, con, chosen, system_columns, columns, condition)
     if reuse_key is not None and not bound:
         _keep_statement(reuse_key, snap, text, params)
     return text, params
@@ -117,14 +143,13 @@ def visible_statement(
 def _make_statement(
     snap: Snapshot,
     con: duckdb.DuckDBPyConnection,
-    partitions: PartitionFilter,
+    markers: Sequence[FileMarker],
     system_columns: bool,
     columns: tuple[str, ...] | None,
     condition: exp.Expr | None,
 ) -> tuple[str, dict[str, list[str]], bool]:
     """:func:`visible_statement` made anew, and whether it reads a relation bound on ``con``."""
     spec = TableSpec.of(snap.state)
-    markers = snap.markers(partitions)
     schema = file_schema(snap.state.schema, snap.state.config)
     roles = FileRoles(isolated=[], lonely=[], others=list(markers), lonely_overlap=False)
     if spec.policy.files_isolatable:
@@ -321,10 +346,20 @@ def rows(
     condition = parse_predicate(spec, where)
     if condition is not None:
         check_condition(snap.state.schema.arrow(), render(condition, DUCKDB), shown=where)
+    read = None if partitions is None else snap.partition_read(partitions)
     connection = read_sessions(snap.store).cursor()
     try:
+        if read is not None and not read.exact:
+            with storage_errors(f"reading {snap.name!r}"):
+                return restricted_rows(
+                    snap, connection, read, columns=tuple(chosen), condition=condition
+                )
         text, params = visible_statement(
-            snap, connection, partitions=partitions, columns=tuple(chosen), condition=condition
+            snap,
+            connection,
+            markers=None if read is None else read.markers,
+            columns=tuple(chosen),
+            condition=condition,
         )
         relation = lazy_sql(connection, text, params)
         with storage_errors(f"reading {snap.name!r}"):
