@@ -876,8 +876,29 @@ def _json_batches_of(
     typed = _json_schema(filesystem, path, table_types)
     parse = pajson.ParseOptions(explicit_schema=typed, unexpected_field_behavior="infer")
     read_options = pajson.ReadOptions(block_size=TEXT_BLOCK_BYTES)
-    with _open_stream(filesystem, path) as source:
-        yield from pajson.open_json(source, read_options=read_options, parse_options=parse)
+    rows_read = 0
+    try:
+        with _open_stream(filesystem, path) as source:
+            for batch in pajson.open_json(source, read_options=read_options, parse_options=parse):
+                yield batch
+                rows_read += batch.num_rows
+        return
+    except pa.ArrowInvalid as e:
+        if not _is_text_column_kind_change(str(e), table_types):
+            raise
+    # A VARCHAR column holds a number or boolean somewhere past the rows already read: the rest
+    # of the file is read again block by block, such values taken as their JSON text.
+    lines_before = 0
+    for block in _line_blocks(filesystem, path):
+        rows = sum(1 for line in block.splitlines() if line.strip())
+        if rows <= rows_read:
+            rows_read -= rows
+        else:
+            text_block = _with_json_text(block, table_types, path, lines_before)
+            table = pajson.read_json(pa.BufferReader(text_block), parse_options=parse)
+            yield from table.slice(rows_read).to_batches()
+            rows_read = 0
+        lines_before += block.count(b"\n")
 
 
 def _json_schema(
@@ -891,13 +912,16 @@ def _json_schema(
         with _open_stream(filesystem, path) as source:
             inferred = pajson.open_json(source, read_options=read_options).schema
     except pa.ArrowInvalid as e:
-        if _starts_with_array(filesystem, path):
+        if _is_text_column_kind_change(str(e), table_types):
+            inferred = _text_block_schema(filesystem, path, table_types)
+        elif _starts_with_array(filesystem, path):
             raise pa.ArrowInvalid(
                 "the file holds one JSON array, and JSON files are read as JSON lines (one "
                 "object per line); turn it into lines (jq -c '.[]' in.json > out.jsonl) or "
                 "json.load it and pass the list"
             ) from e
-        raise
+        else:
+            raise
     return pa.schema(
         [
             pa.field(f.name, pa.string())
@@ -906,6 +930,16 @@ def _json_schema(
             for f in inferred
         ]
     )
+
+
+def _text_block_schema(
+    filesystem: pafs.FileSystem, path: str, table_types: Mapping[str, pa.DataType]
+) -> pa.Schema:
+    """The types inferred from the file's first block once its VARCHAR columns' numbers and
+    booleans are text."""
+    block = next(_line_blocks(filesystem, path), b"")
+    text_block = _with_json_text(block, table_types, path, 0)
+    return pajson.read_json(pa.BufferReader(text_block)).schema
 
 
 def _json_read_type(kind: pa.DataType) -> pa.DataType:
@@ -935,12 +969,82 @@ def _json_rows_of(
     ``TEXT_BLOCK_BYTES``, so memory per block stays bounded."""
     typed = _json_schema(filesystem, path, table_types)
     parse = pajson.ParseOptions(explicit_schema=typed, unexpected_field_behavior="infer")
+    lines_before = 0
     for block in _line_blocks(filesystem, path):
-        table = pajson.read_json(pa.BufferReader(block), parse_options=parse)
+        try:
+            table = pajson.read_json(pa.BufferReader(block), parse_options=parse)
+        except pa.ArrowInvalid as e:
+            if not _is_text_column_kind_change(str(e), table_types):
+                raise
+            text_block = _with_json_text(block, table_types, path, lines_before)
+            table = pajson.read_json(pa.BufferReader(text_block), parse_options=parse)
+        lines_before += block.count(b"\n")
         shapes = [_keys_of_line(line) for line in block.splitlines() if line.strip()]
         if len(shapes) != table.num_rows:
             raise pa.ArrowInvalid("JSON parse error: a line holds no object; write one per line")
         yield Rows(table, _presence_masks(table.column_names, shapes))
+
+
+def _is_text_column_kind_change(message: str, table_types: Mapping[str, pa.DataType]) -> bool:
+    """Whether Arrow's JSON reader failed on a value of another kind in a VARCHAR column."""
+    change = _JSON_KIND_CHANGE.search(message)
+    if change is None:
+        return False
+    kind = table_types.get(change.group(1).lstrip("/"))
+    return kind is not None and (pa.types.is_string(kind) or pa.types.is_large_string(kind))
+
+
+def _with_json_text(
+    block: bytes, table_types: Mapping[str, pa.DataType], path: str, lines_before: int
+) -> bytes:
+    """``block`` with the numbers and booleans its lines give VARCHAR columns turned into their
+    JSON text as written (``1.50`` stays ``"1.50"``, ``true`` is ``"true"``), as a list of dicts
+    stores them. An object or array for a VARCHAR column is refused naming the file, line,
+    column and value. A line that is no JSON object is left for Arrow's reader to refuse."""
+    text_columns = [
+        name
+        for name, kind in table_types.items()
+        if pa.types.is_string(kind) or pa.types.is_large_string(kind)
+    ]
+    lines = block.split(b"\n")
+    for index, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line, parse_float=_JsonNumber, parse_int=_JsonNumber)
+        except ValueError:
+            continue
+        if not isinstance(row, dict):
+            continue
+        changed = False
+        for name in text_columns:
+            value = row.get(name)
+            if isinstance(value, dict | list):
+                shown = _shown(_json_text(value).encode(), 60)
+                raise TypeMismatchError(
+                    f"{path!r}: column {name!r} (VARCHAR): value {shown} is a JSON "
+                    f"{_json_kind(value)}, and a VARCHAR column takes text (a number or boolean "
+                    "is stored as its JSON text); write the value as a JSON string, or store it "
+                    f"in columns of its own (line {lines_before + index + 1}: {_shown(line)})"
+                )
+            if isinstance(value, _JsonNumber | bool):
+                row[name] = str.__str__(value) if isinstance(value, str) else _json_text(value)
+                changed = True
+        if changed:
+            lines[index] = _json_text(row).encode()
+    return b"\n".join(lines)
+
+
+def _json_text(value: Any) -> str:
+    """``value`` (read with numbers as :class:`_JsonNumber`) as JSON, numbers as written."""
+    if isinstance(value, _JsonNumber):
+        return str.__str__(value)
+    if isinstance(value, dict):
+        items = ",".join(f"{json.dumps(k)}:{_json_text(v)}" for k, v in value.items())
+        return "{" + items + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_json_text(v) for v in value) + "]"
+    return json.dumps(value)
 
 
 def _keys_of_line(line: bytes) -> frozenset[str]:
