@@ -56,6 +56,7 @@ from ledger.schema import (
     OFFSET,
     TableSchema,
     arrow_to_sql_or_str,
+    dates_from_text,
     dicts_to_arrow,
     float_overflow_message,
     folded_name,
@@ -385,10 +386,12 @@ def _csv_batches(
     # Timestamps are read as text and parsed here by the same parser, so a value written with
     # nanosecond digits follows the rule of every other source (see _csv_timestamps).
     timestamps = {name: kind for name, kind in table_types.items() if pa.types.is_timestamp(kind)}
+    # Dates too, so a timestamp at midnight (as databases export a DATE) is that date.
+    dates = {name: kind for name, kind in table_types.items() if pa.types.is_date(kind)}
     # Arrow's parser reads a number too large for its column as infinity and rounds integers
     # beyond those a float holds exactly: refused, see _refuse_changed_floats.
     floats = {name: kind for name, kind in table_types.items() if pa.types.is_floating(kind)}
-    as_text = dict.fromkeys([*integers, *blobs, *timestamps], pa.string())
+    as_text = dict.fromkeys([*integers, *blobs, *timestamps, *dates], pa.string())
     convert = pacsv.ConvertOptions(
         column_types={**table_types, **as_text},
         # An empty unquoted field is NULL; "" is an empty string; "NA" is text.
@@ -415,6 +418,8 @@ def _csv_batches(
                     converted = _csv_timestamps(
                         converted, timestamps, rows_before, path, nanosecond_columns
                     )
+                if dates:
+                    converted = _csv_dates(converted, dates, rows_before, path)
                 yield _csv_blobs(converted, blobs, rows_before) if blobs else converted
                 rows_before += batch.num_rows
     except pa.ArrowInvalid as e:
@@ -600,6 +605,42 @@ def _csv_timestamps(
             except pa.ArrowInvalid:
                 _refuse_first_timestamp(texts, kind, name, rows_before, path)
                 raise
+    return pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
+
+
+def _csv_dates(
+    batch: pa.RecordBatch, dates: Mapping[str, pa.DataType], rows_before: int, path: str
+) -> pa.RecordBatch:
+    """``batch`` with its DATE columns (read as text) parsed by the rule every source follows
+    (``schema.dates_from_text``: a date, or a timestamp at midnight). Text that is neither is
+    refused as the CSV reader refuses it; a timestamp with a time of day with
+    :class:`TypeMismatchError` naming the file, column, row and value."""
+    columns = list(batch.columns)
+    for index, name in enumerate(batch.schema.names):
+        kind = dates.get(name)
+        if kind is None:
+            continue
+        texts = pc.utf8_trim_whitespace(columns[index])
+        try:
+            columns[index] = dates_from_text(name, texts, kind)
+        except (pa.ArrowInvalid, TypeMismatchError) as e:
+            for offset, text in enumerate(texts.to_pylist()):
+                if text is None:
+                    continue
+                row = rows_before + offset + 1
+                try:
+                    dates_from_text(name, pa.array([text]), kind)
+                except pa.ArrowInvalid:
+                    raise pa.ArrowInvalid(
+                        f"column {name!r}, row {row}: CSV conversion error to "
+                        f"{arrow_to_sql_or_str(kind)}: invalid value {text!r}"
+                    ) from e
+                except TypeMismatchError as refused:
+                    head, _, tail = str(refused).partition(": ")
+                    raise TypeMismatchError(
+                        f"{path!r}: {head}, row {row}: {tail}. Nothing was written"
+                    ) from e
+            raise
     return pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
 
 

@@ -361,6 +361,9 @@ def _fits(source: pa.DataType, target: pa.DataType) -> bool:
     if pa.types.is_binary(source) or pa.types.is_large_binary(source):
         return bool(pa.types.is_binary(target) or pa.types.is_large_binary(target))
     if pa.types.is_timestamp(source):
+        # A timestamp goes into a DATE at midnight only (checked by midnight_dates).
+        if pa.types.is_date(target):
+            return True
         # An instant (with a zone) goes into a TIMESTAMP as its UTC time, as DuckDB and Spark
         # cast it; a TIMESTAMP without zone is no instant, so it never becomes a TIMESTAMPTZ.
         return bool(pa.types.is_timestamp(target)) and (source.tz is not None or target.tz is None)
@@ -407,6 +410,8 @@ def parse_text(name: str, column: pa.ChunkedArray, target: pa.DataType) -> pa.Ch
     def parsed_from(part: pa.ChunkedArray) -> pa.ChunkedArray:
         if pa.types.is_timestamp(step):
             return timestamps_from_text(part, step)
+        if pa.types.is_date(step):
+            return dates_from_text(name, part, step)
         return part.cast(step, safe=True)
 
     try:
@@ -494,6 +499,49 @@ def timestamps_from_text(texts: _Texts, kind: pa.DataType) -> _Texts:
     except pa.ArrowInvalid:
         parsed = pc.cast(without_zero_nanoseconds(texts), kind)
     return parsed
+
+
+def dates_from_text(name: str, texts: _Texts, kind: pa.DataType) -> _Texts:
+    """``texts`` parsed into date type ``kind``: a date (``2024-01-02``), or a timestamp without
+    offset at midnight (``2024-01-02 00:00:00``, as databases export a DATE held as a
+    timestamp). Raises ``pa.ArrowInvalid`` for text that is neither, and
+    :class:`TypeMismatchError` naming a timestamp with a time of day.
+
+    >>> dates_from_text("day", pa.array(["2024-01-02 00:00:00"]), pa.date32())[0]
+    <pyarrow.Date32Scalar: datetime.date(2024, 1, 2)>
+    """
+    try:
+        dates: _Texts = pc.cast(texts, kind)
+    except pa.ArrowInvalid:
+        # Arrow's timestamp parser reads a date too, as its midnight.
+        timestamps = timestamps_from_text(texts, pa.timestamp("us"))
+        dates = midnight_dates(name, timestamps, kind)
+    return dates
+
+
+def midnight_dates(name: str, column: _Texts, kind: pa.DataType) -> _Texts:
+    """Timestamps ``column`` as dates of type ``kind``: each must be at midnight
+    (``datetime(2024, 1, 2)``, a pandas Timestamp of a day), so the date loses nothing. A
+    timestamp with a zone is an instant and goes in as its UTC time, as it goes into a
+    TIMESTAMP column. A time of day, which the date would drop, is refused with
+    :class:`TypeMismatchError` naming the value."""
+    source = column.type
+    wall = pc.cast(column, pa.timestamp(source.unit)) if source.tz is not None else column
+    dates = pc.cast(wall, kind)  # Arrow's cast drops a time of day silently: checked here
+    changed = pc.fill_null(pc.not_equal(pc.cast(dates, wall.type), wall), False)
+    if pc.any(changed).as_py():
+        if isinstance(changed, pa.ChunkedArray):
+            changed = changed.combine_chunks()
+        first = pc.indices_nonzero(changed)[0].as_py()
+        sql = arrow_to_sql_or_str(kind)
+        utc = " (in UTC, as an instant goes into a date)" if source.tz is not None else ""
+        raise TypeMismatchError(
+            f"column {name!r} ({sql}): value {column[first].as_py()} has a time of day{utc}, "
+            f"and a {sql} holds days: a timestamp goes into it only at midnight; convert the "
+            "values to dates before writing (.date(), .dt.date, or .dt.normalize() to drop "
+            "the time)"
+        )
+    return dates
 
 
 def without_zero_nanoseconds(texts: _Texts) -> _Texts:
@@ -722,7 +770,8 @@ def _refuse_mixed_times(rows: list[Any], table: pa.Table) -> None:
         if not (is_date or pa.types.is_timestamp(field.type)):
             continue
         values = [v for v in (row.get(field.name) for row in rows) if v is not None]
-        if is_date and any(isinstance(v, dt.datetime) for v in values):
+        # A naive datetime at midnight among dates is that date (as alone into a DATE column).
+        if is_date and any(isinstance(v, dt.datetime) and not _is_midnight(v) for v in values):
             raise TypeMismatchError(
                 f"column {field.name!r} mixes dates and datetimes; a datetime would lose its "
                 "time of day: give one kind (convert with .date() or datetime.combine)"
@@ -733,6 +782,10 @@ def _refuse_mixed_times(rows: list[Any], table: pa.Table) -> None:
                 f"column {field.name!r} mixes datetimes with and without a time zone; give "
                 "every value a zone (or none)"
             )
+
+
+def _is_midnight(value: dt.datetime) -> bool:
+    return value.tzinfo is None and value == dt.datetime.combine(value.date(), dt.time())
 
 
 def _from_pylist_by_column(rows: list[Any], schema: TableSchema) -> pa.Table:
@@ -1049,6 +1102,8 @@ def _cast_column(name: str, column: pa.ChunkedArray, target: pa.DataType) -> pa.
         source = column.type
     if _is_all_missing(column):
         return pa.chunked_array([pa.nulls(len(column), target)], target)
+    if pa.types.is_timestamp(source) and pa.types.is_date(target):
+        return midnight_dates(name, column, target)
     if not _fits(source, target):
         raise TypeMismatchError(
             f"column {name!r} is {arrow_to_sql_or_str(target)} but the data holds {source}; "
