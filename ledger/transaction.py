@@ -361,7 +361,8 @@ class Transaction:
         were deleted (keys without a visible row are ignored).
 
         ``keys`` may be rows with the key columns (any accepted data form), or for a
-        single-column key a list of values.
+        single-column key a list of values or one array of them (a pandas Series, a numpy
+        array, an Arrow array): ``tx.delete(frame.loc[frame.amount < 0, "id"])``.
         """
         if self._begin("delete"):
             return 0
@@ -616,6 +617,7 @@ class Transaction:
 
     def _key_table(self, keys: Any) -> pa.Table:
         key_columns = list(self.key_columns)
+        keys = _key_values(keys, key_columns)
         _check_key_form(keys, key_columns)
         if isinstance(keys, list) and keys and not isinstance(keys[0], dict):
             if len(key_columns) == 1 and not isinstance(keys[0], tuple | list):
@@ -1076,6 +1078,29 @@ def check_timeout(latest: TableState, started_ms: int, table_name: str) -> None:
 # Plain values (a number, a tuple, a set, ...) that are no form of rows: given as keys, the
 # caller most likely meant one key and forgot the list around it.
 _PLAIN_VALUE_MODULES = frozenset({"builtins", "decimal", "datetime", "uuid"})
+
+
+def _key_values(keys: Any, key_columns: list[str]) -> Any:
+    """Keys given as one array of values (a pandas Series or Index, a numpy array, an Arrow
+    array), as a list of keys would give them: for a key of one column, an Arrow table of that
+    column (its values keep their types, a Series of Timestamps or of nullable ints among
+    them); for a key of several, its rows as tuples (a 2-D numpy array, a Series of tuples).
+    Anything else is returned as given."""
+    module = type(keys).__module__
+    is_pandas = module.startswith("pandas") and type(keys).__name__ in ("Series", "Index")
+    is_numpy = module == "numpy" and type(keys).__name__ == "ndarray"
+    if not (is_pandas or is_numpy or isinstance(keys, pa.Array | pa.ChunkedArray)):
+        return keys
+    if len(key_columns) == 1 and not (is_numpy and keys.ndim != 1):
+        try:
+            values = keys if isinstance(keys, pa.Array | pa.ChunkedArray) else pa.array(keys)
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
+            raise TypeMismatchError(
+                f"the keys do not convert to one column of {key_columns[0]!r}: {e}"
+            ) from e
+        return pa.table({key_columns[0]: values})
+    values = keys.to_pylist() if isinstance(keys, pa.Array | pa.ChunkedArray) else keys.tolist()
+    return [tuple(k) if isinstance(k, list) else k for k in values]
 
 
 def _check_key_form(keys: Any, key_columns: list[str]) -> None:
