@@ -438,6 +438,10 @@ def _csv_refusal(
     column = _ARROW_CSV_COLUMN.search(message)
     if column is None:
         return None
+    if _CSV_EMPTY_VALUE.search(message):
+        quoted_empty = _csv_quoted_empty(filesystem, path, int(column.group(1)), table_types)
+        if quoted_empty is not None:
+            return quoted_empty
     where = _csv_error_row(filesystem, path, message, table_types)
     if where is not None and (
         _CSV_NAIVE_TIMESTAMP_ERROR.search(message) or _CSV_RESCALE_ERROR.search(message)
@@ -449,6 +453,39 @@ def _csv_refusal(
     if where is None:
         where = _csv_column_label(filesystem, path, int(column.group(1)))
     return f"{where}: {detail}"
+
+
+# Arrow's CSV errors about an empty value ("" quoted, since an empty unquoted field is NULL).
+_CSV_EMPTY_VALUE = re.compile(
+    r"In CSV column #\d+: (?:Row #\d+: )?(?:CSV conversion error to [^:]+: invalid value ''$"
+    r"|Empty string cannot be converted)"
+)
+
+
+def _csv_quoted_empty(
+    filesystem: pafs.FileSystem, path: str, index: int, table_types: Mapping[str, pa.DataType]
+) -> str | None:
+    """The refusal of the first quoted empty field (``""``) of column ``index``, with its row."""
+    try:
+        name = _csv_column_name(filesystem, path, index)
+        found = _first_csv_text(
+            filesystem, path, name, lambda texts: _index_of(texts, ""), empty_is_null=True
+        )
+    except (pa.ArrowException, OSError, IndexError):
+        return None
+    if found is None:
+        return None
+    return _quoted_empty_message(name, table_types.get(name), found[0])
+
+
+def _quoted_empty_message(name: str, kind: pa.DataType | None, row: int) -> str:
+    """A quoted empty field (``""``) in a column that holds no text, and what to do."""
+    sql = "" if kind is None else f" ({arrow_to_sql_or_str(kind)})"
+    return (
+        f'column {name!r}{sql}, row {row}: the field is an empty string ("" or spaces), '
+        "which is no value of this column; leave the field empty, without quotes or spaces, "
+        "for NULL"
+    )
 
 
 _ARROW_CONVERSION_TARGET = re.compile(r"(CSV conversion error to )([^:]+)(:)")
@@ -628,6 +665,8 @@ def _csv_dates(
                 if text is None:
                     continue
                 row = rows_before + offset + 1
+                if not text:
+                    raise pa.ArrowInvalid(_quoted_empty_message(name, kind, row)) from e
                 try:
                     dates_from_text(name, pa.array([text]), kind)
                 except pa.ArrowInvalid:
@@ -669,6 +708,8 @@ def _refuse_first_timestamp(
         if refusal is None:
             continue
         row = rows_before + offset + 1
+        if not text.strip():
+            raise pa.ArrowInvalid(_quoted_empty_message(name, kind, row))
         if refusal == BELOW_MICROSECONDS:
             sql = arrow_to_sql_or_str(kind)
             raise TypeMismatchError(
@@ -703,6 +744,8 @@ def _whole_numbers(
             values.append(None)
             continue
         where = f"column {name!r}, row {rows_before + offset + 1}"
+        if not text:
+            raise pa.ArrowInvalid(_quoted_empty_message(name, kind, rows_before + offset + 1))
         number = decimal.Decimal(text) if _DECIMAL_TEXT.fullmatch(text) else None
         if number is None or (number.adjusted() < 40 and number != number.to_integral_value()):
             raise pa.ArrowInvalid(
@@ -859,14 +902,23 @@ def _decimal_places(text: str) -> int:
     return -exponent if isinstance(exponent, int) else 0
 
 
-def _open_csv_text(source: pa.NativeFile, columns: list[str]) -> pacsv.CSVStreamingReader:
-    """A reader of ``columns`` of a CSV file as text, split as :func:`_csv_batches` splits it."""
+def _open_csv_text(
+    source: pa.NativeFile, columns: list[str], *, empty_is_null: bool = False
+) -> pacsv.CSVStreamingReader:
+    """A reader of ``columns`` of a CSV file as text, split as :func:`_csv_batches` splits it;
+    with ``empty_is_null``, an empty unquoted field is NULL (a quoted one stays ``""``), as
+    :func:`_csv_batches` reads them."""
+    nulls: dict[str, Any] = (
+        {"null_values": [""], "strings_can_be_null": True, "quoted_strings_can_be_null": False}
+        if empty_is_null
+        else {}
+    )
     return pacsv.open_csv(
         source,
         read_options=pacsv.ReadOptions(block_size=TEXT_BLOCK_BYTES),
         parse_options=pacsv.ParseOptions(newlines_in_values=True),
         convert_options=pacsv.ConvertOptions(
-            column_types=dict.fromkeys(columns, pa.string()), include_columns=columns
+            column_types=dict.fromkeys(columns, pa.string()), include_columns=columns, **nulls
         ),
     )
 
@@ -882,6 +934,8 @@ def _first_csv_text(
     path: str,
     name: str,
     find: Callable[[pa.Array], int | None],
+    *,
+    empty_is_null: bool = False,
 ) -> tuple[int, str | None] | None:
     """The first value of column ``name``, read as text, that ``find`` points at in its batch
     (``find`` returns an offset or None): its row, counted from 1 after the header, and its
@@ -889,7 +943,7 @@ def _first_csv_text(
     to close."""
     with _open_stream(filesystem, path) as source:
         seen = 0
-        for batch in _open_csv_text(source, [name]):
+        for batch in _open_csv_text(source, [name], empty_is_null=empty_is_null):
             texts = batch.column(0)
             offset = find(texts)
             if offset is not None:
