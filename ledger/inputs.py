@@ -53,12 +53,14 @@ from ledger.schema import (
     BELOW_MICROSECONDS,
     FLOAT_EXACT_INTEGERS,
     NO_OFFSET,
+    NONZERO_NUMBER_TEXT,
     OFFSET,
     TableSchema,
     arrow_to_sql_or_str,
     dates_from_text,
     dicts_to_arrow,
     float_overflow_message,
+    float_underflow_message,
     folded_name,
     parse_text,
     timestamp_refusal,
@@ -410,10 +412,11 @@ def _csv_batches(
             )
             rows_before = 0
             nanosecond_columns: set[str] = set()
+            zeros_checked: set[str] = set()
             for batch in batches:
                 converted = _csv_integers(batch, integers, rows_before, path) if integers else batch
                 if floats:
-                    _refuse_changed_floats(filesystem, path, converted, floats)
+                    _refuse_changed_floats(filesystem, path, converted, floats, zeros_checked)
                 if timestamps:
                     converted = _csv_timestamps(
                         converted, timestamps, rows_before, path, nanosecond_columns
@@ -533,19 +536,29 @@ def _csv_integers(
 
 
 def _refuse_changed_floats(
-    filesystem: pafs.FileSystem, path: str, batch: pa.RecordBatch, floats: Mapping[str, pa.DataType]
+    filesystem: pafs.FileSystem,
+    path: str,
+    batch: pa.RecordBatch,
+    floats: Mapping[str, pa.DataType],
+    zeros_checked: set[str],
 ) -> None:
     """Refuse a number Arrow's parser changed on its way into a FLOAT or DOUBLE column: one too
-    large (``1e400``, read as infinity; the words ``inf`` and ``-inf`` keep their meaning) or an
-    integer beyond those the column holds exactly (rounded; a dict's is refused). Only a batch
-    holding such a magnitude reads its column's text again."""
+    large (``1e400``, read as infinity; the words ``inf`` and ``-inf`` keep their meaning) or
+    too small (``1e-400``, read as 0), or an integer beyond those the column holds exactly
+    (rounded; a dict's is refused). Only a batch holding such a magnitude reads its column's
+    text again; for zeros, only the first such batch of a file (``zeros_checked``, updated here,
+    names the columns whose whole text was already looked at)."""
     for name, kind in floats.items():
         if name not in batch.schema.names:
             continue
+        column = batch.column(name)
         # Infinities are beyond the limit too.
-        large = pc.greater_equal(pc.abs(batch.column(name)), float(FLOAT_EXACT_INTEGERS[kind]))
-        if not pc.any(pc.fill_null(large, False)).as_py():
+        large = pc.greater_equal(pc.abs(column), float(FLOAT_EXACT_INTEGERS[kind]))
+        zeros = name not in zeros_checked and pc.any(pc.equal(column, 0)).as_py()
+        if not (zeros or pc.any(pc.fill_null(large, False)).as_py()):
             continue
+        if zeros:
+            zeros_checked.add(name)
 
         def changed(texts: pa.Array, name: str = name, kind: pa.DataType = kind) -> int | None:
             for offset, text in enumerate(texts.to_pylist()):
@@ -567,7 +580,19 @@ def _float_text_refusal(name: str, text: str, kind: pa.DataType) -> str | None:
         return float_overflow_message(name, kind, text)
     if _inexact_integer(text, kind):
         return _inexact_integer_message(name, kind, text)
+    if _underflows(text, kind):
+        return float_underflow_message(name, kind, text)
     return None
+
+
+def _underflows(text: str, kind: pa.DataType) -> bool:
+    """Whether ``text`` is a number with a nonzero digit that float type ``kind`` holds as 0."""
+    if not re.fullmatch(NONZERO_NUMBER_TEXT, text):
+        return False
+    value = float(text)
+    if kind == pa.float32():
+        return bool(pa.scalar(value).cast(pa.float32(), safe=False).as_py() == 0)
+    return value == 0
 
 
 def _overflows(text: str, kind: pa.DataType) -> bool:
@@ -1205,9 +1230,10 @@ def _at_json_line(
 ) -> Iterator[_Item]:
     """``items`` read from a JSON-lines file; a failure of Arrow's reader names the line of the
     file it is on (counted from 1, blank lines included), as a CSV error names its row."""
+    zeros_checked: set[str] = set()
     try:
         for item in items:
-            _check_json_text(filesystem, path, table_types, item)
+            _check_json_text(filesystem, path, table_types, item, zeros_checked)
             yield item
     except pa.ArrowInvalid as e:
         message = str(e)
@@ -1278,28 +1304,43 @@ def _integer_unfit(text: str, kind: pa.DataType) -> bool:
 
 
 def _refuse_changed_json_floats(
-    filesystem: pafs.FileSystem, path: str, name: str, target: pa.DataType, column: Any
+    filesystem: pafs.FileSystem,
+    path: str,
+    name: str,
+    target: pa.DataType,
+    column: Any,
+    zeros_checked: set[str],
 ) -> None:
     """Refuse a number Arrow's JSON reader changed on its way into a float column: one too
     large for a double (``2e308``, taken as infinity; JSON has no infinity, so any infinity read
     is one) or an integer beyond those the column holds exactly (9007199254740993 rounded to a
-    double; a dict's is refused). Only a batch holding such a magnitude reads its file again."""
+    double; a dict's is refused), or one too small for a double (``1e-400``, taken as 0; a FLOAT
+    column's numbers are doubles here, checked against the FLOAT when converted). Only a batch
+    holding such a magnitude reads its file again; for zeros, only the first such batch
+    (``zeros_checked``, updated here, names the columns whose whole file was looked at)."""
     large = pc.greater_equal(pc.abs(column), float(FLOAT_EXACT_INTEGERS[target]))
-    if not pc.any(pc.fill_null(large, False)).as_py():
+    zeros = name not in zeros_checked and pc.any(pc.equal(column, 0)).as_py()
+    if not (zeros or pc.any(pc.fill_null(large, False)).as_py()):
         return
-    found = _first_json_number(
-        filesystem,
-        path,
-        [name],
-        lambda text, _: _beyond_double(text, name) or _inexact_integer(text, target),
-    )
+    if zeros:
+        zeros_checked.add(name)
+
+    def is_refused(text: str, _: str) -> bool:
+        return (
+            _beyond_double(text, name)
+            or _inexact_integer(text, target)
+            or _underflows(text, pa.float64())
+        )
+
+    found = _first_json_number(filesystem, path, [name], is_refused)
     if found is not None:
         _, text, where = found
-        message = (
-            float_overflow_message(name, target, text)
-            if _beyond_double(text, name)
-            else _inexact_integer_message(name, target, text)
-        )
+        if _beyond_double(text, name):
+            message = float_overflow_message(name, target, text)
+        elif _inexact_integer(text, target):
+            message = _inexact_integer_message(name, target, text)
+        else:
+            message = float_underflow_message(name, target, text)
         raise TypeMismatchError(f"{path!r}: {message} ({where})")
 
 
@@ -1352,7 +1393,11 @@ def _first_json_number(
 
 
 def _check_json_text(
-    filesystem: pafs.FileSystem, path: str, table_types: Mapping[str, pa.DataType], item: Any
+    filesystem: pafs.FileSystem,
+    path: str,
+    table_types: Mapping[str, pa.DataType],
+    item: Any,
+    zeros_checked: set[str],
 ) -> None:
     """Text a JSON-lines file gives for a number, boolean, date or timestamp column, parsed
     here so a refused value names the file and its line (it is parsed again when written)."""
@@ -1361,7 +1406,7 @@ def _check_json_text(
         target = table_types.get(name)
         column = table.column(name)
         if target is not None and pa.types.is_floating(column.type):
-            _refuse_changed_json_floats(filesystem, path, name, target, column)
+            _refuse_changed_json_floats(filesystem, path, name, target, column, zeros_checked)
         if target is None or not pa.types.is_string(column.type) or pa.types.is_string(target):
             continue
         try:

@@ -426,7 +426,41 @@ def parse_text(name: str, column: pa.ChunkedArray, target: pa.DataType) -> pa.Ch
             "convert the column before writing"
         ) from e
     _refuse_overflowed_text(name, text, parsed, target)
-    return parsed if step == target else _cast_column(name, parsed, target)
+    stored = parsed if step == target else _cast_column(name, parsed, target)
+    _refuse_underflowed_text(name, text, stored, target)
+    return stored
+
+
+def _refuse_underflowed_text(
+    name: str, texts: pa.ChunkedArray, parsed: pa.ChunkedArray, target: pa.DataType
+) -> None:
+    """Arrow's parser reads a number too small for a float (``1e-400``) as 0: a value lost, so
+    text with a nonzero digit stored as 0 is refused, as one too large is."""
+    if not pa.types.is_floating(parsed.type):
+        return
+    zero = pc.fill_null(pc.equal(parsed, 0), False)
+    if not pc.any(zero).as_py():
+        return
+    nonzero = pc.fill_null(pc.match_substring_regex(texts, NONZERO_NUMBER_TEXT), False)
+    lost = pc.and_(zero, nonzero)
+    if pc.any(lost).as_py():
+        bad = texts[pc.index(lost, True).as_py()].as_py()
+        raise TypeMismatchError(float_underflow_message(name, target, bad))
+
+
+# A number written with a nonzero digit (``1e-400``, ``0.001``; not ``0``, ``0.0e5``).
+NONZERO_NUMBER_TEXT = r"^[+-]?[0-9.]*[1-9][0-9.]*(?:[eE][+-]?[0-9]+)?$"
+
+
+def float_underflow_message(name: str, target: pa.DataType, text: str) -> str:
+    """The refusal of number ``text``, too small for float column ``name`` (it would be 0)."""
+    sql = arrow_to_sql_or_str(target)
+    smallest = "1.4e-45" if target == pa.float32() else "4.9e-324"
+    return (
+        f"column {name!r} ({sql}): value {text!r} is too small for it: a {sql} holds "
+        f"magnitudes down to about {smallest}, and this one would be stored as 0; write 0 if "
+        "0 is meant, or make the column DECIMAL"
+    )
 
 
 # How Arrow's parser spells an infinity (any case): text it reads as one on purpose.
