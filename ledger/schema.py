@@ -782,6 +782,7 @@ def _as_text(values: list[Any]) -> pa.Array | None:
     """Text, numbers and booleans for a VARCHAR column, as text: each number or boolean as its
     JSON text (``7``, ``7.5``, ``true``), as a JSON document would spell it. None when another
     kind of value is among them (a date, a list): those are refused."""
+    values = [_python_scalar(v) for v in values]  # numpy's numbers as the same Python values
     if not all(v is None or type(v) in _JSON_SCALARS for v in values):
         return None
     try:
@@ -793,6 +794,21 @@ def _as_text(values: list[Any]) -> pa.Array | None:
 
 
 _JSON_SCALARS = frozenset({str, int, float, bool})
+
+
+def _python_scalar(value: Any) -> Any:
+    """A numpy number, bool or text (``np.int64(3)``, ``np.float32(1.5)``, ``np.True_``,
+    ``np.str_``) as the Python value it holds; a numpy date (``np.datetime64("2024-01-02")``,
+    which Arrow's conversion of Python values refuses) as a ``datetime.date``; any other value
+    as it is."""
+    if type(value).__module__ != "numpy" or not hasattr(value, "item"):
+        return value
+    if type(value).__name__ == "datetime64":
+        unit = str(value.dtype)[len("datetime64[") : -1]
+        return value.item() if unit in ("D", "W", "M", "Y") else value
+    if type(value).__name__ == "timedelta64":
+        return value
+    return value.item()
 
 
 def _refuse_mixed_times(rows: list[Any], table: pa.Table) -> None:
@@ -829,7 +845,7 @@ def _from_pylist_by_column(rows: list[Any], schema: TableSchema) -> pa.Table:
     known = dict(schema.columns)
     columns = {}
     for name in names:
-        values = [row.get(name) for row in rows]
+        values = [_python_day(row.get(name)) for row in rows]
         try:
             columns[name] = pa.array(values)
         except _CONVERSION_ERRORS as e:
@@ -846,6 +862,14 @@ def _from_pylist_by_column(rows: list[Any], schema: TableSchema) -> pa.Table:
                 f"type ({e})"
             ) from e
     return pa.table(columns) if columns else pa.table({})
+
+
+def _python_day(value: Any) -> Any:
+    """A numpy date (``np.datetime64("2024-01-02")``, which Arrow's conversion of Python
+    values refuses) as a ``datetime.date``; any other value as it is."""
+    if type(value).__name__ == "datetime64" and type(value).__module__ == "numpy":
+        return _python_scalar(value)
+    return value
 
 
 def _refuse_names_that_are_not_text(names: list[Any]) -> None:
@@ -917,6 +941,7 @@ def _by_kind(name: str, values: list[Any], schema: TableSchema) -> pa.Array:
 def _kind_array(name: str, values: list[Any], zoned: bool, schema: TableSchema) -> pa.Array:
     """Values of one Python kind as Arrow, as they would convert alone."""
     _refuse_nanoseconds(name, values, schema)
+    values = [_python_day(v) for v in values]
     try:
         if zoned:
             # Their UTC instants: Arrow's inference of a zone from the first value refuses an
