@@ -10,9 +10,11 @@ exactly once. Requests that arrive while a commit is under way wait for the next
 (a group commit), so the answer takes about one commit's time, however many clients send.
 
 A malformed request (not JSON, not an object or a list of objects, an unknown field, a value
-that does not fit its column, a missing ``event_id`` or one that is not a string) gets ``400``
-or ``422`` and nothing of it is written; other requests in flight are not affected. The answer
-says where a body stopped parsing, and which event of a batch (counted from 1) was refused.
+that does not fit its column, a missing ``event_id`` or one that is not a string, two events of
+a batch with one ``event_id``) gets ``400`` or ``422``, a body sent with a Content-Type other
+than JSON (a form) ``415``, and nothing of it is written; other requests in flight are not
+affected. The answer says where a body stopped parsing, and which event of a batch (counted
+from 1) was refused.
 Every answer is JSON, errors included: an unknown path gets ``404``, a method a route does not
 take ``405`` (with an ``Allow`` header), a failure of the service itself ``500``, each as
 ``{"error": "..."}``.
@@ -27,7 +29,7 @@ A background timer merges small files every ``merge_every`` seconds and another 
 Run it::
 
     .venv/bin/python examples/ingest_service.py --serve --warehouse ./warehouse --port 8080
-    curl -X POST localhost:8080/events -d '{"event_id": "e-1", "kind": "click", "user_id": 7}'
+    curl localhost:8080/events --json '{"event_id": "e-1", "kind": "click", "user_id": 7}'
 
 Without ``--serve`` it runs a short demonstration on a free port of 127.0.0.1 and stops.
 """
@@ -133,6 +135,7 @@ class IngestService:
         not fit the table raise :class:`RefusedEvents`, in the terms of the JSON body."""
         received_at = dt.datetime.now(dt.UTC)
         check_fields(events, list(self.table.schema))
+        refuse_repeated_ids(events)
         stamped = [{**event, STAMPED: received_at} for event in events]
         try:
             position = self.writer.write(stamped)
@@ -251,13 +254,46 @@ def in_request_terms(error: ledger.LedgerError) -> str:
 ROUTES = "this service answers POST /events and GET /health"
 
 
+def refused_content_type(mimetype: str) -> str | None:
+    """Why a body of this media type is not taken, or None: the service takes JSON only, sent
+    as ``application/json`` (or a ``+json`` type), or without a Content-Type."""
+    if not mimetype or mimetype == "application/json" or mimetype.endswith("+json"):
+        return None
+    return (
+        f"the body is sent as {mimetype}, and this service takes JSON only: send it with "
+        "Content-Type: application/json (curl -d sends application/x-www-form-urlencoded; use "
+        "curl --json, or add -H 'Content-Type: application/json')"
+    )
+
+
+def refuse_repeated_ids(events: list[dict[str, Any]]) -> None:
+    """Refuse a batch that gives one event_id to two events: an event_id names one event, so
+    the second would be taken for a repeat of the first and dropped by the dedup policy, while
+    the client was told both were accepted."""
+    first_of: dict[Any, int] = {}
+    for index, event in enumerate(events):
+        event_id = event.get("event_id")
+        if not isinstance(event_id, str):
+            continue  # refused by check_event, with its own message
+        if event_id in first_of:
+            raise RefusedEvents(
+                f"events {first_of[event_id] + 1} and {index + 1} of {len(events)} in the JSON "
+                f"array (counted from 1) both have the event_id {json.dumps(event_id)}; an "
+                "event_id names one event: give each event its own, or send the event once"
+            )
+        first_of[event_id] = index
+
+
 def create_app(service: IngestService) -> Flask:
     """The Flask application: POST /events and GET /health."""
     app = Flask(__name__)
 
     @app.post("/events")
     def post_events() -> tuple[dict[str, Any], int]:
-        try:  # with or without a Content-Type; the parser's message says where it failed
+        refused_type = refused_content_type(request.mimetype)
+        if refused_type is not None:
+            return {"error": refused_type}, 415
+        try:  # the parser's message says where it failed
             # Numbers with a fraction or exponent read as decimals, so an amount is stored with
             # the digits the client sent (a float would round 1234567890123456.78).
             body = json.loads(request.get_data(), parse_float=decimal.Decimal)

@@ -53,11 +53,14 @@ from ledger.schema import (
     BELOW_MICROSECONDS,
     FLOAT_EXACT_INTEGERS,
     NO_OFFSET,
+    NONZERO_NUMBER_TEXT,
     OFFSET,
     TableSchema,
     arrow_to_sql_or_str,
+    dates_from_text,
     dicts_to_arrow,
     float_overflow_message,
+    float_underflow_message,
     folded_name,
     parse_text,
     timestamp_refusal,
@@ -385,10 +388,12 @@ def _csv_batches(
     # Timestamps are read as text and parsed here by the same parser, so a value written with
     # nanosecond digits follows the rule of every other source (see _csv_timestamps).
     timestamps = {name: kind for name, kind in table_types.items() if pa.types.is_timestamp(kind)}
+    # Dates too, so a timestamp at midnight (as databases export a DATE) is that date.
+    dates = {name: kind for name, kind in table_types.items() if pa.types.is_date(kind)}
     # Arrow's parser reads a number too large for its column as infinity and rounds integers
     # beyond those a float holds exactly: refused, see _refuse_changed_floats.
     floats = {name: kind for name, kind in table_types.items() if pa.types.is_floating(kind)}
-    as_text = dict.fromkeys([*integers, *blobs, *timestamps], pa.string())
+    as_text = dict.fromkeys([*integers, *blobs, *timestamps, *dates], pa.string())
     convert = pacsv.ConvertOptions(
         column_types={**table_types, **as_text},
         # An empty unquoted field is NULL; "" is an empty string; "NA" is text.
@@ -407,14 +412,17 @@ def _csv_batches(
             )
             rows_before = 0
             nanosecond_columns: set[str] = set()
+            zeros_checked: set[str] = set()
             for batch in batches:
                 converted = _csv_integers(batch, integers, rows_before, path) if integers else batch
                 if floats:
-                    _refuse_changed_floats(filesystem, path, converted, floats)
+                    _refuse_changed_floats(filesystem, path, converted, floats, zeros_checked)
                 if timestamps:
                     converted = _csv_timestamps(
                         converted, timestamps, rows_before, path, nanosecond_columns
                     )
+                if dates:
+                    converted = _csv_dates(converted, dates, rows_before, path)
                 yield _csv_blobs(converted, blobs, rows_before) if blobs else converted
                 rows_before += batch.num_rows
     except pa.ArrowInvalid as e:
@@ -433,6 +441,10 @@ def _csv_refusal(
     column = _ARROW_CSV_COLUMN.search(message)
     if column is None:
         return None
+    if _CSV_EMPTY_VALUE.search(message):
+        quoted_empty = _csv_quoted_empty(filesystem, path, int(column.group(1)), table_types)
+        if quoted_empty is not None:
+            return quoted_empty
     where = _csv_error_row(filesystem, path, message, table_types)
     if where is not None and (
         _CSV_NAIVE_TIMESTAMP_ERROR.search(message) or _CSV_RESCALE_ERROR.search(message)
@@ -444,6 +456,39 @@ def _csv_refusal(
     if where is None:
         where = _csv_column_label(filesystem, path, int(column.group(1)))
     return f"{where}: {detail}"
+
+
+# Arrow's CSV errors about an empty value ("" quoted, since an empty unquoted field is NULL).
+_CSV_EMPTY_VALUE = re.compile(
+    r"In CSV column #\d+: (?:Row #\d+: )?(?:CSV conversion error to [^:]+: invalid value ''$"
+    r"|Empty string cannot be converted)"
+)
+
+
+def _csv_quoted_empty(
+    filesystem: pafs.FileSystem, path: str, index: int, table_types: Mapping[str, pa.DataType]
+) -> str | None:
+    """The refusal of the first quoted empty field (``""``) of column ``index``, with its row."""
+    try:
+        name = _csv_column_name(filesystem, path, index)
+        found = _first_csv_text(
+            filesystem, path, name, lambda texts: _index_of(texts, ""), empty_is_null=True
+        )
+    except (pa.ArrowException, OSError, IndexError):
+        return None
+    if found is None:
+        return None
+    return _quoted_empty_message(name, table_types.get(name), found[0])
+
+
+def _quoted_empty_message(name: str, kind: pa.DataType | None, row: int) -> str:
+    """A quoted empty field (``""``) in a column that holds no text, and what to do."""
+    sql = "" if kind is None else f" ({arrow_to_sql_or_str(kind)})"
+    return (
+        f'column {name!r}{sql}, row {row}: the field is an empty string ("" or spaces), '
+        "which is no value of this column; leave the field empty, without quotes or spaces, "
+        "for NULL"
+    )
 
 
 _ARROW_CONVERSION_TARGET = re.compile(r"(CSV conversion error to )([^:]+)(:)")
@@ -491,19 +536,29 @@ def _csv_integers(
 
 
 def _refuse_changed_floats(
-    filesystem: pafs.FileSystem, path: str, batch: pa.RecordBatch, floats: Mapping[str, pa.DataType]
+    filesystem: pafs.FileSystem,
+    path: str,
+    batch: pa.RecordBatch,
+    floats: Mapping[str, pa.DataType],
+    zeros_checked: set[str],
 ) -> None:
     """Refuse a number Arrow's parser changed on its way into a FLOAT or DOUBLE column: one too
-    large (``1e400``, read as infinity; the words ``inf`` and ``-inf`` keep their meaning) or an
-    integer beyond those the column holds exactly (rounded; a dict's is refused). Only a batch
-    holding such a magnitude reads its column's text again."""
+    large (``1e400``, read as infinity; the words ``inf`` and ``-inf`` keep their meaning) or
+    too small (``1e-400``, read as 0), or an integer beyond those the column holds exactly
+    (rounded; a dict's is refused). Only a batch holding such a magnitude reads its column's
+    text again; for zeros, only the first such batch of a file (``zeros_checked``, updated here,
+    names the columns whose whole text was already looked at)."""
     for name, kind in floats.items():
         if name not in batch.schema.names:
             continue
+        column = batch.column(name)
         # Infinities are beyond the limit too.
-        large = pc.greater_equal(pc.abs(batch.column(name)), float(FLOAT_EXACT_INTEGERS[kind]))
-        if not pc.any(pc.fill_null(large, False)).as_py():
+        large = pc.greater_equal(pc.abs(column), float(FLOAT_EXACT_INTEGERS[kind]))
+        zeros = name not in zeros_checked and pc.any(pc.equal(column, 0)).as_py()
+        if not (zeros or pc.any(pc.fill_null(large, False)).as_py()):
             continue
+        if zeros:
+            zeros_checked.add(name)
 
         def changed(texts: pa.Array, name: str = name, kind: pa.DataType = kind) -> int | None:
             for offset, text in enumerate(texts.to_pylist()):
@@ -525,7 +580,19 @@ def _float_text_refusal(name: str, text: str, kind: pa.DataType) -> str | None:
         return float_overflow_message(name, kind, text)
     if _inexact_integer(text, kind):
         return _inexact_integer_message(name, kind, text)
+    if _underflows(text, kind):
+        return float_underflow_message(name, kind, text)
     return None
+
+
+def _underflows(text: str, kind: pa.DataType) -> bool:
+    """Whether ``text`` is a number with a nonzero digit that float type ``kind`` holds as 0."""
+    if not re.fullmatch(NONZERO_NUMBER_TEXT, text):
+        return False
+    value = float(text)
+    if kind == pa.float32():
+        return bool(pa.scalar(value).cast(pa.float32(), safe=False).as_py() == 0)
+    return value == 0
 
 
 def _overflows(text: str, kind: pa.DataType) -> bool:
@@ -603,6 +670,44 @@ def _csv_timestamps(
     return pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
 
 
+def _csv_dates(
+    batch: pa.RecordBatch, dates: Mapping[str, pa.DataType], rows_before: int, path: str
+) -> pa.RecordBatch:
+    """``batch`` with its DATE columns (read as text) parsed by the rule every source follows
+    (``schema.dates_from_text``: a date, or a timestamp at midnight). Text that is neither is
+    refused as the CSV reader refuses it; a timestamp with a time of day with
+    :class:`TypeMismatchError` naming the file, column, row and value."""
+    columns = list(batch.columns)
+    for index, name in enumerate(batch.schema.names):
+        kind = dates.get(name)
+        if kind is None:
+            continue
+        texts = pc.utf8_trim_whitespace(columns[index])
+        try:
+            columns[index] = dates_from_text(name, texts, kind)
+        except (pa.ArrowInvalid, TypeMismatchError) as e:
+            for offset, text in enumerate(texts.to_pylist()):
+                if text is None:
+                    continue
+                row = rows_before + offset + 1
+                if not text:
+                    raise pa.ArrowInvalid(_quoted_empty_message(name, kind, row)) from e
+                try:
+                    dates_from_text(name, pa.array([text]), kind)
+                except pa.ArrowInvalid:
+                    raise pa.ArrowInvalid(
+                        f"column {name!r}, row {row}: CSV conversion error to "
+                        f"{arrow_to_sql_or_str(kind)}: invalid value {text!r}"
+                    ) from e
+                except TypeMismatchError as refused:
+                    head, _, tail = str(refused).partition(": ")
+                    raise TypeMismatchError(
+                        f"{path!r}: {head}, row {row}: {tail}. Nothing was written"
+                    ) from e
+            raise
+    return pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
+
+
 def _parsed_timestamps(
     texts: pa.Array, kind: pa.DataType, name: str, nanosecond_columns: set[str]
 ) -> pa.Array:
@@ -628,6 +733,8 @@ def _refuse_first_timestamp(
         if refusal is None:
             continue
         row = rows_before + offset + 1
+        if not text.strip():
+            raise pa.ArrowInvalid(_quoted_empty_message(name, kind, row))
         if refusal == BELOW_MICROSECONDS:
             sql = arrow_to_sql_or_str(kind)
             raise TypeMismatchError(
@@ -662,6 +769,8 @@ def _whole_numbers(
             values.append(None)
             continue
         where = f"column {name!r}, row {rows_before + offset + 1}"
+        if not text:
+            raise pa.ArrowInvalid(_quoted_empty_message(name, kind, rows_before + offset + 1))
         number = decimal.Decimal(text) if _DECIMAL_TEXT.fullmatch(text) else None
         if number is None or (number.adjusted() < 40 and number != number.to_integral_value()):
             raise pa.ArrowInvalid(
@@ -818,14 +927,23 @@ def _decimal_places(text: str) -> int:
     return -exponent if isinstance(exponent, int) else 0
 
 
-def _open_csv_text(source: pa.NativeFile, columns: list[str]) -> pacsv.CSVStreamingReader:
-    """A reader of ``columns`` of a CSV file as text, split as :func:`_csv_batches` splits it."""
+def _open_csv_text(
+    source: pa.NativeFile, columns: list[str], *, empty_is_null: bool = False
+) -> pacsv.CSVStreamingReader:
+    """A reader of ``columns`` of a CSV file as text, split as :func:`_csv_batches` splits it;
+    with ``empty_is_null``, an empty unquoted field is NULL (a quoted one stays ``""``), as
+    :func:`_csv_batches` reads them."""
+    nulls: dict[str, Any] = (
+        {"null_values": [""], "strings_can_be_null": True, "quoted_strings_can_be_null": False}
+        if empty_is_null
+        else {}
+    )
     return pacsv.open_csv(
         source,
         read_options=pacsv.ReadOptions(block_size=TEXT_BLOCK_BYTES),
         parse_options=pacsv.ParseOptions(newlines_in_values=True),
         convert_options=pacsv.ConvertOptions(
-            column_types=dict.fromkeys(columns, pa.string()), include_columns=columns
+            column_types=dict.fromkeys(columns, pa.string()), include_columns=columns, **nulls
         ),
     )
 
@@ -841,6 +959,8 @@ def _first_csv_text(
     path: str,
     name: str,
     find: Callable[[pa.Array], int | None],
+    *,
+    empty_is_null: bool = False,
 ) -> tuple[int, str | None] | None:
     """The first value of column ``name``, read as text, that ``find`` points at in its batch
     (``find`` returns an offset or None): its row, counted from 1 after the header, and its
@@ -848,7 +968,7 @@ def _first_csv_text(
     to close."""
     with _open_stream(filesystem, path) as source:
         seen = 0
-        for batch in _open_csv_text(source, [name]):
+        for batch in _open_csv_text(source, [name], empty_is_null=empty_is_null):
             texts = batch.column(0)
             offset = find(texts)
             if offset is not None:
@@ -876,8 +996,29 @@ def _json_batches_of(
     typed = _json_schema(filesystem, path, table_types)
     parse = pajson.ParseOptions(explicit_schema=typed, unexpected_field_behavior="infer")
     read_options = pajson.ReadOptions(block_size=TEXT_BLOCK_BYTES)
-    with _open_stream(filesystem, path) as source:
-        yield from pajson.open_json(source, read_options=read_options, parse_options=parse)
+    rows_read = 0
+    try:
+        with _open_stream(filesystem, path) as source:
+            for batch in pajson.open_json(source, read_options=read_options, parse_options=parse):
+                yield batch
+                rows_read += batch.num_rows
+        return
+    except pa.ArrowInvalid as e:
+        if not _is_text_column_kind_change(str(e), table_types):
+            raise
+    # A VARCHAR column holds a number or boolean somewhere past the rows already read: the rest
+    # of the file is read again block by block, such values taken as their JSON text.
+    lines_before = 0
+    for block in _line_blocks(filesystem, path):
+        rows = sum(1 for line in block.splitlines() if line.strip())
+        if rows <= rows_read:
+            rows_read -= rows
+        else:
+            text_block = _with_json_text(block, table_types, path, lines_before)
+            table = pajson.read_json(pa.BufferReader(text_block), parse_options=parse)
+            yield from table.slice(rows_read).to_batches()
+            rows_read = 0
+        lines_before += block.count(b"\n")
 
 
 def _json_schema(
@@ -891,13 +1032,16 @@ def _json_schema(
         with _open_stream(filesystem, path) as source:
             inferred = pajson.open_json(source, read_options=read_options).schema
     except pa.ArrowInvalid as e:
-        if _starts_with_array(filesystem, path):
+        if _is_text_column_kind_change(str(e), table_types):
+            inferred = _text_block_schema(filesystem, path, table_types)
+        elif _starts_with_array(filesystem, path):
             raise pa.ArrowInvalid(
                 "the file holds one JSON array, and JSON files are read as JSON lines (one "
                 "object per line); turn it into lines (jq -c '.[]' in.json > out.jsonl) or "
                 "json.load it and pass the list"
             ) from e
-        raise
+        else:
+            raise
     return pa.schema(
         [
             pa.field(f.name, pa.string())
@@ -906,6 +1050,16 @@ def _json_schema(
             for f in inferred
         ]
     )
+
+
+def _text_block_schema(
+    filesystem: pafs.FileSystem, path: str, table_types: Mapping[str, pa.DataType]
+) -> pa.Schema:
+    """The types inferred from the file's first block once its VARCHAR columns' numbers and
+    booleans are text."""
+    block = next(_line_blocks(filesystem, path), b"")
+    text_block = _with_json_text(block, table_types, path, 0)
+    return pajson.read_json(pa.BufferReader(text_block)).schema
 
 
 def _json_read_type(kind: pa.DataType) -> pa.DataType:
@@ -935,12 +1089,82 @@ def _json_rows_of(
     ``TEXT_BLOCK_BYTES``, so memory per block stays bounded."""
     typed = _json_schema(filesystem, path, table_types)
     parse = pajson.ParseOptions(explicit_schema=typed, unexpected_field_behavior="infer")
+    lines_before = 0
     for block in _line_blocks(filesystem, path):
-        table = pajson.read_json(pa.BufferReader(block), parse_options=parse)
+        try:
+            table = pajson.read_json(pa.BufferReader(block), parse_options=parse)
+        except pa.ArrowInvalid as e:
+            if not _is_text_column_kind_change(str(e), table_types):
+                raise
+            text_block = _with_json_text(block, table_types, path, lines_before)
+            table = pajson.read_json(pa.BufferReader(text_block), parse_options=parse)
+        lines_before += block.count(b"\n")
         shapes = [_keys_of_line(line) for line in block.splitlines() if line.strip()]
         if len(shapes) != table.num_rows:
             raise pa.ArrowInvalid("JSON parse error: a line holds no object; write one per line")
         yield Rows(table, _presence_masks(table.column_names, shapes))
+
+
+def _is_text_column_kind_change(message: str, table_types: Mapping[str, pa.DataType]) -> bool:
+    """Whether Arrow's JSON reader failed on a value of another kind in a VARCHAR column."""
+    change = _JSON_KIND_CHANGE.search(message)
+    if change is None:
+        return False
+    kind = table_types.get(change.group(1).lstrip("/"))
+    return kind is not None and (pa.types.is_string(kind) or pa.types.is_large_string(kind))
+
+
+def _with_json_text(
+    block: bytes, table_types: Mapping[str, pa.DataType], path: str, lines_before: int
+) -> bytes:
+    """``block`` with the numbers and booleans its lines give VARCHAR columns turned into their
+    JSON text as written (``1.50`` stays ``"1.50"``, ``true`` is ``"true"``), as a list of dicts
+    stores them. An object or array for a VARCHAR column is refused naming the file, line,
+    column and value. A line that is no JSON object is left for Arrow's reader to refuse."""
+    text_columns = [
+        name
+        for name, kind in table_types.items()
+        if pa.types.is_string(kind) or pa.types.is_large_string(kind)
+    ]
+    lines = block.split(b"\n")
+    for index, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line, parse_float=_JsonNumber, parse_int=_JsonNumber)
+        except ValueError:
+            continue
+        if not isinstance(row, dict):
+            continue
+        changed = False
+        for name in text_columns:
+            value = row.get(name)
+            if isinstance(value, dict | list):
+                shown = _shown(_json_text(value).encode(), 60)
+                raise TypeMismatchError(
+                    f"{path!r}: column {name!r} (VARCHAR): value {shown} is a JSON "
+                    f"{_json_kind(value)}, and a VARCHAR column takes text (a number or boolean "
+                    "is stored as its JSON text); write the value as a JSON string, or store it "
+                    f"in columns of its own (line {lines_before + index + 1}: {_shown(line)})"
+                )
+            if isinstance(value, _JsonNumber | bool):
+                row[name] = str.__str__(value) if isinstance(value, str) else _json_text(value)
+                changed = True
+        if changed:
+            lines[index] = _json_text(row).encode()
+    return b"\n".join(lines)
+
+
+def _json_text(value: Any) -> str:
+    """``value`` (read with numbers as :class:`_JsonNumber`) as JSON, numbers as written."""
+    if isinstance(value, _JsonNumber):
+        return str.__str__(value)
+    if isinstance(value, dict):
+        items = ",".join(f"{json.dumps(k)}:{_json_text(v)}" for k, v in value.items())
+        return "{" + items + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_json_text(v) for v in value) + "]"
+    return json.dumps(value)
 
 
 def _keys_of_line(line: bytes) -> frozenset[str]:
@@ -1006,9 +1230,10 @@ def _at_json_line(
 ) -> Iterator[_Item]:
     """``items`` read from a JSON-lines file; a failure of Arrow's reader names the line of the
     file it is on (counted from 1, blank lines included), as a CSV error names its row."""
+    zeros_checked: set[str] = set()
     try:
         for item in items:
-            _check_json_text(filesystem, path, table_types, item)
+            _check_json_text(filesystem, path, table_types, item, zeros_checked)
             yield item
     except pa.ArrowInvalid as e:
         message = str(e)
@@ -1079,28 +1304,43 @@ def _integer_unfit(text: str, kind: pa.DataType) -> bool:
 
 
 def _refuse_changed_json_floats(
-    filesystem: pafs.FileSystem, path: str, name: str, target: pa.DataType, column: Any
+    filesystem: pafs.FileSystem,
+    path: str,
+    name: str,
+    target: pa.DataType,
+    column: Any,
+    zeros_checked: set[str],
 ) -> None:
     """Refuse a number Arrow's JSON reader changed on its way into a float column: one too
     large for a double (``2e308``, taken as infinity; JSON has no infinity, so any infinity read
     is one) or an integer beyond those the column holds exactly (9007199254740993 rounded to a
-    double; a dict's is refused). Only a batch holding such a magnitude reads its file again."""
+    double; a dict's is refused), or one too small for a double (``1e-400``, taken as 0; a FLOAT
+    column's numbers are doubles here, checked against the FLOAT when converted). Only a batch
+    holding such a magnitude reads its file again; for zeros, only the first such batch
+    (``zeros_checked``, updated here, names the columns whose whole file was looked at)."""
     large = pc.greater_equal(pc.abs(column), float(FLOAT_EXACT_INTEGERS[target]))
-    if not pc.any(pc.fill_null(large, False)).as_py():
+    zeros = name not in zeros_checked and pc.any(pc.equal(column, 0)).as_py()
+    if not (zeros or pc.any(pc.fill_null(large, False)).as_py()):
         return
-    found = _first_json_number(
-        filesystem,
-        path,
-        [name],
-        lambda text, _: _beyond_double(text, name) or _inexact_integer(text, target),
-    )
+    if zeros:
+        zeros_checked.add(name)
+
+    def is_refused(text: str, _: str) -> bool:
+        return (
+            _beyond_double(text, name)
+            or _inexact_integer(text, target)
+            or _underflows(text, pa.float64())
+        )
+
+    found = _first_json_number(filesystem, path, [name], is_refused)
     if found is not None:
         _, text, where = found
-        message = (
-            float_overflow_message(name, target, text)
-            if _beyond_double(text, name)
-            else _inexact_integer_message(name, target, text)
-        )
+        if _beyond_double(text, name):
+            message = float_overflow_message(name, target, text)
+        elif _inexact_integer(text, target):
+            message = _inexact_integer_message(name, target, text)
+        else:
+            message = float_underflow_message(name, target, text)
         raise TypeMismatchError(f"{path!r}: {message} ({where})")
 
 
@@ -1153,7 +1393,11 @@ def _first_json_number(
 
 
 def _check_json_text(
-    filesystem: pafs.FileSystem, path: str, table_types: Mapping[str, pa.DataType], item: Any
+    filesystem: pafs.FileSystem,
+    path: str,
+    table_types: Mapping[str, pa.DataType],
+    item: Any,
+    zeros_checked: set[str],
 ) -> None:
     """Text a JSON-lines file gives for a number, boolean, date or timestamp column, parsed
     here so a refused value names the file and its line (it is parsed again when written)."""
@@ -1162,7 +1406,7 @@ def _check_json_text(
         target = table_types.get(name)
         column = table.column(name)
         if target is not None and pa.types.is_floating(column.type):
-            _refuse_changed_json_floats(filesystem, path, name, target, column)
+            _refuse_changed_json_floats(filesystem, path, name, target, column, zeros_checked)
         if target is None or not pa.types.is_string(column.type) or pa.types.is_string(target):
             continue
         try:

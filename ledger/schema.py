@@ -374,6 +374,9 @@ def _fits(source: pa.DataType, target: pa.DataType) -> bool:
     if pa.types.is_binary(source) or pa.types.is_large_binary(source):
         return bool(pa.types.is_binary(target) or pa.types.is_large_binary(target))
     if pa.types.is_timestamp(source):
+        # A timestamp goes into a DATE at midnight only (checked by midnight_dates).
+        if pa.types.is_date(target):
+            return True
         # An instant (with a zone) goes into a TIMESTAMP as its UTC time, as DuckDB and Spark
         # cast it; a TIMESTAMP without zone is no instant, so it never becomes a TIMESTAMPTZ.
         return bool(pa.types.is_timestamp(target)) and (source.tz is not None or target.tz is None)
@@ -420,6 +423,8 @@ def parse_text(name: str, column: pa.ChunkedArray, target: pa.DataType) -> pa.Ch
     def parsed_from(part: pa.ChunkedArray) -> pa.ChunkedArray:
         if pa.types.is_timestamp(step):
             return timestamps_from_text(part, step)
+        if pa.types.is_date(step):
+            return dates_from_text(name, part, step)
         return part.cast(step, safe=True)
 
     try:
@@ -434,7 +439,41 @@ def parse_text(name: str, column: pa.ChunkedArray, target: pa.DataType) -> pa.Ch
             "convert the column before writing"
         ) from e
     _refuse_overflowed_text(name, text, parsed, target)
-    return parsed if step == target else _cast_column(name, parsed, target)
+    stored = parsed if step == target else _cast_column(name, parsed, target)
+    _refuse_underflowed_text(name, text, stored, target)
+    return stored
+
+
+def _refuse_underflowed_text(
+    name: str, texts: pa.ChunkedArray, parsed: pa.ChunkedArray, target: pa.DataType
+) -> None:
+    """Arrow's parser reads a number too small for a float (``1e-400``) as 0: a value lost, so
+    text with a nonzero digit stored as 0 is refused, as one too large is."""
+    if not pa.types.is_floating(parsed.type):
+        return
+    zero = pc.fill_null(pc.equal(parsed, 0), False)
+    if not pc.any(zero).as_py():
+        return
+    nonzero = pc.fill_null(pc.match_substring_regex(texts, NONZERO_NUMBER_TEXT), False)
+    lost = pc.and_(zero, nonzero)
+    if pc.any(lost).as_py():
+        bad = texts[pc.index(lost, True).as_py()].as_py()
+        raise TypeMismatchError(float_underflow_message(name, target, bad))
+
+
+# A number written with a nonzero digit (``1e-400``, ``0.001``; not ``0``, ``0.0e5``).
+NONZERO_NUMBER_TEXT = r"^[+-]?[0-9.]*[1-9][0-9.]*(?:[eE][+-]?[0-9]+)?$"
+
+
+def float_underflow_message(name: str, target: pa.DataType, text: str) -> str:
+    """The refusal of number ``text``, too small for float column ``name`` (it would be 0)."""
+    sql = arrow_to_sql_or_str(target)
+    smallest = "1.4e-45" if target == pa.float32() else "4.9e-324"
+    return (
+        f"column {name!r} ({sql}): value {text!r} is too small for it: a {sql} holds "
+        f"magnitudes down to about {smallest}, and this one would be stored as 0; write 0 if "
+        "0 is meant, or make the column DECIMAL"
+    )
 
 
 # How Arrow's parser spells an infinity (any case): text it reads as one on purpose.
@@ -507,6 +546,49 @@ def timestamps_from_text(texts: _Texts, kind: pa.DataType) -> _Texts:
     except pa.ArrowInvalid:
         parsed = pc.cast(without_zero_nanoseconds(texts), kind)
     return parsed
+
+
+def dates_from_text(name: str, texts: _Texts, kind: pa.DataType) -> _Texts:
+    """``texts`` parsed into date type ``kind``: a date (``2024-01-02``), or a timestamp without
+    offset at midnight (``2024-01-02 00:00:00``, as databases export a DATE held as a
+    timestamp). Raises ``pa.ArrowInvalid`` for text that is neither, and
+    :class:`TypeMismatchError` naming a timestamp with a time of day.
+
+    >>> dates_from_text("day", pa.array(["2024-01-02 00:00:00"]), pa.date32())[0]
+    <pyarrow.Date32Scalar: datetime.date(2024, 1, 2)>
+    """
+    try:
+        dates: _Texts = pc.cast(texts, kind)
+    except pa.ArrowInvalid:
+        # Arrow's timestamp parser reads a date too, as its midnight.
+        timestamps = timestamps_from_text(texts, pa.timestamp("us"))
+        dates = midnight_dates(name, timestamps, kind)
+    return dates
+
+
+def midnight_dates(name: str, column: _Texts, kind: pa.DataType) -> _Texts:
+    """Timestamps ``column`` as dates of type ``kind``: each must be at midnight
+    (``datetime(2024, 1, 2)``, a pandas Timestamp of a day), so the date loses nothing. A
+    timestamp with a zone is an instant and goes in as its UTC time, as it goes into a
+    TIMESTAMP column. A time of day, which the date would drop, is refused with
+    :class:`TypeMismatchError` naming the value."""
+    source = column.type
+    wall = pc.cast(column, pa.timestamp(source.unit)) if source.tz is not None else column
+    dates = pc.cast(wall, kind)  # Arrow's cast drops a time of day silently: checked here
+    changed = pc.fill_null(pc.not_equal(pc.cast(dates, wall.type), wall), False)
+    if pc.any(changed).as_py():
+        if isinstance(changed, pa.ChunkedArray):
+            changed = changed.combine_chunks()
+        first = pc.indices_nonzero(changed)[0].as_py()
+        sql = arrow_to_sql_or_str(kind)
+        utc = " (in UTC, as an instant goes into a date)" if source.tz is not None else ""
+        raise TypeMismatchError(
+            f"column {name!r} ({sql}): value {column[first].as_py()} has a time of day{utc}, "
+            f"and a {sql} holds days: a timestamp goes into it only at midnight; convert the "
+            "values to dates before writing (.date(), .dt.date, or .dt.normalize() to drop "
+            "the time)"
+        )
+    return dates
 
 
 def without_zero_nanoseconds(texts: _Texts) -> _Texts:
@@ -713,6 +795,7 @@ def _as_text(values: list[Any]) -> pa.Array | None:
     """Text, numbers and booleans for a VARCHAR column, as text: each number or boolean as its
     JSON text (``7``, ``7.5``, ``true``), as a JSON document would spell it. None when another
     kind of value is among them (a date, a list): those are refused."""
+    values = [_python_scalar(v) for v in values]  # numpy's numbers as the same Python values
     if not all(v is None or type(v) in _JSON_SCALARS for v in values):
         return None
     try:
@@ -726,6 +809,21 @@ def _as_text(values: list[Any]) -> pa.Array | None:
 _JSON_SCALARS = frozenset({str, int, float, bool})
 
 
+def _python_scalar(value: Any) -> Any:
+    """A numpy number, bool or text (``np.int64(3)``, ``np.float32(1.5)``, ``np.True_``,
+    ``np.str_``) as the Python value it holds; a numpy date (``np.datetime64("2024-01-02")``,
+    which Arrow's conversion of Python values refuses) as a ``datetime.date``; any other value
+    as it is."""
+    if type(value).__module__ != "numpy" or not hasattr(value, "item"):
+        return value
+    if type(value).__name__ == "datetime64":
+        unit = str(value.dtype)[len("datetime64[") : -1]
+        return value.item() if unit in ("D", "W", "M", "Y") else value
+    if type(value).__name__ == "timedelta64":
+        return value
+    return value.item()
+
+
 def _refuse_mixed_times(rows: list[Any], table: pa.Table) -> None:
     """Arrow types a column of Python dates and datetimes by its first value and converts the
     rest silently: a datetime after a date loses its time of day, a naive datetime after an
@@ -735,7 +833,8 @@ def _refuse_mixed_times(rows: list[Any], table: pa.Table) -> None:
         if not (is_date or pa.types.is_timestamp(field.type)):
             continue
         values = [v for v in (row.get(field.name) for row in rows) if v is not None]
-        if is_date and any(isinstance(v, dt.datetime) for v in values):
+        # A naive datetime at midnight among dates is that date (as alone into a DATE column).
+        if is_date and any(isinstance(v, dt.datetime) and not _is_midnight(v) for v in values):
             raise TypeMismatchError(
                 f"column {field.name!r} mixes dates and datetimes; a datetime would lose its "
                 "time of day: give one kind (convert with .date() or datetime.combine)"
@@ -748,6 +847,10 @@ def _refuse_mixed_times(rows: list[Any], table: pa.Table) -> None:
             )
 
 
+def _is_midnight(value: dt.datetime) -> bool:
+    return value.tzinfo is None and value == dt.datetime.combine(value.date(), dt.time())
+
+
 def _from_pylist_by_column(rows: list[Any], schema: TableSchema) -> pa.Table:
     """The slow path of :func:`_from_pylist`: column by column, so an error names the column."""
     names = list(dict.fromkeys(name for row in rows for name in row))
@@ -755,7 +858,7 @@ def _from_pylist_by_column(rows: list[Any], schema: TableSchema) -> pa.Table:
     known = dict(schema.columns)
     columns = {}
     for name in names:
-        values = [row.get(name) for row in rows]
+        values = [_python_day(row.get(name)) for row in rows]
         try:
             columns[name] = pa.array(values)
         except _CONVERSION_ERRORS as e:
@@ -772,6 +875,14 @@ def _from_pylist_by_column(rows: list[Any], schema: TableSchema) -> pa.Table:
                 f"type ({e})"
             ) from e
     return pa.table(columns) if columns else pa.table({})
+
+
+def _python_day(value: Any) -> Any:
+    """A numpy date (``np.datetime64("2024-01-02")``, which Arrow's conversion of Python
+    values refuses) as a ``datetime.date``; any other value as it is."""
+    if type(value).__name__ == "datetime64" and type(value).__module__ == "numpy":
+        return _python_scalar(value)
+    return value
 
 
 def _refuse_names_that_are_not_text(names: list[Any]) -> None:
@@ -843,6 +954,7 @@ def _by_kind(name: str, values: list[Any], schema: TableSchema) -> pa.Array:
 def _kind_array(name: str, values: list[Any], zoned: bool, schema: TableSchema) -> pa.Array:
     """Values of one Python kind as Arrow, as they would convert alone."""
     _refuse_nanoseconds(name, values, schema)
+    values = [_python_day(v) for v in values]
     try:
         if zoned:
             # Their UTC instants: Arrow's inference of a zone from the first value refuses an
@@ -1089,6 +1201,8 @@ def _cast_column(name: str, column: pa.ChunkedArray, target: pa.DataType) -> pa.
         source = column.type
     if _is_all_missing(column):
         return pa.chunked_array([pa.nulls(len(column), target)], target)
+    if pa.types.is_timestamp(source) and pa.types.is_date(target):
+        return midnight_dates(name, column, target)
     if not _fits(source, target):
         raise TypeMismatchError(
             f"column {name!r} is {arrow_to_sql_or_str(target)} but the data holds {source}; "

@@ -53,6 +53,8 @@ from ledger.transaction import (
     HeldSnapshotOutdatedError,
     ReservedAheadTakenError,
     Transaction,
+    cast_row_ids,
+    refuse_ungenerated_row_ids,
 )
 
 if TYPE_CHECKING:
@@ -435,14 +437,20 @@ class Table:
             rows = chunk.table
             if config.insert_transform is not None:
                 rows = transforms.apply(config.insert_transform, rows)  # as insert shapes them
+            row_ids = None
             if ROW_ID in rows.column_names:
                 if not config.generated_row_id:
                     raise SchemaError("_row_id is a system column; this table has a primary key")
+                row_ids = cast_row_ids(rows.column(ROW_ID))
                 rows = rows.drop_columns([ROW_ID])
             keys = (
                 () if config.generated_row_id or config.rollup is not None else config.key_columns
             )
             conform(rows, state.schema, key_columns=keys)
+            if row_ids is not None:
+                # As insert checks them: ids the table generated (committed ones end before
+                # the next transaction's first).
+                refuse_ungenerated_row_ids(row_ids, (state.max_trx_id + 1) << 32)
 
     def writer(
         self,

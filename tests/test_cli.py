@@ -269,6 +269,14 @@ def test_describe_names_schema_key_policy_and_partitions_with_counts(tmp_path: P
     ]
     assert all(p["bytes"] > 0 for p in described["partitions"])
     assert described["config"]["table_uuid"] == events.config["table_uuid"]
+    # The text (CSV) output gives each partition's bytes too, from the file markers.
+    text = run_ledger("-w", "wh", "describe", "events", "--csv", cwd=tmp_path).stdout
+    for partition in described["partitions"]:
+        assert (
+            f"partition.{partition['partition']},files={partition['files']} "
+            f"live_entries={partition['live_entries']} entries={partition['entries']} "
+            f"bytes={partition['bytes']}\n"
+        ) in text
 
 
 def test_maintenance_commands_change_no_answer(tmp_path: Path) -> None:

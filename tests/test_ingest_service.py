@@ -4,9 +4,11 @@ vacuum while requests keep coming."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import threading
 import time
+import urllib.parse
 import urllib.request
 from collections import Counter
 from decimal import Decimal
@@ -155,17 +157,67 @@ def test_an_event_sent_twice_is_read_once_and_merged_away(local_location: Locati
     assert views.visible(table).project("event_id, amount").fetchall() == [("r-1", Decimal("2.50"))]
 
 
-def test_a_json_body_without_a_content_type_is_taken(local_location: Location) -> None:
-    """What `curl -d '{...}'` sends: form content type, JSON body."""
+def _post_with_type(url: str, body: bytes, content_type: str | None) -> tuple[int, str]:
+    """POST ``body`` with the Content-Type given, or none at all (urllib would add a form's)."""
+    parts = urllib.parse.urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+    headers = {} if content_type is None else {"Content-Type": content_type}
+    connection.request("POST", parts.path, body, headers)
+    answer = connection.getresponse()
+    try:
+        return answer.status, answer.read().decode()
+    finally:
+        connection.close()
+
+
+@pytest.mark.parametrize("content_type", [None, "application/json", "application/cloudevents+json"])
+def test_a_json_body_without_a_content_type_or_with_a_json_one_is_taken(
+    local_location: Location, content_type: str | None
+) -> None:
     table = open_events(local_location.connect())
     with RunningService(table, QUIET) as running:
-        body = json.dumps({"event_id": "curl-1", "kind": "click", "user_id": 7}).encode()
-        req = urllib.request.Request(
-            f"{running.url}/events",
-            body,
-            {"Content-Type": "application/x-www-form-urlencoded"},
-            method="POST",
+        body = json.dumps({"event_id": "j-1", "kind": "click", "user_id": 7}).encode()
+        status, _ = _post_with_type(f"{running.url}/events", body, content_type)
+    assert status == 200
+    assert _entries_per_event(table) == Counter({"j-1": 1})
+
+
+@pytest.mark.parametrize(
+    ("content_type", "body"),
+    [
+        # What `curl -d '{...}'` sends: a form's type, JSON text.
+        ("application/x-www-form-urlencoded", b'{"event_id": "f-1", "kind": "click"}'),
+        ("application/x-www-form-urlencoded", b"event_id=f-1&kind=click"),
+        ("multipart/form-data; boundary=x", b"--x\r\n\r\nf-1\r\n--x--\r\n"),
+        ("text/csv", b"event_id,kind\nf-1,click\n"),
+    ],
+)
+def test_a_body_sent_as_another_type_than_json_gets_415_and_writes_nothing(
+    local_location: Location, content_type: str, body: bytes
+) -> None:
+    table = open_events(local_location.connect())
+    with RunningService(table, QUIET) as running:
+        status, answer = _post_with_type(f"{running.url}/events", body, content_type)
+    assert status == 415
+    error = json.loads(answer)["error"]
+    assert content_type.split(";")[0] in error and "Content-Type: application/json" in error
+    assert table.refresh().version == 0
+
+
+def test_a_batch_giving_two_events_one_event_id_gets_422_naming_it(
+    local_location: Location,
+) -> None:
+    table = open_events(local_location.connect())
+    batch = [
+        {"event_id": "d-1", "kind": "click", "user_id": 1},
+        {"event_id": "d-2", "kind": "click", "user_id": 2},
+        {"event_id": "d-1", "kind": "buy", "user_id": 3},
+    ]
+    with RunningService(table, QUIET) as running:
+        status, answer = post_json(f"{running.url}/events", batch)
+        assert status == 422
+        assert answer["error"].startswith(
+            'events 1 and 3 of 3 in the JSON array (counted from 1) both have the event_id "d-1"'
         )
-        with urllib.request.urlopen(req, timeout=60) as answer:
-            assert answer.status == 200
-    assert _entries_per_event(table) == Counter({"curl-1": 1})
+        assert post_json(f"{running.url}/events", batch[:2]) == (200, {"accepted": 2})
+    assert _entries_per_event(table) == Counter({"d-1": 1, "d-2": 1})

@@ -235,7 +235,8 @@ def _print_description(table: Table, described: dict[str, Any], output_format: s
         {
             "property": f"partition.{p['partition']}",
             "value": (
-                f"files={p['files']} live_entries={p['live_entries']} entries={p['entries']}"
+                f"files={p['files']} live_entries={p['live_entries']} entries={p['entries']} "
+                f"bytes={p['bytes']}"
             ),
         }
         for p in partitions

@@ -22,6 +22,7 @@ import pyarrow as pa
 from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table as RichTable
+from rich.text import Text
 
 from ledger.cli.parsing import duration_text
 
@@ -218,10 +219,32 @@ def _table_of(
     for name in names:
         values = [r.get(name) for r in records if r.get(name) is not None]
         numeric = bool(values) and all(_is_number(v) for v in values)
-        table.add_column(name, justify="right" if numeric else "left", overflow="fold")
+        # A name folds over lines (every letter shown); values are cut, never folded.
+        header = Text(name, overflow="fold")
+        least = min(len(name), _LEAST_WIDTH)
+        if numeric:
+            # A number is never cut: its column keeps the width of the longest one.
+            widest = max(len(text(v)) for v in values)
+            table.add_column(
+                header, justify="right", overflow="ellipsis", min_width=max(widest, least)
+            )
+        else:
+            # Text wraps at spaces; a word wider than its column is cut with an ellipsis
+            # rather than folded mid-word onto the next line (--csv or --json show it whole).
+            longest = max((len(text(v)) for v in values), default=0)
+            table.add_column(
+                header,
+                justify="left",
+                overflow="ellipsis",
+                min_width=min(max(least, longest), _LEAST_WIDTH),
+            )
     for record in records:
         table.add_row(*[_cell(record.get(name)) for name in names])
     return table
+
+
+# The narrowest a column of a terminal table gets (its name folds to it).
+_LEAST_WIDTH = 4
 
 
 def _is_number(value: Any) -> bool:

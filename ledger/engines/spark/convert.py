@@ -183,17 +183,25 @@ def converted(name: str, source: T.DataType, target: T.DataType) -> Column:
 
     - a float goes into a DECIMAL as its shortest text (``repr``'s digits), not as Java's
       longer digits, by the same Arrow cast as the embedded engine;
-    - a TIMESTAMP (Spark's default type, an instant) goes into a TIMESTAMP without zone as its
-      UTC time, where Spark's cast would take the wall time of the session's time zone."""
+    - a TIMESTAMP (Spark's default type, an instant) goes into a TIMESTAMP without zone, or a
+      DATE, as its UTC time, where Spark's cast would take the wall time of the session's time
+      zone."""
     value = col(name)
     if isinstance(source, T.StringType) and not isinstance(target, (T.StringType, T.BinaryType)):
         return _parsed_text(value, target)
     if isinstance(source, _FLOATS) and isinstance(target, T.DecimalType):
         return _shortest_text(value).try_cast(target)
     if isinstance(source, T.TimestampType) and isinstance(target, T.TimestampNTZType):
-        epoch = F.lit(_UNIX_EPOCH).cast(T.TimestampNTZType())
-        return F.timestamp_add("MICROSECOND", F.unix_micros(value), epoch)
+        return _utc_time(value)
+    if isinstance(source, T.TimestampType) and isinstance(target, T.DateType):
+        return _utc_time(value).try_cast(target)  # the UTC day, not the session zone's
     return value.try_cast(target)
+
+
+def _utc_time(value: Column) -> Column:
+    """An instant as its UTC time without zone."""
+    epoch = F.lit(_UNIX_EPOCH).cast(T.TimestampNTZType())
+    return F.timestamp_add("MICROSECOND", F.unix_micros(value), epoch)
 
 
 _UNIX_EPOCH = "1970-01-01 00:00:00"
@@ -256,7 +264,8 @@ def lossy(name: str, source: T.DataType, target: T.DataType) -> Column:
       the integers the float no longer holds apart (2**24, 2**53): it may have been rounded;
     - a double into a FLOAT changed by more than 2**-24 of itself: overflow to infinity,
       underflow to zero or to a subnormal FLOAT (a double rounded into a FLOAT is accepted, and
-      so is a decimal rounded into a float, as in Arrow)."""
+      so is a decimal rounded into a float, as in Arrow);
+    - a timestamp into a DATE with a time of day (Spark's cast would drop it)."""
     if isinstance(source, T.NullType):
         return F.lit(False)
     value = col(name)
@@ -265,6 +274,11 @@ def lossy(name: str, source: T.DataType, target: T.DataType) -> Column:
         return (value > F.lit(exact)) | (value < F.lit(-exact))
     cast = converted(name, source, target)
     changed = cast.isNull()
+    if isinstance(source, (T.TimestampType, T.TimestampNTZType)) and isinstance(target, T.DateType):
+        # A timestamp goes into a DATE at midnight only, an instant at UTC midnight
+        # (ledger.schema.midnight_dates).
+        wall = _utc_time(value) if isinstance(source, T.TimestampType) else value
+        changed = changed | (cast.cast(T.TimestampNTZType()) != wall)
     if isinstance(source, _FLOATS) and isinstance(target, T.FloatType):
         # Spark orders NaN above every number, so NaN and infinities (kept as they are) are
         # left out before comparing.

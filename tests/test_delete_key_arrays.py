@@ -1,0 +1,76 @@
+"""``delete`` (and ``lookup``) take the keys of a one-column key as one array of values (a pandas
+Series or Index, a numpy array, an Arrow array) as they take a list of them, and a key of several
+columns as a 2-D numpy array of its rows: the rows deleted are those a list deletes."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import ledger
+from tests.conftest import examples
+
+FORMS = {
+    "list": list,
+    "series": pd.Series,
+    "index": pd.Index,
+    "numpy": np.array,
+    "arrow": pa.array,
+    "chunked": lambda keys: pa.chunked_array([keys], pa.int64()),
+}
+
+
+def _ids(table: ledger.Table) -> list[Any]:
+    return sorted(table.to_arrow().column("id").to_pylist())
+
+
+@settings(max_examples=examples(20))
+@given(
+    deleted=st.lists(st.integers(0, 12), max_size=8),
+    form=st.sampled_from(sorted(FORMS)),
+)
+def test_an_array_of_keys_deletes_what_a_list_of_them_deletes(tmp_path_factory, deleted, form):
+    wh = ledger.connect(str(tmp_path_factory.mktemp("k")))
+    table = wh.create_table("t", {"id": "INTEGER", "v": "VARCHAR"}, primary_key="id")
+    table.insert([{"id": i, "v": str(i)} for i in range(10)])
+    table.delete(FORMS[form](deleted))
+    assert _ids(table) == sorted(set(range(10)) - set(deleted))
+
+
+def test_a_series_of_text_or_timestamp_keys_and_a_2d_array_of_compound_keys(tmp_path):
+    wh = ledger.connect(str(tmp_path))
+    names = wh.create_table("names", {"id": "VARCHAR"}, primary_key="id")
+    names.insert([{"id": k} for k in ("a", "b", "c")])
+    names.delete(pd.Series(["a", "c"], name="whatever"))
+    assert _ids(names) == ["b"]
+
+    times = wh.create_table("times", {"id": "TIMESTAMP"}, primary_key="id")
+    days = [dt.datetime(2024, 1, d) for d in (1, 2, 3)]
+    times.insert([{"id": d} for d in days])
+    times.delete(pd.Series(pd.to_datetime(days[:2])))
+    assert _ids(times) == days[2:]
+
+    pairs = wh.create_table(
+        "pairs", {"id": "BIGINT", "region": "VARCHAR"}, primary_key=["id", "region"]
+    )
+    pairs.insert([{"id": i, "region": r} for i in (1, 2) for r in ("eu", "us")])
+    pairs.delete(np.array([[1, "eu"], [2, "us"]], dtype=object))
+    assert sorted(pairs.to_arrow().to_pylist(), key=str) == [
+        {"id": 1, "region": "us"},
+        {"id": 2, "region": "eu"},
+    ]
+
+
+def test_keys_that_do_not_fit_the_key_column_are_refused(tmp_path):
+    table = ledger.connect(str(tmp_path)).create_table("t", {"id": "INTEGER"}, primary_key="id")
+    table.insert([{"id": 1}])
+    with pytest.raises(ledger.TypeMismatchError):
+        table.delete(np.array([1.5]))
+    assert table.count() == 1

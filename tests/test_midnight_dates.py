@@ -1,0 +1,123 @@
+"""A timestamp goes into a DATE column when it is at midnight (``datetime(2024, 1, 2)``, a pandas
+Timestamp of a day, ``2024-01-02 00:00:00`` in a CSV or JSON file): the date loses nothing. One
+with a time of day is refused with TypeMismatchError naming the value, before anything is
+written; an instant (with a zone) goes in as its UTC time, as into a TIMESTAMP column. Every
+source and both engines follow the one rule."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import ledger
+from ledger.errors import TypeMismatchError
+from tests.conftest import examples
+from tests.support.engines import Engine
+
+SCHEMA = {"id": "BIGINT", "day": "DATE"}
+MIDNIGHTS = st.dates(dt.date(1900, 1, 1), dt.date(2200, 12, 31)).map(
+    lambda d: dt.datetime.combine(d, dt.time())
+)
+TIMES = st.times().filter(lambda t: t != dt.time())
+DATETIMES = st.one_of(
+    MIDNIGHTS,
+    st.builds(dt.datetime.combine, st.dates(dt.date(1900, 1, 1), dt.date(2200, 12, 31)), TIMES),
+)
+
+
+def _write(tmp: Path, source: str, values: list[dt.datetime]) -> ledger.Table:
+    table = ledger.connect(str(tmp / "wh")).create_table("t", SCHEMA, primary_key="id")
+    rows = [{"id": i, "day": v} for i, v in enumerate(values)]
+    data: Any
+    if source == "dicts":
+        data = rows
+    elif source == "pandas":
+        data = pd.DataFrame({"id": range(len(values)), "day": pd.to_datetime(values)})
+    elif source == "arrow":
+        data = pa.table({"id": range(len(values)), "day": pa.array(values, pa.timestamp("us"))})
+    elif source == "csv":
+        data = tmp / "in.csv"
+        data.write_text(
+            "id,day\n" + "".join(f"{i},{v.isoformat(' ')}\n" for i, v in enumerate(values))
+        )
+    else:
+        data = tmp / "in.jsonl"
+        data.write_text(
+            "".join(
+                json.dumps({"id": i, "day": v.isoformat()}) + "\n" for i, v in enumerate(values)
+            )
+        )
+    table.insert(data if not isinstance(data, Path) else str(data))
+    return table
+
+
+@settings(max_examples=examples(30))
+@given(
+    values=st.lists(DATETIMES, min_size=1, max_size=5),
+    source=st.sampled_from(["dicts", "pandas", "arrow", "csv", "json"]),
+)
+def test_a_timestamp_goes_into_a_date_only_at_midnight(tmp_path_factory, values, source):
+    tmp = tmp_path_factory.mktemp("d")
+    with_time = [v for v in values if v.time() != dt.time()]
+    if with_time:
+        with pytest.raises(TypeMismatchError) as refused:
+            _write(tmp, source, values)
+        message = str(refused.value)
+        assert "column 'day' (DATE)" in message
+        assert "time of day" in message
+        assert str(with_time[0].date()) in message
+        return
+    table = _write(tmp, source, values)
+    stored = table.to_arrow().sort_by("id").column("day").to_pylist()
+    assert stored == [v.date() for v in values]
+
+
+def test_a_midnight_datetime_among_dates_is_its_date_and_a_later_one_is_refused(tmp_path):
+    table = ledger.connect(str(tmp_path)).create_table("t", SCHEMA, primary_key="id")
+    table.insert([{"id": 1, "day": dt.date(2024, 1, 1)}, {"id": 2, "day": dt.datetime(2024, 1, 2)}])
+    assert table.to_arrow().sort_by("id").column("day").to_pylist() == [
+        dt.date(2024, 1, 1),
+        dt.date(2024, 1, 2),
+    ]
+    with pytest.raises(TypeMismatchError, match="time of day"):
+        table.insert(
+            [{"id": 3, "day": dt.date(2024, 1, 1)}, {"id": 4, "day": dt.datetime(2024, 1, 2, 5)}]
+        )
+    assert table.count() == 2
+
+
+def test_an_instant_goes_in_as_its_utc_day(tmp_path):
+    table = ledger.connect(str(tmp_path)).create_table("t", SCHEMA, primary_key="id")
+    utc = pd.Timestamp("2024-01-02", tz="UTC")
+    table.insert(pd.DataFrame({"id": [1], "day": [utc]}))
+    assert table.to_arrow().column("day").to_pylist() == [dt.date(2024, 1, 2)]
+    paris = pd.Timestamp("2024-01-02", tz="Europe/Paris")  # 23:00 UTC the day before
+    with pytest.raises(
+        TypeMismatchError, match=r"2024-01-02 00:00:00\+01:00 has a time of day \(in UTC"
+    ):
+        table.insert(pd.DataFrame({"id": [2], "day": [paris]}))
+    assert table.count() == 1
+
+
+@pytest.mark.engines
+def test_both_engines_take_midnight_and_refuse_a_time_of_day(engine: Engine, tmp_path):
+    table = ledger.connect(str(tmp_path)).create_table("t", SCHEMA, primary_key="id")
+    for kind in (pa.timestamp("us"), pa.timestamp("us", tz="UTC")):
+        midnight = pa.table({"id": [1, 2], "day": pa.array([dt.datetime(2024, 1, 2), None], kind)})
+        engine.write(table, "upsert", midnight)
+        assert engine.visible(table).sort_by("id").column("day").to_pylist() == [
+            dt.date(2024, 1, 2),
+            None,
+        ]
+        late = pa.table({"id": [3], "day": pa.array([dt.datetime(2024, 1, 2, 5, 6)], kind)})
+        with pytest.raises(TypeMismatchError, match=r"2024-01-02 05:06:00.*time of day"):
+            engine.write(table, "insert", late)
+    assert table.count() == 2
