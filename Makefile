@@ -61,8 +61,9 @@ test-deep: $(STAMP) jars
 		tests/test_model.py tests/test_merge_invariance.py tests/test_views.py \
 		tests/test_rollups.py tests/test_publish.py tests/test_visible_files.py \
 		tests/test_visible_small_tables.py tests/test_visible_latest_insertions.py \
-		tests/test_reads_in_one_statement.py tests/test_correction_dense_reads.py
-	HYPOTHESIS_PROFILE=deep $(PY) -m pytest -q tests/test_cross_engine.py
+		tests/test_reads_in_one_statement.py tests/test_correction_dense_reads.py \
+		tests/test_conversion.py
+	HYPOTHESIS_PROFILE=deep $(PY) -m pytest -q tests/test_cross_engine.py tests/test_shared_trees.py
 
 # Every benchmark; writes docs/benchmarks.md, docs/benchmarks.json and docs/benchmarks.png.
 bench: $(STAMP) jars jars-s3a jars-iceberg

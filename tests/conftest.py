@@ -186,6 +186,9 @@ def spark_session(extra: dict[str, str] | None = None) -> Iterator[Any]:
         .config("spark.default.parallelism", "2")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.memory", "2g")
+        # Delta rebuilds a table's state from its log in 50 partitions unless told otherwise:
+        # 50 tasks on two cores for every read of a tiny test table's snapshot.
+        .config("spark.databricks.delta.snapshotPartitions", "2")
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")

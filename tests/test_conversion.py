@@ -109,19 +109,34 @@ def test_float32_goes_into_a_decimal_as_its_own_shortest_text(tmp_path: Any) -> 
     assert _stored(table, "v") == {i: Decimal(repr(v)) for i, v in enumerate(values)}
 
 
+FLOATS_CHANGED_IN_A_DECIMAL = [
+    (1.234, "DECIMAL(10,2)", "1.234"),  # would round
+    (0.125, "DECIMAL(12,2)", "0.125"),
+    (1e-7, "DECIMAL(10,2)", "1e-7"),
+    (5e-324, "DECIMAL(38,10)", "5e-324"),
+    (1e9, "DECIMAL(10,2)", "1000000000"),  # overflows the precision
+    (1e22, "DECIMAL(38,20)", "1e+22"),
+    (float("nan"), "DECIMAL(10,2)", "nan"),
+    (float("inf"), "DECIMAL(10,2)", "inf"),
+    (float("-inf"), "DECIMAL(10,2)", "-inf"),
+]
+
+
+def on_local_disk_and_first_on_s3(cases: list[tuple[Any, ...]], on_s3: int = 1) -> list[Any]:
+    """Every case on a local disk and the first ``on_s3`` on S3 as well: the conversion is
+    checked before any storage call, so S3 only has to show that nothing is written there."""
+    return [
+        pytest.param(backend, *case, id=f"{backend}-{'-'.join(map(str, case))}")
+        for position, case in enumerate(cases)
+        for backend in ("local", "s3")
+        if backend == "local" or position < on_s3
+    ]
+
+
 @pytest.mark.parametrize(
-    ("value", "column_type", "named"),
-    [
-        (1.234, "DECIMAL(10,2)", "1.234"),  # would round
-        (0.125, "DECIMAL(12,2)", "0.125"),
-        (1e-7, "DECIMAL(10,2)", "1e-7"),
-        (5e-324, "DECIMAL(38,10)", "5e-324"),
-        (1e9, "DECIMAL(10,2)", "1000000000"),  # overflows the precision
-        (1e22, "DECIMAL(38,20)", "1e+22"),
-        (float("nan"), "DECIMAL(10,2)", "nan"),
-        (float("inf"), "DECIMAL(10,2)", "inf"),
-        (float("-inf"), "DECIMAL(10,2)", "-inf"),
-    ],
+    ("location", "value", "column_type", "named"),
+    on_local_disk_and_first_on_s3(FLOATS_CHANGED_IN_A_DECIMAL),
+    indirect=["location"],
 )
 def test_a_float_that_would_change_in_a_decimal_is_refused_before_anything_is_written(
     location: Location, value: float, column_type: str, named: str
@@ -136,7 +151,7 @@ def test_a_float_that_would_change_in_a_decimal_is_refused_before_anything_is_wr
     assert _stored(table, "v") == {1: Decimal(0)}
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(60))
 @given(st.data())
 def test_random_floats_go_into_random_decimals_by_their_shortest_text(data: Any) -> None:
     """Random decimals of a random DECIMAL(p, s), and neighbours with more places, converted
@@ -162,7 +177,7 @@ def test_random_floats_go_into_random_decimals_by_their_shortest_text(data: Any)
         assert got.column("v")[0].as_py() == want, (value, precision, scale)
 
 
-@settings(max_examples=100)
+@settings(max_examples=examples(40))
 @given(
     st.integers(1, 38).flatmap(lambda p: st.tuples(st.just(p), st.integers(0, min(p, 20)))),
     st.data(),
@@ -200,20 +215,25 @@ def test_a_million_floats_convert_fast_and_one_bad_value_is_named(tmp_path: Any)
 # --- doubles into FLOAT ------------------------------------------------------------------------
 
 
+# The first two (one accepted, one refused) run on S3 as well.
+DOUBLES_INTO_A_FLOAT = [
+    (0.1, True),  # rounded to the nearest FLOAT, as always
+    (1e-50, False),  # underflows to zero
+    (3.4e38, True),
+    (1.17549435e-38, True),  # the smallest normal FLOAT
+    (-0.0, True),
+    (2.0**-149, True),  # a subnormal FLOAT held exactly
+    (-1e-50, False),
+    (1e-40, False),  # a subnormal FLOAT that keeps only some of its digits
+    (1e300, False),  # overflows to infinity
+    (-3.5e38, False),
+]
+
+
 @pytest.mark.parametrize(
-    ("value", "accepted"),
-    [
-        (0.1, True),  # rounded to the nearest FLOAT, as always
-        (3.4e38, True),
-        (1.17549435e-38, True),  # the smallest normal FLOAT
-        (-0.0, True),
-        (2.0**-149, True),  # a subnormal FLOAT held exactly
-        (1e-50, False),  # underflows to zero
-        (-1e-50, False),
-        (1e-40, False),  # a subnormal FLOAT that keeps only some of its digits
-        (1e300, False),  # overflows to infinity
-        (-3.5e38, False),
-    ],
+    ("location", "value", "accepted"),
+    on_local_disk_and_first_on_s3(DOUBLES_INTO_A_FLOAT, on_s3=2),
+    indirect=["location"],
 )
 def test_a_double_goes_into_a_float_only_within_the_floats_precision(
     location: Location, value: float, accepted: bool
@@ -239,7 +259,7 @@ def test_nan_and_infinities_stay_what_they_are_in_a_float(tmp_path: Any) -> None
     assert math.isnan(stored[1]) and stored[2] == float("-inf")
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(100))
 @given(
     st.floats(allow_nan=True, allow_infinity=True)
     | st.floats(min_value=-1e-36, max_value=1e-36)
@@ -297,7 +317,7 @@ def test_a_float_that_is_not_a_whole_number_in_range_is_refused_by_an_integer_co
 # --- integers and decimals into DECIMAL ----------------------------------------------------------
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(60))
 @given(st.data())
 def test_integers_and_decimals_go_into_random_decimals_exactly_or_are_refused(data: Any) -> None:
     """Arrow's rescaling wraps around on overflow (2**60 into DECIMAL(38,34) read back as
@@ -373,27 +393,29 @@ def _embedded_outcome(value: float, column_type: str) -> Any:
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("column_type", SPARK_TARGETS)
-def test_spark_converts_doubles_like_the_embedded_engine(spark: Any, column_type: str) -> None:
-    """Per value, in one Spark job: refused by ``lossy`` exactly when the embedded engine
-    refuses it, and otherwise converted to the same value."""
+def test_spark_converts_doubles_like_the_embedded_engine(spark: Any) -> None:
+    """Per value and target type, in one Spark job for every target (a job costs about a
+    second): refused by ``lossy`` exactly when the embedded engine refuses it, and otherwise
+    converted to the same value."""
     from ledger.engines.spark import convert as engine
     from ledger.schema import sql_to_arrow
 
     frame = spark.createDataFrame([(i, v) for i, v in enumerate(SPARK_FLOATS)], "i int, v double")
-    target = engine.spark_schema(pa.schema([pa.field("v", sql_to_arrow(column_type))]))["v"]
     source = frame.schema["v"].dataType
-    rows = frame.select(
-        "i",
-        engine.lossy("v", source, target.dataType).alias("lossy"),
-        engine.converted("v", source, target.dataType).alias("value"),
-    ).collect()
-    for row in sorted(rows):
+    columns = []
+    for n, column_type in enumerate(SPARK_TARGETS):
+        target = engine.spark_schema(pa.schema([pa.field("v", sql_to_arrow(column_type))]))["v"]
+        columns.append(engine.lossy("v", source, target.dataType).alias(f"lossy{n}"))
+        columns.append(engine.converted("v", source, target.dataType).alias(f"value{n}"))
+    rows = frame.select("i", *columns).collect()
+    assert sorted(row["i"] for row in rows) == list(range(len(SPARK_FLOATS)))
+    for row in rows:
         value = SPARK_FLOATS[row["i"]]
-        want = _embedded_outcome(value, column_type)
-        got = "refused" if row["lossy"] else row["value"]
-        same = got == want or (isinstance(got, float) and math.isnan(got) and math.isnan(want))
-        assert same, (value, column_type, got, want)
+        for n, column_type in enumerate(SPARK_TARGETS):
+            want = _embedded_outcome(value, column_type)
+            got = "refused" if row[f"lossy{n}"] else row[f"value{n}"]
+            nan = isinstance(got, float) and math.isnan(got) and math.isnan(want)
+            assert got == want or nan, (value, column_type, got, want)
 
 
 @pytest.mark.spark

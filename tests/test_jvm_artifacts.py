@@ -5,6 +5,9 @@ it)."""
 from __future__ import annotations
 
 import importlib.metadata
+import os
+import subprocess
+import sys
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
@@ -92,3 +95,38 @@ def test_the_default_folder_is_the_one_the_makefile_fills(monkeypatch):
     makefile = (POM.parent.parent / "Makefile").read_text()
     assert "JARS := .jvm/jars" in makefile
     assert jars.jars_directory() == POM.parent.parent / ".jvm" / "jars"
+
+
+def test_publish_without_the_delta_jars_is_refused_before_anything_is_written(tmp_path):
+    """In a session without the jars (its own process: the run's session has them when `make
+    jars` ran), the error names the make target and nothing is written. It needs no shared
+    session, so it is no Spark-marked test: it runs beside the Spark tests, not among them."""
+    script = f"""
+import os, sys
+os.environ["PYSPARK_PYTHON"] = sys.executable
+os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+import ledger, ledger.spark as ls
+from pyspark.sql import SparkSession
+spark = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").getOrCreate()
+warehouse = ledger.connect({str(tmp_path / "wh")!r})
+table = warehouse.create_table("t", {{"k": "BIGINT"}}, primary_key="k")
+table.insert([{{"k": 1}}])
+try:
+    ls.publish_delta(table, {str(tmp_path / "delta")!r}, spark=spark)
+except ledger.MissingDependencyError as e:
+    print("REFUSED:", e)
+"""
+    environment = {**os.environ, jars.JARS_ENV: str(tmp_path / "no-jars")}
+    root = Path(__file__).resolve().parent.parent
+    environment["PYTHONPATH"] = os.pathsep.join([str(root), environment.get("PYTHONPATH", "")])
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=environment,
+        cwd=root,
+    )
+    assert "REFUSED:" in done.stdout, done.stderr[-2000:]
+    assert "make jars" in done.stdout and "Delta Lake jars" in done.stdout
+    assert not (tmp_path / "delta").exists()

@@ -33,6 +33,7 @@ from ledger.sql.names import COMMIT_TIMESTAMP, COMMIT_VERSION, DML_TYPE, TRX_ID,
 from ledger.sql.rmw import key_problems, stale_versions
 from ledger.sql.rollups import RollupMeasure, group_deltas
 from ledger.sql.trees import descending, render
+from tests.conftest import examples
 
 pytestmark = pytest.mark.spark
 
@@ -68,7 +69,8 @@ ROW = st.fixed_dictionaries(
 ROWS = st.lists(ROW, min_size=1, max_size=8).flatmap(
     lambda rows: st.lists(st.sampled_from(rows), min_size=len(rows), max_size=len(rows) + 4)
 )
-SPARK_SETTINGS = settings(max_examples=15, deadline=None)
+# Each example costs Spark a job or two: few in the everyday run, hundreds under `make test-deep`.
+SPARK_SETTINGS = settings(max_examples=examples(8), deadline=None)
 
 Build = Callable[[Mapping[str, str], Dialect], exp.Expr]
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import datetime as dt
 import os
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -271,43 +270,6 @@ def test_targets_holding_another_source_or_other_columns_are_refused_before_writ
     ls.publish_delta(other, evolved, spark=delta_spark)
     assert_published(delta_spark, evolved, other, other.version)
     assert {"note"} <= set(DeltaTable(evolved).schema().to_arrow().names)
-
-
-def test_publish_without_the_delta_jars_is_refused_before_anything_is_written(tmp_path):
-    """In a session without the jars (its own process: the run's session has them when `make
-    jars` ran), the error names the make target and nothing is written."""
-    import subprocess
-    import sys
-
-    script = f"""
-import os, sys
-os.environ["PYSPARK_PYTHON"] = sys.executable
-os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-import ledger, ledger.spark as ls
-from pyspark.sql import SparkSession
-spark = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").getOrCreate()
-warehouse = ledger.connect({str(tmp_path / "wh")!r})
-table = warehouse.create_table("t", {{"k": "BIGINT"}}, primary_key="k")
-table.insert([{{"k": 1}}])
-try:
-    ls.publish_delta(table, {str(tmp_path / "delta")!r}, spark=spark)
-except ledger.MissingDependencyError as e:
-    print("REFUSED:", e)
-"""
-    environment = {**os.environ, jars.JARS_ENV: str(tmp_path / "no-jars")}
-    root = Path(__file__).resolve().parent.parent
-    environment["PYTHONPATH"] = os.pathsep.join([str(root), environment.get("PYTHONPATH", "")])
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=environment,
-        cwd=root,
-    )
-    assert "REFUSED:" in done.stdout, done.stderr[-2000:]
-    assert "make jars" in done.stdout and "Delta Lake jars" in done.stdout
-    assert not (tmp_path / "delta").exists()
 
 
 def test_rows_of_every_shape_survive_the_arrow_to_spark_hand_over(delta_spark):
