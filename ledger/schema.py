@@ -754,7 +754,16 @@ def _numbers_as_text(rows: list[Any], table: pa.Table, schema: TableSchema) -> p
     return table
 
 
-_CONVERSION_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError, ValueError)
+# ArrowNotImplementedError: Arrow's inference met a numpy scalar of another kind than the one it
+# took first (`[datetime(...), np.int8(0)]`).
+_CONVERSION_ERRORS = (
+    pa.ArrowInvalid,
+    pa.ArrowTypeError,
+    pa.ArrowNotImplementedError,
+    OverflowError,
+    TypeError,
+    ValueError,
+)
 
 
 def _gathered_values(rows: list[Any]) -> tuple[dict[str, list[Any]], bool]:

@@ -9,7 +9,7 @@ import datetime as dt
 from typing import Any
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import ledger
@@ -79,6 +79,24 @@ def test_numpy_scalars_store_what_the_same_python_values_store(
     numpy_rows = [
         {"id": i, "v": numpy if as_numpy[i] else python} for i, (numpy, python) in enumerate(pairs)
     ]
+    # pyarrow 26's inference crashes the process on a numpy datetime64 followed by a numpy number
+    # or bool in one column (docs/concepts.md says so): not a case the product can refuse.
+    kinds = [type(row["v"]) for row in numpy_rows]
+    dated = [i for i, kind in enumerate(kinds) if kind is np.datetime64]
+    assume(
+        not dated
+        or not any(
+            issubclass(kind, np.generic) and kind not in (np.datetime64, np.float64, np.str_)
+            for kind in kinds[dated[0] :]
+        )
+    )
+    if column_type.startswith("DECIMAL"):
+        # A float32 goes into a DECIMAL by its own shortest text (np.float32(131072.38) is
+        # 131072.38, whose double is 131072.375): the Python value a user means is that text's.
+        pairs = [
+            (numpy, float(str(numpy)) if isinstance(numpy, np.float32) else python)
+            for numpy, python in pairs
+        ]
     python_rows = [{"id": i, "v": python} for i, (_, python) in enumerate(pairs)]
     assert _outcome(with_numpy, numpy_rows) == _outcome(with_python, python_rows)
 
