@@ -803,6 +803,19 @@ class Transaction:
                 "which a delete mark cannot undo): it refuses updates, deletes and delete marks"
             )
 
+    def refuse_replacements_dropped_as_repeats(self, marks: int) -> None:
+        """Raise :class:`InvalidArgumentError` if an update or upsert is about to replace
+        ``marks`` entries of existing keys on a table whose merge policy would drop the new rows
+        as repeats (a dedup table keyed by its ``dedup_key``): the rows would vanish. Checked
+        before any entry is made (an engine writing its own entries calls it too)."""
+        if marks and not self._policy.keeps_replacements(tuple(self.key_columns)):
+            raise InvalidArgumentError(
+                f"table {self._table.name!r} drops an entry whose dedup key (its primary key) "
+                "repeats an earlier one, so a new row for an existing key would be dropped and "
+                "the key's row lost: it takes inserts of new keys and deletes, not updates; "
+                "correct its rows in a collapsing or replacing table"
+            )
+
     def _write(self, entries: pa.Table) -> int:
         writer = DataWriter(
             self._table.store,
@@ -816,6 +829,7 @@ class Transaction:
 
     def _replace(self, keyed: Rows, latest: pa.Table, marks: pa.Table) -> int:
         self.refuse_marks_if_insert_only(marks.num_rows)
+        self.refuse_replacements_dropped_as_repeats(marks.num_rows)
         # A column a row did not name keeps the key's current value (an explicit None sets
         # NULL); so does a partition column, and the row stays in its partition.
         rows = rmw.fill_missing(

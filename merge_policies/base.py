@@ -93,6 +93,11 @@ class MergePolicy(Protocol):
         them), or None when the policy keeps every entry."""
         ...
 
+    def keeps_replacements(self, key_columns: tuple[str, ...]) -> bool:
+        """Whether the new row an update or upsert writes for an existing key is kept (False
+        when it would be dropped as a repeat of the key's first load: the row would vanish)."""
+        ...
+
     def latest_order(self) -> list[str] | None:
         """The columns putting each key's latest entry first, each descending with NULLs last,
         or None when the latest entry is the newest by ``trx_id``, ``trx_seq``."""
@@ -140,6 +145,11 @@ class PolicyDefaults:
     @property
     def unmarked_keys_pass_through(self) -> bool:
         return False
+
+    def keeps_replacements(self, key_columns: tuple[str, ...]) -> bool:
+        """Whether the new row an update or upsert writes for an existing key is kept (a dedup
+        key made of key columns, an event id, drops it as a repeat of the key's first load)."""
+        return True
 
     def repeat_columns(self, key_columns: tuple[str, ...]) -> list[str] | None:
         return None

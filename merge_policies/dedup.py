@@ -37,6 +37,11 @@ class DedupPolicy(PolicyDefaults):
     def keys_independent(self) -> bool:
         return self.dedup_key is None
 
+    def keeps_replacements(self, key_columns: tuple[str, ...]) -> bool:
+        # A dedup key of key columns only (an event id): an update's new row repeats the load
+        # it replaces, so it would be dropped, its delete mark kept, and the row would vanish.
+        return self.dedup_key is None or not set(self.dedup_key) <= set(key_columns)
+
     def repeat_columns(self, key_columns: tuple[str, ...]) -> list[str] | None:
         return self.repeat_partition(key_columns)
 

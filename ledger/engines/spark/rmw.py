@@ -5,7 +5,7 @@ by the Spark rendering of the embedded engine's queries (``ledger.sql.live``,
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -134,7 +134,11 @@ def read_modify_write(tx: Transaction, data: DataFrame, operation: str) -> int:
         written = marks.unionByName(insertions, allowMissingColumns=True)
     # Evaluate the join once: counting and writing then read the same entries.
     written = written.localCheckpoint(eager=True)
-    markers, counts, _ = write(tx, written, check=tx.refuse_marks_if_insert_only)
+    markers, counts, _ = write(
+        tx,
+        written,
+        check=tx.refuse_marks_if_insert_only if operation == "delete" else _replacements(tx),
+    )
     deleted, total = counts
     touched = to_arrow(rows.select(*map(col, key_columns)))
     tx.add_written_files(
@@ -300,3 +304,14 @@ def key_problems(
     has_null = bool(found) and bool(found[0][NULL_KEY])
     duplicated = [{k: r[k] for k in keys} for r in found if not r[NULL_KEY]]
     return has_null, duplicated[:limit]
+
+
+def _replacements(tx: Transaction) -> Callable[[int], None]:
+    """The checks of an update's or upsert's marks: the table takes marks, and keeps the rows
+    that replace the marked ones."""
+
+    def check(marks: int) -> None:
+        tx.refuse_marks_if_insert_only(marks)
+        tx.refuse_replacements_dropped_as_repeats(marks)
+
+    return check
