@@ -888,6 +888,7 @@ class Transaction:
                 keys=keys,
                 predicate=predicate,
                 latest_first=self._latest_first(),
+                marks_in_entry_order=not self._policy.keys_independent,
             )
         except QUERY_ERRORS as e:
             if predicate is None:

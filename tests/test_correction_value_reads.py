@@ -158,3 +158,39 @@ def test_an_update_of_lone_insertions_reads_no_system_column() -> None:
         assert counted == [2]
         rows = {k: (j, v) for k, j, v, _ in policy_answer(table)["visible"]}
         assert rows[1] == ("x", 3) and rows[5] == ("y", 4)
+
+
+@pytest.mark.parametrize("operation", ["delete", "update", "upsert"])
+@pytest.mark.parametrize("first_jays", ["yxy", "xxy"])
+def test_marks_sharing_a_dedup_key_cancel_in_the_order_of_their_entries(
+    operation: str, first_jays: str
+) -> None:
+    """On a dedup table whose dedup key every row shares, a correction's marks are repeats of
+    each other and only the earliest stays: it must cancel the earliest insertion kept, so the
+    marks follow the order of the entries they cancel on every read path (lone keys, keys
+    inserted several times, every column read). After a delete of every key no row shows."""
+    answers = []
+    with tempfile.TemporaryDirectory() as folder:
+        for name in ("values", "every_column"):
+            table = ledger.connect(f"{folder}/{name}").create_table(
+                "t", SCHEMA, primary_key="k", policy=POLICIES["dedup"]
+            )
+            # Key 0 inserted three times (read whole), key 1 once (read by its values alone).
+            table.insert(
+                [{"k": 0, "j": j, "v": None} for j in first_jays] + [{"k": 1, "j": "x", "v": None}]
+            )
+            keys = [{"k": 0}, {"k": 1}]
+            if name == "values":
+                _outcome(table, operation, [{**k, "v": 3} for k in keys], ["k"])
+            else:
+                with every_column_read():
+                    _outcome(table, operation, [{**k, "v": 3} for k in keys], ["k"])
+            answers.append(policy_answer(table))
+    by_values, by_every_column = answers
+    assert by_values == by_every_column
+    if operation == "delete":
+        assert by_values["visible"] == []
+    else:
+        # The insertions share v=3: the earliest, key 0's (with the j of its visible row, the
+        # latest of its three), stays; key 1's is a repeat of it.
+        assert by_values["visible"] == [(0, first_jays[-1], 3, None)]

@@ -607,6 +607,30 @@ def test_a_spark_read_modify_write_on_a_table_is_retried_on_conflict(
         ls.delete(table, data, retries=-1)
 
 
+def test_spark_writes_marks_sharing_a_dedup_key_in_the_order_of_their_entries(
+    spark: Any, tmp_path: Any
+) -> None:
+    """On a dedup table whose dedup key every row shares, a correction's marks are repeats of
+    each other and only the first written stays: Spark, like the embedded engine, writes them
+    in the order of the insertions they cancel, so the one kept cancels the insertion kept."""
+    from tests.support.ledger_reads import policy_answer
+
+    schema = {"k": "BIGINT", "j": "VARCHAR", "v": "BIGINT"}
+    policy = {"name": "dedup", "dedup_key": ["v"]}
+    wh = ledger.connect(str(tmp_path))
+    rows = [{"k": 0, "j": j, "v": None} for j in "yxy"]
+    rows += [{"k": k, "j": "x", "v": None} for k in range(1, 6)]
+    deleted = wh.create_table("deleted", schema, primary_key="k", policy=policy)
+    deleted.insert(rows)
+    ls.delete(deleted, spark.createDataFrame([(k,) for k in range(6)], "k bigint"))
+    assert policy_answer(deleted)["visible"] == []
+    updated = wh.create_table("updated", schema, primary_key="k", policy=policy)
+    updated.insert(rows)
+    ls.update(updated, spark.createDataFrame([(k, 3) for k in range(6)], "k bigint, v bigint"))
+    # The insertions share v=3 too: key 0's, with the j of its visible row, is the earliest.
+    assert policy_answer(updated)["visible"] == [(0, "y", 3)]
+
+
 @pytest.mark.parametrize("primary_key", ["k", None])
 def test_a_dataframe_that_changes_between_its_evaluations_is_written_once_consistently(
     spark: Any, tmp_path: Any, monkeypatch: Any, primary_key: str | None

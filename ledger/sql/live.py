@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from sqlglot import exp
 
 from ledger.sql.dialects import DIALECTS, Dialect
-from ledger.sql.names import COPY, DML_TYPE, EXCESS, NET, ORDER, SIGN
+from ledger.sql.names import COPY, DML_TYPE, EXCESS, FIRST_ORDER, NET, ORDER, SIGN
 from ledger.sql.trees import (
     alias,
     col,
@@ -64,20 +64,24 @@ def live_entries(
     dialect: Dialect,
     *,
     net_type: str | None = None,
+    first_order: bool = False,
 ) -> exp.Select:
     """Distinct live value tuples with their multiplicity (``NET``) and the order of their
-    latest insertion (``ORDER``); the caller adds the FROM."""
+    latest insertion (``ORDER``), and with ``first_order`` the order of their earliest one
+    (``FIRST_ORDER``, which :func:`expanded` writes marks in); the caller adds the FROM."""
     flags = zero_sign_flags(float_columns, dialect)
     net: exp.Expr = exp.Sum(this=dml())
     if net_type is not None:
         net = exp.cast(net, net_type)
     order = exp.Max(this=exp.Case().when(is_insertion(), entry_order(dialect)))
+    first = exp.Min(this=exp.Case().when(is_insertion(), entry_order(dialect)))
     return (
         exp.select(
             *cols(value_columns),
             *(alias(flag, name) for _, name, flag in flags),
             alias(net, NET),
             alias(order, ORDER),
+            *([alias(first, FIRST_ORDER)] if first_order else []),
         )
         .group_by(*cols(value_columns), *(flag.copy() for _, _, flag in flags))
         .having(exp.GT(this=exp.Sum(this=dml()), expression=number(0)))
@@ -142,25 +146,49 @@ def latest_entries(
     latest_first: list[exp.Ordered],
     dialect: Dialect,
 ) -> exp.Select:
-    """Replacing semantics in the shape of :func:`live_entries`: the latest entry of each key
-    (by ``latest_first``) if it is an insertion, as the key's one live entry (``NET`` 1)."""
-    query = latest_version_rows(source, key_columns, value_columns, latest_first)
+    """Replacing semantics in the shape of :func:`live_entries` (with ``first_order``): the
+    latest entry of each key (by ``latest_first``) if it is an insertion, as the key's one
+    live entry (``NET`` 1, ``FIRST_ORDER`` its place in the ledger)."""
+    latest = first_per(
+        exp.select(
+            *cols(value_columns), col(DML_TYPE), alias(entry_order(dialect), FIRST_ORDER)
+        ).from_(source),
+        key_columns,
+        latest_first,
+    )
     wide = exp.DataType.build(dialect.order_type, dialect=dialect.name)
-    return query.select(
-        alias(exp.cast(number(1), dialect.count_type), NET), alias(exp.cast(number(0), wide), ORDER)
+    return (
+        exp.select(
+            *cols(value_columns),
+            alias(exp.cast(number(1), dialect.count_type), NET),
+            alias(exp.cast(number(0), wide), ORDER),
+            col(FIRST_ORDER),
+        )
+        .from_(exp.paren(latest, copy=False))
+        .where(is_insertion())
     )
 
 
 def expanded(
-    live: exp.Expr, value_columns: Sequence[str], float_columns: Sequence[str] = ()
+    live: exp.Expr,
+    value_columns: Sequence[str],
+    float_columns: Sequence[str] = (),
+    *,
+    in_entry_order: bool = False,
 ) -> exp.Select:
     """One row per live entry of a relation made by :func:`live_entries` (with the same
     ``float_columns``): each value tuple repeated ``NET`` times (the delete marks that cancel
-    them all, carrying the sign of each zero they cancel)."""
+    them all, carrying the sign of each zero they cancel).
+
+    ``in_entry_order`` (``live`` made with ``first_order``) sorts the marks by the earliest
+    insertion they cancel: on a dedup table whose dedup key several keys share, the marks are
+    repeats of each other and only the first written stays (see docs/merges.md, 2.4)."""
     repeated = exp.Explode(this=exp.GenerateSeries(start=number(1), end=col(NET)))
     values = with_zero_signs(value_columns, float_columns)
-    inner = exp.select(*values, alias(repeated, COPY)).from_(live)
-    return exp.select(*cols(value_columns)).from_(exp.paren(inner, copy=False))
+    order = [col(FIRST_ORDER)] if in_entry_order else []
+    inner = exp.select(*values, *order, alias(repeated, COPY)).from_(live)
+    query = exp.select(*cols(value_columns)).from_(exp.paren(inner, copy=False))
+    return query.order_by(col(FIRST_ORDER)) if in_entry_order else query
 
 
 def rows_of_keys(entries: str, keys: str, key_columns: Sequence[str]) -> exp.Select:
@@ -185,7 +213,7 @@ def live_entries_sql(
 ) -> str:
     """Distinct live value tuples of ``source`` with their multiplicity and insertion order
     (``float_columns``: the FLOAT/DOUBLE ones, whose -0.0 and 0.0 stay apart)."""
-    query = live_entries(value_columns, float_columns, DUCKDB, net_type="BIGINT")
+    query = live_entries(value_columns, float_columns, DUCKDB, net_type="BIGINT", first_order=True)
     return render(query.from_(from_text(source, DUCKDB)), DUCKDB)
 
 
@@ -218,8 +246,11 @@ def visible_rows_sql(
 
 
 def expand_sql(live: str, value_columns: Sequence[str]) -> str:
-    """One row per live entry: each tuple repeated by its multiplicity."""
-    return render(expanded(from_text(live, DUCKDB), value_columns), DUCKDB)
+    """One row per live entry: each tuple repeated by its multiplicity, in the order of the
+    earliest insertion each cancels (``live`` made by :func:`live_entries_sql` or
+    :func:`latest_entries_sql`)."""
+    query = expanded(from_text(live, DUCKDB), value_columns, in_entry_order=True)
+    return render(query, DUCKDB)
 
 
 def unmatched_marks_sql(

@@ -36,6 +36,7 @@ ENTRIES = "entries"  # the relation a merge policy's or a rewrite's query reads
 NET = "__ledger_net"  # a key's sum of dml_type
 COPY = "__ledger_copy"  # which of the copies of an entry repeated by its net sign
 ORDER = "__ledger_order"  # an entry's place in the ledger (see ORDER_SHIFT)
+FIRST_ORDER = "__ledger_first_order"  # a live value tuple's earliest insertion (marks' order)
 EXCESS = "__ledger_excess"
 SIGN = "__ledger_sign"
 KIND = "__ledger_kind"  # ordering class of an entry in one write: marks (0) before insertions (1)

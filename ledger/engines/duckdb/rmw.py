@@ -24,7 +24,7 @@ from ledger.sql.live import (
     unmatched_marks_sql,
     visible_rows_sql,
 )
-from ledger.sql.names import DML_TYPE
+from ledger.sql.names import DML_TYPE, TRX_ID, TRX_SEQ
 from ledger.sql.rmw import stale_versions as stale_versions_tree
 from ledger.sql.trees import order_from_text, render
 from ledger.storage import Store
@@ -41,9 +41,15 @@ def live_rows(
     keys: pa.Table | None,
     predicate: str | None,
     latest_first: str | None = None,
+    marks_in_entry_order: bool = False,
 ) -> tuple[pa.Table, pa.Table]:
     """For the given keys (or every key), the visible row of each key and every live entry
     (matching ``predicate`` if given), one row per entry to cancel (see ledger.sql.live).
+
+    The live entries (the marks to write) come in the order of the earliest insertion each
+    cancels (by ``trx_id``, ``trx_seq``), except that without ``marks_in_entry_order`` the
+    keys read by their values alone come first (below): across keys the order changes an
+    answer only where keys are not independent (a dedup key several keys share).
 
     ``latest_first`` (an ORDER BY) switches to replacing semantics: a key's only live entry is
     its latest entry, if that is an insertion.
@@ -52,7 +58,12 @@ def live_rows(
     key has a single entry, an insertion, that entry is both its visible row and its one live
     entry, under either semantics, and no query runs. When the files hold no delete mark, only
     the key and value columns are read first (see :func:`_live_rows_of_insertions`)."""
-    if keys is not None and predicate is None and _insertions_only(files):
+    if (
+        keys is not None
+        and predicate is None
+        and not marks_in_entry_order
+        and _insertions_only(files)
+    ):
         found = _live_rows_of_insertions(
             store, table_prefix, files, schema, key_columns, value_columns, keys, latest_first
         )
@@ -88,7 +99,8 @@ def _live_rows_read(
     if keys is not None:
         entries = key_entries(store, table_prefix, files, schema, key_columns, keys)
     if entries is not None and predicate is None and _one_insertion_per_key(entries, key_columns):
-        alone = entries.select(list(value_columns))
+        alone = entries.sort_by([(TRX_ID, "ascending"), (TRX_SEQ, "ascending")])
+        alone = alone.select(list(value_columns))
         return alone, alone
     with closing(connect()) as con, storage_errors(f"reading {table_prefix.rstrip('/')!r}"):
         _bind_entries(con, entries, store, table_prefix, files, schema)

@@ -102,9 +102,17 @@ def read_modify_write(tx: Transaction, data: DataFrame, operation: str) -> int:
     session = frame.sparkSession
     entries = scan_files(session, tx.table.store, tx.table.prefix, files, schema)
     value_columns = [*tx.schema.names, *([ROW_ID] if config.generated_row_id else [])]
-    latest_first = _policy(state).latest_order()
+    policy = _policy(state)
     floats = [c for c in value_columns if pa.types.is_floating(schema.field(c).type)]
-    current, live = live_rows(entries, rows, key_columns, value_columns, latest_first, floats)
+    current, live = live_rows(
+        entries,
+        rows,
+        key_columns,
+        value_columns,
+        policy.latest_order(),
+        floats,
+        in_entry_order=not policy.keys_independent,
+    )
     if overlay is not None:
         rows = overlay.second_run(rows, current)
     if operation == "update":
@@ -248,6 +256,8 @@ def live_rows(
     value_columns: Sequence[str],
     latest_first: Sequence[str] | None = None,
     float_columns: Sequence[str] = (),
+    *,
+    in_entry_order: bool = False,
 ) -> tuple[DataFrame, DataFrame]:
     """For ``keys``: the visible row of each key, and one row per live entry (the delete marks
     an update writes): the Spark rendering of the trees the embedded engine runs
@@ -255,12 +265,20 @@ def live_rows(
     apart).
 
     ``latest_first`` (columns, each descending with NULLs last) switches to replacing
-    semantics: a key's only live entry is its latest entry, if that is an insertion."""
+    semantics: a key's only live entry is its latest entry, if that is an insertion.
+
+    ``in_entry_order`` sorts the live entries by the earliest insertion each cancels, as the
+    embedded engine writes its marks: where keys are not independent (a dedup key several keys
+    share) the first mark written is the one kept. The sorted frame's partitions are in order,
+    and the writer numbers ``trx_seq`` partition after partition. Elsewhere the order changes
+    no answer and the sort's shuffle is left out."""
     session = entries.sparkSession
     names = bind_relations({"entries": entries, "keys": keys.select(*map(col, key_columns))})
     touched = exp.paren(rows_of_keys(names["entries"], names["keys"], key_columns), copy=False)
     if latest_first is None:
-        live_query = live_entries(value_columns, float_columns, SPARK, net_type="BIGINT")
+        live_query = live_entries(
+            value_columns, float_columns, SPARK, net_type="BIGINT", first_order=in_entry_order
+        )
         live_query = live_query.from_(touched)
     else:
         float_columns = ()
@@ -269,7 +287,7 @@ def live_rows(
         )
     live = bind_relations({"live": run(session, render(live_query, SPARK))})["live"]
     visible = latest_live_rows(relation(live), key_columns, value_columns, float_columns)
-    marks = expanded(relation(live), value_columns, float_columns)
+    marks = expanded(relation(live), value_columns, float_columns, in_entry_order=in_entry_order)
     return run(session, render(visible, SPARK)), run(session, render(marks, SPARK))
 
 
