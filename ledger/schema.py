@@ -841,7 +841,9 @@ def _refuse_mixed_times(rows: list[Any], table: pa.Table) -> None:
         is_date = pa.types.is_date(field.type)
         if not (is_date or pa.types.is_timestamp(field.type)):
             continue
-        values = [v for v in (row.get(field.name) for row in rows) if v is not None]
+        values = [
+            v for v in (row.get(field.name) for row in rows) if v is not None and not _missing(v)
+        ]
         # A naive datetime at midnight among dates is that date (as alone into a DATE column).
         if is_date and any(isinstance(v, dt.datetime) and not _is_midnight(v) for v in values):
             raise TypeMismatchError(
@@ -962,6 +964,7 @@ def _by_kind(name: str, values: list[Any], schema: TableSchema) -> pa.Array:
 
 def _kind_array(name: str, values: list[Any], zoned: bool, schema: TableSchema) -> pa.Array:
     """Values of one Python kind as Arrow, as they would convert alone."""
+    values = [None if _missing(v) else _arrow_time_unit(v) for v in values]
     _refuse_nanoseconds(name, values, schema)
     values = [_python_day(v) for v in values]
     try:
@@ -976,9 +979,49 @@ def _kind_array(name: str, values: list[Any], zoned: bool, schema: TableSchema) 
         if wide is not None:
             return wide
         _refuse_huge_int(name, values, schema)
+        _refuse_unstorable_decimals(name, values, schema)
         raise TypeMismatchError(
             f"column {name!r} ({schema.type_of(name)}): its values do not form one type ({e})"
         ) from e
+
+
+def _refuse_unstorable_decimals(name: str, values: list[Any], schema: TableSchema) -> None:
+    """A ``Decimal`` no Arrow decimal holds (NaN, an infinity, more than 76 digits), named
+    with the column's SQL type instead of Arrow's reason."""
+    sql = arrow_to_sql_or_str(schema.type_of(name))
+    for value in values:
+        if not isinstance(value, decimal.Decimal):
+            continue
+        if not value.is_finite():
+            raise TypeMismatchError(
+                f"column {name!r} ({sql}): value {value} is no number a {sql} holds (no NaN or "
+                "infinity); write NULL for a missing value"
+            )
+        digits = len(value.as_tuple().digits) + max(0, int(value.as_tuple().exponent))
+        if digits > 76:
+            raise TypeMismatchError(
+                f"column {name!r} ({sql}): value {value} does not fit: it has {digits} digits, "
+                "more than any DECIMAL holds; convert the value before writing"
+            )
+
+
+_MISSING_KINDS = frozenset({"NaTType", "NAType"})
+
+
+def _missing(value: Any) -> bool:
+    """Whether ``value`` is pandas' or numpy's mark of a missing value (``pd.NaT``, ``pd.NA``,
+    a ``datetime64`` NaT), stored as NULL as from a DataFrame."""
+    if type(value).__name__ in _MISSING_KINDS:
+        return True
+    return isinstance(value, np.datetime64 | np.timedelta64) and bool(np.isnat(value))
+
+
+def _arrow_time_unit(value: Any) -> Any:
+    """A numpy ``datetime64`` of minutes or hours in seconds, a unit Arrow converts (the same
+    instant); any other value as it is."""
+    if isinstance(value, np.datetime64) and np.datetime_data(value.dtype)[0] in ("m", "h"):
+        return value.astype("datetime64[s]")
+    return value
 
 
 def _refuse_nanoseconds(name: str, values: list[Any], schema: TableSchema) -> None:

@@ -12,6 +12,7 @@ case-insensitive: a table whose names clash with ones already registered (``Sale
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
@@ -21,6 +22,7 @@ from ledger.errors import TableNotFoundError
 from ledger.reads.front import visible
 from ledger.sql import ident
 from ledger.warehouse import Warehouse
+from ledger.warehouse import connect as connect_warehouse
 
 if TYPE_CHECKING:
     import duckdb
@@ -80,9 +82,14 @@ def _internal_catalog(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
         con.execute(f"USE {ident(str(row[0]))}.{ident(str(row[1]))}")
 
 
-def connect(warehouse: Warehouse) -> duckdb.DuckDBPyConnection:
+def connect(warehouse: Warehouse | str | os.PathLike[str]) -> duckdb.DuckDBPyConnection:
     """A new DuckDB connection with every table of ``warehouse`` registered (see
-    :func:`register`)."""
+    :func:`register`); a warehouse may be given by its path or URI, as to ``ledger.connect``.
+
+    >>> con = views.connect("warehouse/")  # doctest: +SKIP
+    """
+    if isinstance(warehouse, str | os.PathLike):
+        warehouse = connect_warehouse(os.fspath(warehouse))
     con = connect_duckdb()
     register(con, warehouse)
     return con

@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 from sqlglot import exp
 
 from ledger.engines.duckdb.session import bind_relations
+from ledger.errors import SnapshotNotFoundError
 from ledger.log.entries import FileMarker
 from ledger.schema import arrow_to_sql
 from ledger.sql import ident
@@ -276,8 +277,15 @@ _FOOTERS_LOCK = threading.Lock()
 
 def file_footer(path: str) -> FileFooter:
     """The footer facts of the local Parquet file ``path``, read once per process for each
-    (path, size, modification time)."""
-    status = os.stat(path)
+    (path, size, modification time). A file that is gone was deleted by vacuum after its
+    grace period: the snapshot naming it can no longer be read."""
+    try:
+        status = os.stat(path)
+    except FileNotFoundError as e:
+        raise SnapshotNotFoundError(
+            f"data file {path!r} of this snapshot is gone: vacuum deleted it after its grace "
+            "period; read a newer version (table.snapshot() or views of the table)"
+        ) from e
     key = (path, status.st_size, status.st_mtime_ns)
     with _FOOTERS_LOCK:
         footer = _FOOTERS.get(key)
