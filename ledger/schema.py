@@ -1117,6 +1117,23 @@ def _suspect_of_other_kind(
     return set(map(type, operator.itemgetter(*where)(values))) != {kind}
 
 
+def _separator_hint(unknown: list[str], schema: TableSchema) -> str:
+    """Advice for a header read as one name because the file separates its fields with another
+    character than a comma (``id;name;amount``): the pieces name the table's columns."""
+    known = {n.lower() for n in schema.names}
+    for name in unknown:
+        for separator in (";", "\t", "|"):
+            pieces = [p.strip().strip('"').lower() for p in name.split(separator)]
+            if len(pieces) > 1 and sum(p in known for p in pieces) >= 2:
+                shown = "a tab" if separator == "\t" else repr(separator)
+                return (
+                    f" The header {name!r} looks separated by {shown}, not commas: CSV files "
+                    "are read with commas; convert the file (e.g. pandas.read_csv(path, "
+                    f"sep={separator!r}), then insert the frame)."
+                )
+    return ""
+
+
 def conform(
     table: pa.Table,
     schema: TableSchema,
@@ -1142,8 +1159,12 @@ def conform(
     unknown = [n for n in present if n not in known]
     target_schema = schema
     if unknown and not allow_new_columns:
-        hint = _case_hint(unknown, schema)
-        new_columns = [n for n in unknown if not _spelling_of(n, schema) and n.strip()]
+        hint = _case_hint(unknown, schema) + _separator_hint(unknown, schema)
+        new_columns = [
+            n
+            for n in unknown
+            if not _spelling_of(n, schema) and n.strip() and not _separator_hint([n], schema)
+        ]
         evolve = (
             f" Pass evolve_schema=True to add {new_columns} as new nullable columns"
             if new_columns

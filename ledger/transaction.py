@@ -1096,6 +1096,11 @@ def _key_values(keys: Any, key_columns: list[str]) -> Any:
     them); for a key of several, its rows as tuples (a 2-D numpy array, a Series of tuples).
     Anything else is returned as given."""
     module = type(keys).__module__
+    if module.startswith("pandas") and type(keys).__name__ == "MultiIndex":
+        # The index of a frame keyed by set_index([...]): its levels by name, else in order.
+        if set(key_columns) <= set(keys.names):
+            return keys.to_frame(index=False)
+        return [tuple(k) for k in keys.tolist()]
     is_pandas = module.startswith("pandas") and type(keys).__name__ in ("Series", "Index")
     is_numpy = module == "numpy" and type(keys).__name__ == "ndarray"
     if not (is_pandas or is_numpy or isinstance(keys, pa.Array | pa.ChunkedArray)):

@@ -144,3 +144,18 @@ def test_a_folder_or_file_whose_name_holds_glob_characters_is_read_as_itself(
     by_file.insert(str(tmp_path / name / "a.csv"))
     assert [r[2] for r in _decompressed_rows(by_folder)] == ["mine"]
     assert _decompressed_rows(by_file) == _decompressed_rows(by_folder)
+
+
+@pytest.mark.parametrize("separator", [";", "\t", "|"])
+def test_a_header_separated_otherwise_than_by_commas_is_named_so(tmp_path, separator):
+    table = ledger.connect(str(tmp_path / "wh")).create_table(
+        "o", {"order_id": "VARCHAR", "customer": "VARCHAR", "amount": "DOUBLE"}, "order_id"
+    )
+    path = tmp_path / "orders.csv"
+    path.write_text(separator.join(["order_id", "customer", "amount"]) + "\nE;x;1.5\n")
+    with pytest.raises(ledger.UnknownColumnError) as refused:
+        table.insert(str(path))
+    message = str(refused.value)
+    assert "not commas" in message and f"sep={separator!r}" in message
+    assert "evolve_schema" not in message
+    assert table.version == 0

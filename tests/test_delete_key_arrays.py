@@ -74,3 +74,19 @@ def test_keys_that_do_not_fit_the_key_column_are_refused(tmp_path):
     with pytest.raises(ledger.TypeMismatchError):
         table.delete(np.array([1.5]))
     assert table.count() == 1
+
+
+def test_delete_takes_the_multiindex_of_a_frame_keyed_by_its_key_columns(tmp_path):
+
+    table = ledger.connect(str(tmp_path)).create_table(
+        "t", {"id": "BIGINT", "region": "VARCHAR", "qty": "INTEGER"}, ["id", "region"]
+    )
+    frame = pd.DataFrame(
+        {"id": [1, 2, 3], "region": ["eu", "us", "eu"], "qty": [1, 2, 3]}
+    ).set_index(["id", "region"])
+    table.insert(frame)
+    assert table.delete(frame.index[:2]).deleted == 2
+    assert table.to_arrow().select(["id", "region"]).to_pylist() == [{"id": 3, "region": "eu"}]
+    unnamed = frame.index[2:].set_names([None, None])
+    assert table.delete(unnamed).deleted == 1
+    assert table.count() == 0
