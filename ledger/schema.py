@@ -549,9 +549,9 @@ def timestamps_from_text(texts: _Texts, kind: pa.DataType) -> _Texts:
 
 
 def dates_from_text(name: str, texts: _Texts, kind: pa.DataType) -> _Texts:
-    """``texts`` parsed into date type ``kind``: a date (``2024-01-02``), or a timestamp without
-    offset at midnight (``2024-01-02 00:00:00``, as databases export a DATE held as a
-    timestamp). Raises ``pa.ArrowInvalid`` for text that is neither, and
+    """``texts`` parsed into date type ``kind``: a date (``2024-01-02``), or a timestamp at
+    midnight (``2024-01-02 00:00:00``, as databases export a DATE held as a timestamp; one with
+    a zone at midnight UTC, ``2024-01-02T00:00:00Z``, as a zoned datetime goes in). Raises ``pa.ArrowInvalid`` for text that is neither, and
     :class:`TypeMismatchError` naming a timestamp with a time of day.
 
     >>> dates_from_text("day", pa.array(["2024-01-02 00:00:00"]), pa.date32())[0]
@@ -561,7 +561,15 @@ def dates_from_text(name: str, texts: _Texts, kind: pa.DataType) -> _Texts:
         dates: _Texts = pc.cast(texts, kind)
     except pa.ArrowInvalid:
         # Arrow's timestamp parser reads a date too, as its midnight.
-        timestamps = timestamps_from_text(texts, pa.timestamp("us"))
+        try:
+            timestamps = timestamps_from_text(texts, pa.timestamp("us"))
+        except pa.ArrowInvalid:
+            # Texts with a zone (``2024-01-02T00:00:00Z``): instants, taken at their UTC time
+            # as a zoned datetime is; a mix with texts without one is still refused.
+            try:
+                timestamps = timestamps_from_text(texts, pa.timestamp("us", tz="UTC"))
+            except pa.ArrowInvalid:
+                timestamps = timestamps_from_text(texts, pa.timestamp("us"))
         dates = midnight_dates(name, timestamps, kind)
     return dates
 

@@ -121,3 +121,27 @@ def test_both_engines_take_midnight_and_refuse_a_time_of_day(engine: Engine, tmp
         with pytest.raises(TypeMismatchError, match=r"2024-01-02 05:06:00.*time of day"):
             engine.write(table, "insert", late)
     assert table.count() == 2
+
+
+@pytest.mark.parametrize("form", ["dicts", "csv", "json"])
+def test_zoned_midnight_text_goes_into_a_date_as_its_utc_day(tmp_path, form):
+    texts = ["2024-01-01T00:00:00Z", "2024-01-02 05:30:00+05:30", "2024-01-03T00:00:00+00:00"]
+    rows = [{"k": i, "d": text} for i, text in enumerate(texts)]
+    if form == "csv":
+        data: object = str(tmp_path / "d.csv")
+        (tmp_path / "d.csv").write_text(
+            "k,d\n" + "".join(f"{i},{t}\n" for i, t in enumerate(texts))
+        )
+    elif form == "json":
+        data = str(tmp_path / "d.jsonl")
+        (tmp_path / "d.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    else:
+        data = rows
+    table = ledger.connect(str(tmp_path / "wh")).create_table(
+        "t", {"k": "BIGINT", "d": "DATE"}, "k"
+    )
+    table.insert(data)
+    days = table.to_arrow().sort_by("k").column("d").to_pylist()
+    assert days == [dt.date(2024, 1, 1), dt.date(2024, 1, 2), dt.date(2024, 1, 3)]
+    with pytest.raises(ledger.TypeMismatchError, match="time of day"):
+        table.insert([{"k": 9, "d": "2024-01-04T01:00:00Z"}])
