@@ -52,6 +52,7 @@ from ledger.errors import (
 from ledger.schema import (
     BELOW_MICROSECONDS,
     FLOAT_EXACT_INTEGERS,
+    FLOAT_RELATIVE_ERROR,
     NO_OFFSET,
     NONZERO_NUMBER_TEXT,
     OFFSET,
@@ -554,6 +555,10 @@ def _refuse_changed_floats(
         column = batch.column(name)
         # Infinities are beyond the limit too.
         large = pc.greater_equal(pc.abs(column), float(FLOAT_EXACT_INTEGERS[kind]))
+        if kind == pa.float32():
+            # A subnormal FLOAT keeps only a few bits of the number it was parsed from.
+            tiny = pc.and_(pc.less(pc.abs(column), _SMALLEST_NORMAL_FLOAT), pc.not_equal(column, 0))
+            large = pc.or_(large, tiny)
         zeros = name not in zeros_checked and pc.any(pc.equal(column, 0)).as_py()
         if not (zeros or pc.any(pc.fill_null(large, False)).as_py()):
             continue
@@ -582,7 +587,20 @@ def _float_text_refusal(name: str, text: str, kind: pa.DataType) -> str | None:
         return _inexact_integer_message(name, kind, text)
     if _underflows(text, kind):
         return float_underflow_message(name, kind, text)
+    if kind == pa.float32() and _DECIMAL_TEXT.fullmatch(text):
+        value = float(text)
+        stored = pa.scalar(value).cast(pa.float32(), safe=False).as_py()
+        if abs(stored - value) > abs(value) * FLOAT_RELATIVE_ERROR:
+            return (
+                f"column {name!r} (FLOAT): value {text!r} does not fit, a FLOAT would hold it "
+                f"as {stored!r} (FLOAT keeps magnitudes from about 1.2e-38 to 3.4e38 to 7 "
+                "digits); make the column DOUBLE or convert the value before writing"
+            )
     return None
+
+
+# FLOAT's smallest normal magnitude: below it a FLOAT keeps fewer than 24 bits.
+_SMALLEST_NORMAL_FLOAT = 2.0**-126
 
 
 def _underflows(text: str, kind: pa.DataType) -> bool:

@@ -91,3 +91,14 @@ def test_a_decimal_column_refuses_more_places_than_its_scale(tmp_path, form):
     with pytest.raises(ledger.SchemaError):
         table.insert(_data(tmp_path, form, "m", ["1.5", "1e-400"]))
     assert table.version == 0
+
+
+@pytest.mark.parametrize("text", ["1e-40", "1.0509738482436128e-45", "-3e-39"])
+@pytest.mark.parametrize("form", ["dicts", "csv", "json"])
+def test_a_number_a_float_keeps_only_a_few_bits_of_is_refused_from_every_source(
+    tmp_path, form, text
+):
+    table = ledger.connect(str(tmp_path / "wh")).create_table("t", SCHEMA, primary_key="id")
+    with pytest.raises(ledger.TypeMismatchError, match="does not fit, a FLOAT would hold it"):
+        table.insert(_data(tmp_path, form, "f", ["0.5", text]))
+    assert table.version == 0
