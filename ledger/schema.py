@@ -551,8 +551,9 @@ def timestamps_from_text(texts: _Texts, kind: pa.DataType) -> _Texts:
 def dates_from_text(name: str, texts: _Texts, kind: pa.DataType) -> _Texts:
     """``texts`` parsed into date type ``kind``: a date (``2024-01-02``), or a timestamp at
     midnight (``2024-01-02 00:00:00``, as databases export a DATE held as a timestamp; one with
-    a zone at midnight UTC, ``2024-01-02T00:00:00Z``, as a zoned datetime goes in). Raises ``pa.ArrowInvalid`` for text that is neither, and
-    :class:`TypeMismatchError` naming a timestamp with a time of day.
+    a zone at midnight UTC, ``2024-01-02T00:00:00Z``, as a zoned datetime goes in). Raises
+    ``pa.ArrowInvalid`` for text that is neither, and :class:`TypeMismatchError` naming a
+    timestamp with a time of day.
 
     >>> dates_from_text("day", pa.array(["2024-01-02 00:00:00"]), pa.date32())[0]
     <pyarrow.Date32Scalar: datetime.date(2024, 1, 2)>
