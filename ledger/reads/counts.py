@@ -20,6 +20,7 @@ from ledger.engines.duckdb.scan import file_sources, with_parquet_sources
 from ledger.engines.duckdb.session import read_sessions
 from ledger.log.entries import FileMarker, sum_markers
 from ledger.reads.files import split_isolated
+from ledger.reads.partitions import pruning_exact
 from ledger.sql.dialects import DIALECTS
 from ledger.sql.names import ENTRIES
 from ledger.sql.spec import TableSpec
@@ -60,8 +61,6 @@ def rows_of(snap: Snapshot, markers: Sequence[FileMarker]) -> int:
     """The row count of the partition whose alive files are ``markers`` (files of one
     partition of ``snap``): :func:`row_count` of them where the partition's files alone give
     it, else :func:`count_in_partitions`."""
-    from ledger.reads.partitions import pruning_exact  # it reads table specs, as counts do
-
     if not markers or pruning_exact(snap.state, entries=True):
         return row_count(snap, markers)
     return count_in_partitions(snap, dict(markers[0].partition))
@@ -70,7 +69,9 @@ def rows_of(snap: Snapshot, markers: Sequence[FileMarker]) -> int:
 def count_in_partitions(snap: Snapshot, partitions: PartitionFilter) -> int:
     """The row count of the ``partitions`` of ``snap`` where their files alone do not give it
     (:mod:`ledger.reads.partitions`): the count of the totals restricted to them."""
-    from ledger.reads.totals import totals as restricted_totals  # totals read snapshots
+    # Restricted counts are totals, whose reads take snapshots: snapshot -> counts -> totals
+    # -> visible -> snapshot is a cycle, broken here until the partition counts move out.
+    from ledger.reads.totals import totals as restricted_totals
 
     con = read_sessions(snap.store).cursor()
     try:
