@@ -211,6 +211,22 @@ def test_a_small_insert_on_s3_makes_four_requests(counting_server: CountingS3Ser
     assert sorted(r[0] for r in table.scan().select("id").fetchall()) == list(range(40))
 
 
+def test_a_small_insert_on_s3_sends_every_body_with_its_headers(
+    counting_server: CountingS3Server,
+) -> None:
+    """None of a small insert's PutObjects (the reservation, the data file, the log file) waits
+    a round trip for the store's "100 Continue" before sending its body."""
+    table = _s3_warehouse(counting_server).create_table("events", SCHEMA, primary_key="id")
+    table.insert(_rows_of_users(10))  # the store's one-time probe of conditional writes
+    counting_server.waited_to_continue.clear()
+    for batch in range(1, 4):
+        counting_server.taken()
+        table.insert(_rows_of_users(10, start=batch * 10))
+        assert sum(method == "PUT" for method, _ in counting_server.taken()) == 3
+    assert counting_server.waited_to_continue == []
+    assert sorted(r[0] for r in table.scan().select("id").fetchall()) == list(range(40))
+
+
 def test_a_stale_handle_gets_a_trx_id_above_the_committed_ones(
     counting_server: CountingS3Server,
 ) -> None:

@@ -16,7 +16,9 @@ import pytest
 
 import ledger
 from ledger.storage import Store, open_store
+from ledger.storage.s3 import CONTINUE_ABOVE_BYTES
 from tests.conftest import Location
+from tests.support.request_counting import CountingS3Server
 from tests.support.s3server import BUCKET, S3Endpoint
 
 
@@ -410,6 +412,31 @@ def test_s3_store_without_the_check_trusts_the_store(
     calls = ignore_if_none_match(store, monkeypatch)
     assert store.put_if_absent("a", b"1") is True
     assert [c["Key"].rsplit("/", 1)[-1] for c in calls] == ["a"]  # no probe
+
+
+@pytest.mark.parametrize("conditional", [False, True], ids=["put", "put_if_absent"])
+@pytest.mark.parametrize(
+    "size", [0, 1, 4096, CONTINUE_ABOVE_BYTES, CONTINUE_ABOVE_BYTES + 1, 3 * CONTINUE_ABOVE_BYTES]
+)
+def test_s3_store_waits_for_100_continue_only_above_a_size(
+    counting_server: CountingS3Server, size: int, conditional: bool
+) -> None:
+    """A body up to ``CONTINUE_ABOVE_BYTES`` goes with its headers (no round trip for the
+    store's "100 Continue"); a larger one waits, so a refused request does not upload it.
+    Either way the bytes arrive whole, and a lost put-if-absent keeps the first ones."""
+    assert counting_server.endpoint is not None
+    store = s3_store(counting_server.endpoint)
+    store.put_if_absent("probe", b"")  # the one-time probe of conditional writes
+    counting_server.waited_to_continue.clear()
+    data = os.urandom(size)
+    if conditional:
+        assert store.put_if_absent("k", data) is True
+        assert store.put_if_absent("k", os.urandom(size)) is False
+    else:
+        store.put("k", data)
+    assert store.get("k") == data
+    waited = [path.rsplit("/", 1)[-1] for path in counting_server.waited_to_continue]
+    assert waited == (["k"] * (2 if conditional else 1) if size > CONTINUE_ABOVE_BYTES else [])
 
 
 def test_committed_local_data_files_are_fsynced(tmp_path, monkeypatch):

@@ -10,10 +10,13 @@ from tests.support.s3server import MotoServer, S3Endpoint
 
 
 class CountingS3Server:
-    """Start with :meth:`start`; ``requests`` holds ``(method, path)`` of every request."""
+    """Start with :meth:`start`; ``requests`` holds ``(method, path)`` of every request, and
+    ``waited_to_continue`` the path of every request that sent ``Expect: 100-continue`` (its
+    body waited a round trip for the server's "100 Continue")."""
 
     def __init__(self) -> None:
         self.requests: list[tuple[str, str]] = []
+        self.waited_to_continue: list[str] = []
         self._lock = threading.Lock()
         self._server = MotoServer()
         self.endpoint: S3Endpoint | None = None
@@ -26,6 +29,8 @@ class CountingS3Server:
         def counting(environ: dict[str, Any], start_response: Any) -> Any:
             with self._lock:
                 self.requests.append((environ["REQUEST_METHOD"], environ.get("PATH_INFO", "")))
+                if environ.get("HTTP_EXPECT", "").lower() == "100-continue":
+                    self.waited_to_continue.append(environ.get("PATH_INFO", ""))
             return app(environ, start_response)
 
         wsgi.app = counting
