@@ -252,7 +252,9 @@ class DataWriter:
                 with counting:
                     unwritten[folder] -= 1
                     last = not unwritten[folder]
-                if last:  # the folder now holds every entry this write makes in it
+                if last and len(pieces) == 1:  # this thread has nothing else to do meanwhile
+                    fsync_path(partition_folders[folder])
+                elif last:  # the folder now holds every entry this write makes in it
                     syncs.append(_start(fsync_path, partition_folders[folder], purpose="sync"))
             return marker
 
