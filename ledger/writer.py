@@ -9,6 +9,7 @@ columns: they live in the file's path and marker, computed from the user columns
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import itertools
 import os
@@ -222,64 +223,83 @@ class DataWriter:
         target = file_schema(self.schema, self.config)
         entries = entries.select(target.names).cast(target)
         pieces = [piece for whole in self._split(entries) for piece in whole.files(FILE_ROWS)]
-        for piece in pieces:  # a partition path that cannot be stored fails before any write
-            self.partition_spec.path(piece.partition)
+        # A partition path that cannot be stored fails here, before any write.
+        paths = [self.partition_spec.path(piece.partition) for piece in pieces]
         # Chosen once for the whole write: sampling every file's columns again cost more than
         # encoding a small partition's file.
         dictionary = dictionary_columns(entries)
-        folders = self._make_folders([piece.partition for piece in pieces])
+        partition_folders, parent_folders = self._make_folders(paths)
         local = self.store.local_path(self.table_prefix) is not None
         # Every file, then its folder's entry for it (and the entry of a folder this write made),
-        # made durable before the commit can point at them. A file's fsync starts as soon as
-        # it is written, so the disk flushes while the other files are still being encoded.
-        syncs: list[Future[None]] = []
+        # made durable before the commit can point at them. Each fsync starts as soon as what
+        # it flushes exists: a new folder's parent at once, a file as soon as it is written and
+        # its folder once every file of this write in it is written. So the disk flushes while
+        # the other files are still being encoded, and the folders' entries ride in the same
+        # journal commits as the files instead of a round of their own after the last file.
+        syncs: list[Future[None]] = [
+            _start(fsync_path, folder, purpose="sync") for folder in sorted(parent_folders)
+        ]
+        unwritten = collections.Counter(paths)
+        counting = threading.Lock()
 
-        def write_piece(piece: _Piece) -> FileMarker:
+        def write_piece(piece_and_folder: tuple[_Piece, str]) -> FileMarker:
+            piece, folder = piece_and_folder
             # A partition's rows are gathered here, on the piece's own thread: Arrow's take
             # runs without the GIL, so the pieces gather (and then encode) in parallel.
-            marker, path = self._write_file(piece.rows(), piece.partition, dictionary)
+            marker, path = self._write_file(piece.rows(), piece.partition, folder, dictionary)
             if path is not None:
                 syncs.append(_start(fsync_path, path, purpose="sync"))
+                with counting:
+                    unwritten[folder] -= 1
+                    last = not unwritten[folder]
+                if last and len(pieces) == 1:  # this thread has nothing else to do meanwhile
+                    fsync_path(partition_folders[folder])
+                elif last:  # the folder now holds every entry this write makes in it
+                    syncs.append(_start(fsync_path, partition_folders[folder], purpose="sync"))
             return marker
 
         try:
             if len(pieces) == 1:
-                markers = [write_piece(pieces[0])]
+                markers = [write_piece((pieces[0], paths[0]))]
             else:
                 # pyarrow encodes and compresses without the GIL: large writes use every core.
                 # Files bound for an object store spend most of their time waiting on the
                 # network, so more of them are in flight at once.
-                markers = _in_parallel(write_piece, pieces, purpose="encode" if local else "upload")
-            # Every file now exists, so each folder holds the entries of its files.
-            _in_parallel(fsync_path, sorted(folders), purpose="sync")
+                markers = _in_parallel(
+                    write_piece,
+                    list(zip(pieces, paths, strict=True)),
+                    purpose="encode" if local else "upload",
+                )
         finally:
             wait(syncs)  # none still running once this write has returned or failed
         for done in syncs:
             done.result()
         return markers
 
-    def _make_folders(self, partitions: list[dict[str, str | None]]) -> set[str]:
-        """Create the local folders of ``partitions``; return the folders whose entries must be
-        made durable before a commit points at files in them (empty for an object store)."""
+    def _make_folders(self, paths: list[str]) -> tuple[dict[str, str], set[str]]:
+        """Create the local folders of the partition ``paths``. Return each path's folder, and
+        the folders above them this write made, whose entries for the new folders must be made
+        durable before a commit points at files in them (both empty for an object store)."""
         data_folder = self.store.local_path(self.table_prefix + self.config.data_folder)
         if data_folder is None:
-            return set()
+            return {}, set()
         table_folder = (self.store.local_path(self.table_prefix) or "").rstrip("/")
-        folders: set[str] = set()
-        for values in partitions:
-            path = self.partition_spec.path(values)
-            folder = os.path.join(data_folder, *path.split("/")) if path else data_folder
-            if folder in folders:
+        folders: dict[str, str] = {}
+        parents: set[str] = set()
+        for path in paths:
+            if path in folders:
                 continue
-            folders.add(folder)
+            folder = os.path.join(data_folder, *path.split("/")) if path else data_folder
+            folders[path] = folder
             if not os.path.isdir(folder):
                 os.makedirs(folder, exist_ok=True)
                 # A new folder's own entry lives in its parent: up to the table's folder.
                 parent = os.path.dirname(folder)
                 while len(parent) >= len(table_folder) > 0:
-                    folders.add(parent)
+                    parents.add(parent)
                     parent = os.path.dirname(parent)
-        return folders
+        # A folder holding files of this write is flushed once they are written, not before.
+        return folders, parents - set(folders.values())
 
     def _split(self, entries: pa.Table) -> Iterator[_Piece]:
         keys = [(c, "ascending") for c in sort_columns(self.config)]
@@ -331,10 +351,14 @@ class DataWriter:
             fsync_path(os.path.dirname(local))
 
     def _write_file(
-        self, part: pa.Table, partition: dict[str, str | None], dictionary: list[str]
+        self,
+        part: pa.Table,
+        partition: dict[str, str | None],
+        folder: str,
+        dictionary: list[str],
     ) -> tuple[FileMarker, str | None]:
-        """Write one file; return its marker and its local path (to be fsynced by the caller)."""
-        folder = self.partition_spec.path(partition)
+        """Write one file into the partition path ``folder``; return its marker and its local
+        path (to be fsynced by the caller)."""
         relative = (
             f"{self.config.data_folder}/{folder + '/' if folder else ''}{uuid.uuid4().hex}.parquet"
         )
