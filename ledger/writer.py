@@ -730,17 +730,34 @@ def dictionary_columns(table: pa.Table, sample_rows: int = _DICTIONARY_SAMPLE_RO
         column = sample.column(name)
         text = pa.types.is_string(column.type) or pa.types.is_large_string(column.type)
         limit = _TEXT_DICTIONARY_MAX_DISTINCT_RATIO if text else _DICTIONARY_MAX_DISTINCT_RATIO
-        if _distinct_in_prefix(column, int(limit * rows) * 5 // 4) > limit * rows:
-            continue  # the whole sample has at least as many distinct values
-        if pc.count_distinct(column, mode="all").as_py() / rows <= limit:
+        if pa.types.is_floating(column.type):
+            prefix = int(limit * rows) * 5 // 4
+            if prefix < len(column) and count_distinct(column.slice(0, prefix)) > limit * rows:
+                continue  # the whole sample has at least as many distinct values
+        if count_distinct(column) / rows <= limit:
             chosen.append(name)
     return chosen
 
 
-def _distinct_in_prefix(column: pa.ChunkedArray, rows: int) -> int:
-    """Distinct values of the first ``rows`` rows (when fewer than the column's): a prefix
-    holding more than the limit rules a column out at a fraction of counting the whole sample
-    (keys, measures and timestamps; a correction's write counted 8k rows of each)."""
-    if rows >= len(column):
-        return 0
-    return int(pc.count_distinct(column.slice(0, rows), mode="all").as_py())
+def count_distinct(column: pa.ChunkedArray) -> int:
+    """Distinct values of ``column``, NULL counting as one: integers and times by sorting
+    their numbers (a fifth of the cost of Arrow's hashing on 8k rows), others by Arrow."""
+    numbers = _integer_view(column.type)
+    if numbers is None:
+        return int(pc.count_distinct(column, mode="all").as_py())
+    values = column.drop_null().cast(numbers).to_numpy()
+    found = len(values) and 1 + int(np.count_nonzero(np.diff(np.sort(values))))
+    return found + (1 if column.null_count else 0)
+
+
+def _integer_view(data_type: pa.DataType) -> pa.DataType | None:
+    """The integer type ``data_type``'s values are stored as, for integers, dates and times."""
+    if pa.types.is_integer(data_type):
+        return data_type
+    if pa.types.is_timestamp(data_type) or pa.types.is_duration(data_type):
+        return pa.int64()
+    if pa.types.is_date32(data_type) or pa.types.is_time32(data_type):
+        return pa.int32()
+    if pa.types.is_date64(data_type) or pa.types.is_time64(data_type):
+        return pa.int64()
+    return None
