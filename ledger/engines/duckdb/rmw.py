@@ -11,7 +11,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ledger.engines.duckdb.errors import storage_errors
-from ledger.engines.duckdb.key_scan import comparable_keys, holds_keys, key_entries
+from ledger.engines.duckdb.key_scan import (
+    comparable_keys,
+    distinct_integer_keys,
+    holds_keys,
+    key_entries,
+)
 from ledger.engines.duckdb.scan import scan_files
 from ledger.engines.duckdb.session import DuckDBConnection, connect
 from ledger.log.entries import FileMarker
@@ -176,6 +181,8 @@ def _live_rows_of_insertions(
 
 def _repeated_keys(entries: pa.Table, key_columns: Sequence[str]) -> pa.Table:
     """The keys (distinct, with the key columns' names) that ``entries`` holds more than once."""
+    if distinct_integer_keys(entries.select(list(key_columns))):
+        return entries.select(list(key_columns)).slice(0, 0)
     # Positional names: Arrow reads a name starting with "." as a nested field path.
     positional = [f"key{i}" for i in range(len(key_columns))]
     counts = (
@@ -226,6 +233,9 @@ def _one_insertion_per_key(entries: pa.Table, key_columns: Sequence[str]) -> boo
         return True
     if pc.min(entries.column(DML_TYPE)).as_py() != 1:
         return False
+    distinct = distinct_integer_keys(entries.select(list(key_columns)))
+    if distinct is not None:
+        return distinct
     # Positional names: Arrow reads a name starting with "." as a nested field path.
     positional = [f"key{i}" for i in range(len(key_columns))]
     keys = entries.select(list(key_columns)).rename_columns(positional)
