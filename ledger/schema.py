@@ -1327,15 +1327,12 @@ def _cast_column(name: str, column: pa.ChunkedArray, target: pa.DataType) -> pa.
 
 
 def _is_all_missing(column: pa.ChunkedArray) -> bool:
-    """A column holding only NULLs in a type that says nothing of its values: Arrow's null
-    type, or floats (how pandas holds a column of NaN or None, as ``read_csv`` reads an empty
-    text column). It goes into a column of any type as NULLs."""
-    source = column.type
-    return bool(
-        (pa.types.is_null(source) or pa.types.is_floating(source))
-        and len(column)
-        and column.null_count == len(column)
-    )
+    """A column holding only NULLs, whatever its type: Arrow's null type, floats (how pandas
+    holds a column of NaN or None, as ``read_csv`` reads an empty text column), or any other
+    (a pandas column of NaT without a zone, of ``pd.NA`` in ``Int64`` or ``string``). It holds
+    no value of the wrong type, so it goes into a column of any type as NULLs (a key column
+    still refuses them)."""
+    return bool(len(column) and column.null_count == len(column))
 
 
 def _check_whole_digits(name: str, column: pa.ChunkedArray, target: pa.DataType) -> None:
