@@ -43,7 +43,7 @@ from ledger.maintenance import merge as merging
 from ledger.maintenance import partitions as partition_ops
 from ledger.maintenance import vacuum as vacuuming
 from ledger.reads import visible as reads
-from ledger.reads.counts import rows_of
+from ledger.reads.partition_counts import count_rows, rows_of
 from ledger.rollup import Rollup
 from ledger.schema import ROW_ID, conform
 from ledger.snapshot import PartitionFilter, Snapshot
@@ -218,7 +218,7 @@ class Table:
 
         >>> payments.count(partitions={"day": "2024-01-02"})               # doctest: +SKIP
         """
-        return self.snapshot(version, timestamp).count(partitions)
+        return count_rows(self.snapshot(version, timestamp), partitions)
 
     def to_arrow(
         self,
