@@ -1356,6 +1356,18 @@ def _check_whole_digits(name: str, column: pa.ChunkedArray, target: pa.DataType)
 FLOAT_EXACT_INTEGERS = {pa.float16(): 2**11, pa.float32(): 2**24, pa.float64(): 2**53}
 
 
+def float_text_message(name: str, target: pa.DataType, text: str) -> str:
+    """Why a number written as a float (with a point or an exponent: ``9007199254740992.0``,
+    as pandas writes an integer column holding NaN) is refused by integer column ``name``
+    from 2**53: a float that large may already have been rounded, as from every source."""
+    return (
+        f"column {name!r} ({arrow_to_sql_or_str(target)}): {text} is written as a float (with a "
+        "point or an exponent), and a float holds whole numbers exactly only below 2**53, so it "
+        "may already have been rounded; write the integer as plain digits (in pandas, read or "
+        'convert the column as dtype "Int64" before writing it out)'
+    )
+
+
 def _refuse_floats_beyond_exact_integers(
     name: str, column: pa.ChunkedArray, target: pa.DataType
 ) -> None:
