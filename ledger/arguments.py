@@ -12,6 +12,7 @@ it (batches, versions, intervals, timeouts in milliseconds) is checked against t
 from __future__ import annotations
 
 import datetime as dt
+import difflib
 import math
 import numbers
 from collections.abc import Sequence
@@ -94,3 +95,16 @@ def timestamp_ms(value: Any) -> int | None:
             f"{type(value).__name__} {value!r}"
         )
     return whole_number(value, "timestamp (epoch milliseconds)", minimum=-INT64_MAX - 1)
+
+
+def closest_names(name: str, candidates: Sequence[str]) -> str:
+    """``; did you mean 'x'?`` naming the candidates ``name`` most likely misspells (the same
+    name in other case first), or empty when none is close: the tail of an unknown name's
+    message.
+
+    >>> closest_names("amout", ["id", "amount"])
+    "; did you mean 'amount'?"
+    """
+    same_case = [c for c in candidates if c.casefold() == name.casefold()]
+    close = same_case or difflib.get_close_matches(name, list(candidates), n=3)
+    return f"; did you mean {' or '.join(map(repr, close))}?" if close else ""

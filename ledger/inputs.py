@@ -61,6 +61,7 @@ from ledger.schema import (
     dates_from_text,
     dicts_to_arrow,
     float_overflow_message,
+    float_text_message,
     float_underflow_message,
     folded_name,
     parse_text,
@@ -796,6 +797,13 @@ def _whole_numbers(
             )
         if number.adjusted() >= 40:  # no integer column holds 40 digits: never expanded
             raise _out_of_range(path, name, kind, rows_before + offset + 1, text)
+        if (
+            abs(number) >= FLOAT_EXACT_INTEGERS[pa.float64()]
+            and re.fullmatch(_PLAIN_INTEGER_TEXT, text) is None
+        ):
+            raise TypeMismatchError(
+                f"{path!r}: {float_text_message(name, kind, text)} (row {rows_before + offset + 1})"
+            )
         values.append(int(number))
     try:
         return pa.array(values, kind)
@@ -1083,8 +1091,84 @@ def _text_block_schema(
 def _json_read_type(kind: pa.DataType) -> pa.DataType:
     """A FLOAT column's numbers are read as doubles: Arrow's reader would turn 1e39 into a
     FLOAT infinity unchecked, while a double goes into the FLOAT under the rules of every
-    source (refused when it overflows)."""
+    source (refused when it overflows). An integer column's numbers are read as
+    DECIMAL(38,0), which takes a whole number however it is written (``3``, ``3.0``,
+    ``3e0``) and refuses a fraction; :func:`_json_integers` then applies the rule for floats
+    to those written with a point or an exponent, and the column's range."""
+    if pa.types.is_integer(kind):
+        return _JSON_INTEGER_READ
     return pa.float64() if kind == pa.float32() else kind
+
+
+_JSON_INTEGER_READ = pa.decimal128(38, 0)
+
+
+def _json_integers(
+    filesystem: pafs.FileSystem,
+    path: str,
+    table_types: Mapping[str, pa.DataType],
+    item: Any,
+    checked: set[str],
+) -> Any:
+    """``item`` (a batch or :class:`Rows`) with its integer columns (read as DECIMAL(38,0))
+    in their types. A number written as a float (with a point or an exponent) goes in only
+    below 2**53 in magnitude, as a float does from every source: a batch holding a larger value
+    has its column's text looked at once per file (``checked``, updated here). A number out of
+    the column's range is refused as from a dict, naming its line."""
+    table = item.table if isinstance(item, Rows) else item
+    columns = list(table.columns)
+    changed = False
+    for index, name in enumerate(table.schema.names):
+        kind = table_types.get(name)
+        if (
+            kind is None
+            or not pa.types.is_integer(kind)
+            or columns[index].type != _JSON_INTEGER_READ
+        ):
+            continue
+        column = columns[index]
+        large = pc.greater_equal(
+            pc.abs(column), pa.scalar(FLOAT_EXACT_INTEGERS[pa.float64()], _JSON_INTEGER_READ)
+        )
+        if name not in checked and pc.any(pc.fill_null(large, False)).as_py():
+            checked.add(name)
+            found = _first_json_number(filesystem, path, [name], _big_float_text)
+            if found is not None:
+                _, text, where = found
+                raise TypeMismatchError(
+                    f"{path!r}: {float_text_message(name, kind, text)} ({where})"
+                )
+        try:
+            columns[index] = pc.cast(column, kind)
+        except pa.ArrowInvalid:
+            found = _first_json_number(filesystem, path, [name], _out_of_range_of(kind))
+            if found is None:
+                raise
+            _, text, where = found
+            raise TypeMismatchError(
+                f"{path!r}: column {name!r} ({arrow_to_sql_or_str(kind)}): value {text} is out "
+                f"of its range ({where})"
+            ) from None
+        changed = True
+    if not changed:
+        return item
+    converted = type(table).from_arrays(columns, names=table.schema.names)
+    return Rows(converted, item.given) if isinstance(item, Rows) else converted
+
+
+def _out_of_range_of(kind: pa.DataType) -> Callable[[str, str], bool]:
+    def unfit(text: str, _: str) -> bool:
+        return _integer_unfit(text, kind)
+
+    return unfit
+
+
+def _big_float_text(text: str, _: str) -> bool:
+    """Whether ``text`` is a number written as a float whose magnitude is 2**53 or more."""
+    return (
+        _INTEGER_TEXT.fullmatch(text) is None
+        and abs(decimal.Decimal(text)) >= FLOAT_EXACT_INTEGERS[pa.float64()]
+    )
 
 
 def _json_rows_with_presence(
@@ -1249,12 +1333,20 @@ def _at_json_line(
     """``items`` read from a JSON-lines file; a failure of Arrow's reader names the line of the
     file it is on (counted from 1, blank lines included), as a CSV error names its row."""
     zeros_checked: set[str] = set()
+    integers_checked: set[str] = set()
     try:
         for item in items:
+            item = _json_integers(filesystem, path, table_types, item, integers_checked)
             _check_json_text(filesystem, path, table_types, item, zeros_checked)
             yield item
     except pa.ArrowInvalid as e:
         message = str(e)
+        try:
+            fraction = _json_fraction(filesystem, path, message, table_types)
+        except OSError:
+            fraction = None
+        if fraction is not None:
+            raise pa.ArrowInvalid(fraction) from e
         try:
             refusal = _json_number_refusal(filesystem, path, message, table_types)
             where = _json_error_line(filesystem, path, message, table_types)
@@ -1270,6 +1362,30 @@ def _at_json_line(
 _JSON_TOO_BIG_FOR_DOUBLE = re.compile(r"Number too big to be stored in double")
 _JSON_INTEGER = re.compile(r"-?[0-9]+")
 _JSON_CONVERSION_FAILURE = re.compile(r"Failed to convert JSON to ")
+
+
+_JSON_INTEGER_FRACTION = re.compile(
+    r"Failed to convert JSON to decimal128\(38, 0\): (\S+) requires scale"
+)
+
+
+def _json_fraction(
+    filesystem: pafs.FileSystem, path: str, message: str, table_types: Mapping[str, pa.DataType]
+) -> str | None:
+    """The reader's refusal of a number with a fraction in an integer column (read as
+    DECIMAL(38,0)) in the column's own terms, with its line; None for other errors."""
+    match = _JSON_INTEGER_FRACTION.search(message)
+    if match is None:
+        return None
+    integers = [c for c, t in table_types.items() if pa.types.is_integer(t)]
+    found = _first_json_number(filesystem, path, integers, lambda text, _: text == match[1])
+    if found is None:
+        return None
+    name, text, where = found
+    return (
+        f"column {name!r} ({arrow_to_sql_or_str(table_types[name])}): {text} is not a whole "
+        f"number ({where})"
+    )
 
 
 def _json_number_refusal(
@@ -1313,11 +1429,14 @@ def _json_number_refusal(
 def _integer_unfit(text: str, kind: pa.DataType) -> bool:
     """Whether ``text`` is a JSON integer outside integer type ``kind``'s range, or with more
     whole digits than DECIMAL type ``kind`` holds."""
+    if pa.types.is_integer(kind):
+        if _DECIMAL_TEXT.fullmatch(text) is None:
+            return False
+        number = decimal.Decimal(text)
+        low, high = _integer_range(kind)
+        return number == number.to_integral_value() and not low <= number <= high
     if _JSON_INTEGER.fullmatch(text) is None:
         return False
-    if pa.types.is_integer(kind):
-        low, high = _integer_range(kind)
-        return not low <= int(text) <= high
     return len(text.lstrip("-")) > int(kind.precision) - int(kind.scale)
 
 

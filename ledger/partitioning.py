@@ -18,6 +18,7 @@ hold a hash of the value instead (``~<sha256 hex>``); the exact value is in the 
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import re
 import zlib
@@ -246,8 +247,11 @@ class PartitionSpec:
         """Turn user partition filters into sets of canonical values per field.
 
         ``{"ts_day": "2026-11-21"}``, ``{"ts_day": ["2026-11-20", "2026-11-21"]}`` or a list of
-        such dicts (OR-ed). Values may also be dates or datetimes; they are formatted as the
-        partition formats them.
+        such dicts (OR-ed, so an empty list selects nothing). Values may also be dates or
+        datetimes; they are formatted as the partition formats them. A mapping naming no field
+        is refused (it would otherwise read as every partition while ``[]`` is none), as is
+        text no partition of its field can have (``"2026-13-01"`` for a day, bucket ``"7"`` of
+        four).
         """
         example = '{"field": value} or {"field": [values]} (or a list of such mappings)'
         if isinstance(partitions, Mapping):
@@ -261,6 +265,12 @@ class PartitionSpec:
         if not all(isinstance(f, Mapping) for f in filters):
             raise InvalidArgumentError(f"partitions must be {example}, got {partitions!r}")
         known = {f.name: f for f in self.fields}
+        if any(not f for f in filters):
+            raise InvalidArgumentError(
+                f"partitions {partitions!r} holds a selection that names no partition field; "
+                f"name one of {self.names} (an empty list selects no partition; to read every "
+                "partition, pass no partitions)"
+            )
         out = []
         for flt in filters:
             norm: dict[str, set[str | None]] = {}
@@ -281,13 +291,58 @@ class PartitionSpec:
 
 
 def _format_filter_value(field: PartitionField, value: Any) -> str | None:
-    if value is None or isinstance(value, str):
+    if value is None:
+        return value
+    if field.transform == "bucket":
+        return _bucket_text(field, value)
+    if isinstance(value, str):
+        if field.transform in _TIME_FORMATS:
+            _check_time_text(field, value)
         return value
     if field.transform == "identity":
         return canonical_text(pa.array([value])).to_pylist()[0]  # type: ignore[no-any-return]
-    if field.transform == "bucket":
-        return str(value)
     return field.value_of(value)
+
+
+# The text of each time transform's values, as ``pc.strftime`` writes them (4-digit years).
+_TIME_TEXT = {
+    "year": re.compile(r"[0-9]{4}"),
+    "month": re.compile(r"[0-9]{4}-[0-9]{2}"),
+    "day": re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}"),
+    "hour": re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}-[0-9]{2}"),
+}
+_TIME_SHAPES = {"year": "YYYY", "month": "YYYY-MM", "day": "YYYY-MM-DD", "hour": "YYYY-MM-DD-HH"}
+
+
+def _check_time_text(field: PartitionField, text: str) -> None:
+    """Refuse text no value of a time partition field is: a selection that can match nothing
+    is a mistake (``"2026-13-01"``, ``"2026-11-2"``), not an empty answer."""
+    shaped = _TIME_TEXT[field.transform].fullmatch(text) is not None
+    try:
+        valid = shaped and dt.datetime.strptime(text, _TIME_FORMATS[field.transform]).year > 0
+    except ValueError:
+        valid = False
+    if not valid:
+        raise InvalidArgumentError(
+            f"partition field {field.name!r} ({field.spec}) takes a {field.transform} as "
+            f"{_TIME_SHAPES[field.transform]} text (or a date or datetime), got {text!r}"
+        )
+
+
+def _bucket_text(field: PartitionField, value: Any) -> str:
+    """A bucket number as its partition's text; refused unless it is one of the field's."""
+    text = value if isinstance(value, str) else str(value)
+    number_like = isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+    if not (
+        number_like
+        and re.fullmatch(r"0|[1-9][0-9]*", text, flags=re.ASCII)
+        and int(text) < (field.buckets or 0)
+    ):
+        raise InvalidArgumentError(
+            f"partition field {field.name!r} ({field.spec}) takes a bucket number from 0 to "
+            f"{(field.buckets or 1) - 1}, got {value!r}"
+        )
+    return text
 
 
 def _parse_field(spec: str, schema: TableSchema) -> PartitionField:

@@ -1327,15 +1327,12 @@ def _cast_column(name: str, column: pa.ChunkedArray, target: pa.DataType) -> pa.
 
 
 def _is_all_missing(column: pa.ChunkedArray) -> bool:
-    """A column holding only NULLs in a type that says nothing of its values: Arrow's null
-    type, or floats (how pandas holds a column of NaN or None, as ``read_csv`` reads an empty
-    text column). It goes into a column of any type as NULLs."""
-    source = column.type
-    return bool(
-        (pa.types.is_null(source) or pa.types.is_floating(source))
-        and len(column)
-        and column.null_count == len(column)
-    )
+    """A column holding only NULLs, whatever its type: Arrow's null type, floats (how pandas
+    holds a column of NaN or None, as ``read_csv`` reads an empty text column), or any other
+    (a pandas column of NaT without a zone, of ``pd.NA`` in ``Int64`` or ``string``). It holds
+    no value of the wrong type, so it goes into a column of any type as NULLs (a key column
+    still refuses them)."""
+    return bool(len(column) and column.null_count == len(column))
 
 
 def _check_whole_digits(name: str, column: pa.ChunkedArray, target: pa.DataType) -> None:
@@ -1357,6 +1354,18 @@ def _check_whole_digits(name: str, column: pa.ChunkedArray, target: pa.DataType)
 
 # The integers a float holds exactly: every integer of smaller magnitude is a float of its own.
 FLOAT_EXACT_INTEGERS = {pa.float16(): 2**11, pa.float32(): 2**24, pa.float64(): 2**53}
+
+
+def float_text_message(name: str, target: pa.DataType, text: str) -> str:
+    """Why a number written as a float (with a point or an exponent: ``9007199254740992.0``,
+    as pandas writes an integer column holding NaN) is refused by integer column ``name``
+    from 2**53: a float that large may already have been rounded, as from every source."""
+    return (
+        f"column {name!r} ({arrow_to_sql_or_str(target)}): {text} is written as a float (with a "
+        "point or an exponent), and a float holds whole numbers exactly only below 2**53, so it "
+        "may already have been rounded; write the integer as plain digits (in pandas, read or "
+        'convert the column as dtype "Int64" before writing it out)'
+    )
 
 
 def _refuse_floats_beyond_exact_integers(

@@ -13,7 +13,7 @@ from ledger.log.entries import FileMarker
 from ledger.log.state import TableState
 from ledger.partitioning import PartitionSpec
 from ledger.pruning import prune_by_partitions
-from ledger.reads.counts import count_from_log, count_in_partitions, row_count
+from ledger.reads.counts import count_from_log, row_count
 from ledger.reads.partitions import PartitionRead, partition_read
 from ledger.storage import Store
 from ledger.writer import file_schema
@@ -96,7 +96,7 @@ class Snapshot:
         schema = file_schema(self.state.schema, self.state.config)
         return scan_files(connection, self.store, self.prefix, self.markers(partitions), schema)
 
-    def count(self, partitions: PartitionFilter = None) -> int:
+    def count(self) -> int:
         """The logical row count: the count :func:`views.totals` gives, which is the number of
         visible rows unless blind inserts gave a key of a collapsing, dedup or custom table
         several live entries (each counts).
@@ -105,14 +105,9 @@ class Snapshot:
         ``dml_sum``). Replacing, aggregating and dedup tables' merges do not keep those sums,
         so their rows are counted from the data files, except files holding the only entry of
         each of their keys and no delete mark (every file, after a full merge), which the log
-        counts (docs/concepts.md section 9). With ``partitions``, the rows of the whole
-        count that belong to them (docs/views.md section 5)."""
-        if partitions is None:
-            return row_count(self, self.markers())
-        read = self.partition_read(partitions, entries=True)
-        if not read.exact:
-            return count_in_partitions(self, partitions)
-        return row_count(self, read.markers)
+        counts (docs/concepts.md section 9). ``Table.count(partitions=...)`` counts the rows
+        of some partitions (:mod:`ledger.reads.partition_counts`)."""
+        return row_count(self, self.markers())
 
 
 def sum_entries(markers: Iterable[FileMarker]) -> int:

@@ -43,7 +43,7 @@ from ledger.maintenance import merge as merging
 from ledger.maintenance import partitions as partition_ops
 from ledger.maintenance import vacuum as vacuuming
 from ledger.reads import visible as reads
-from ledger.reads.counts import rows_of
+from ledger.reads.partition_counts import count_rows, rows_of
 from ledger.rollup import Rollup
 from ledger.schema import ROW_ID, conform
 from ledger.snapshot import PartitionFilter, Snapshot
@@ -218,7 +218,7 @@ class Table:
 
         >>> payments.count(partitions={"day": "2024-01-02"})               # doctest: +SKIP
         """
-        return self.snapshot(version, timestamp).count(partitions)
+        return count_rows(self.snapshot(version, timestamp), partitions)
 
     def to_arrow(
         self,
@@ -245,12 +245,15 @@ class Table:
         columns: Sequence[str] | str | None = None,
     ) -> pd.DataFrame:
         """:meth:`to_arrow` as a pandas DataFrame. DECIMAL columns hold Python ``Decimal``
-        values (object dtype), never floats; TIMESTAMPTZ columns are in UTC.
+        values (object dtype), never floats; TIMESTAMPTZ columns are in UTC; an integer
+        column holding NULL is in pandas' nullable integer dtype (``Int64``, ``<NA>`` for
+        NULL), as DuckDB's ``relation.df()`` gives it, never float64 (which rounds integers
+        beyond 2**53); one without NULL stays ``int64``.
 
         >>> payments.to_pandas(version=3)                                     # doctest: +SKIP
         """
         arrow = self.to_arrow(version=version, timestamp=timestamp, where=where, columns=columns)
-        return arrow.to_pandas()
+        return arrow_to_pandas(arrow)
 
     def to_polars(
         self,
@@ -757,3 +760,30 @@ def _readable_again(data: Any) -> bool:
     """Whether ``data`` can be read a second time (an insert on a held snapshot may have to be
     done again on the latest state): everything but one-pass streams (readers, iterators)."""
     return not isinstance(data, pa.RecordBatchReader | Iterator)
+
+
+def arrow_to_pandas(arrow: pa.Table) -> pd.DataFrame:
+    """``arrow`` as a pandas DataFrame, an integer column holding NULL in pandas' nullable
+    integer dtype (``Int64``...) rather than float64, whose 53 bits would round big integers.
+
+    >>> arrow_to_pandas(pa.table({"n": pa.array([2**53 + 1, None])}))["n"].tolist()
+    [9007199254740993, <NA>]
+    """
+    import pandas
+
+    nullable_integers = {
+        pa.int8(): pandas.Int8Dtype(),
+        pa.int16(): pandas.Int16Dtype(),
+        pa.int32(): pandas.Int32Dtype(),
+        pa.int64(): pandas.Int64Dtype(),
+        pa.uint8(): pandas.UInt8Dtype(),
+        pa.uint16(): pandas.UInt16Dtype(),
+        pa.uint32(): pandas.UInt32Dtype(),
+        pa.uint64(): pandas.UInt64Dtype(),
+    }
+    frame = arrow.to_pandas()
+    for index, column in enumerate(arrow.columns):
+        if column.type in nullable_integers and column.null_count:
+            nullable = column.to_pandas(types_mapper=nullable_integers.get)
+            frame.isetitem(index, nullable.set_axis(frame.index))
+    return frame

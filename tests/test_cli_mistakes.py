@@ -174,3 +174,30 @@ def test_csv_output_loads_back_as_the_same_rows(tmp_path: Path) -> None:
     rows = sorted(ledger.connect(str(tmp_path / "wh")).table("t").to_arrow().to_pylist(),
                   key=lambda r: r["id"])  # fmt: skip
     assert [r["s"] for r in rows] == texts
+
+
+def test_advice_to_upsert_names_the_flag(tmp_path: Path) -> None:
+    table = ledger.connect(str(tmp_path / "wh")).create_table(
+        "t", {"id": "BIGINT", "n": "BIGINT"}, primary_key="id"
+    )
+    table.insert([{"id": 1, "n": 1}])
+    (tmp_path / "new.csv").write_text("id,n\n2,5\n")
+    refused = run_ledger(
+        "-w", "wh", "load", "t", "new.csv", "--mode", "update", cwd=tmp_path, expect=1
+    )
+    assert "--mode upsert" in refused.stderr
+    assert "use upsert" not in refused.stderr
+    assert table.refresh().count() == 1
+
+
+@pytest.mark.parametrize(("given", "meant"), [("amout", "amount"), ("ID", "id")])
+def test_a_mistyped_totals_column_gets_the_closest_names(
+    tmp_path: Path, given: str, meant: str
+) -> None:
+    table = ledger.connect(str(tmp_path / "wh")).create_table(
+        "t", {"id": "BIGINT", "amount": "BIGINT"}, primary_key="id"
+    )
+    table.insert([{"id": 1, "amount": 1}])
+    for option in ("--by", "--sum", "--avg"):
+        refused = run_ledger("-w", "wh", "totals", "t", option, given, cwd=tmp_path, expect=1)
+        assert f"did you mean {meant!r}" in refused.stderr, (option, refused.stderr)

@@ -283,11 +283,8 @@ LEDGER_IMPORTING_VIEWS: dict[str, tuple[str, ...]] = {}
 
 # The Spark front imports its engine inside each verb, so that importing ledger.spark does not
 # load PySpark: (module path, the package whose modules it may import inside functions).
-# counts.py: a count restricted to partitions is a totals read, and totals reads import the
-# snapshot module that imports counts (a known cycle, to be removed by moving that count out).
 FUNCTION_IMPORTS_ALLOWED = {
     ("ledger/spark.py", "ledger.engines.spark"),
-    ("ledger/reads/counts.py", "ledger.reads.totals"),
 }
 
 # No module outside merge_policies/ compares a policy's name (an empty allow-list).

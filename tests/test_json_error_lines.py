@@ -22,7 +22,7 @@ def _put_lines(location: Location, table: ledger.Table, key: str, lines: list[st
 BAD_LINES = [
     ('{"id": 40, "amount": "3.30"}', r"changed from number to string \(line 41: "),
     ('{"id": 40, "amount": 1.239}', r"requires scale 3 \(line 41: .*1\.239"),
-    ('{"id": 40.5, "amount": 1}', r"couldn't parse:40\.5 \(line 41: "),
+    ('{"id": 40.5, "amount": 1}', r"'id' \(BIGINT\): 40\.5 is not a whole number \(line 41: "),
     ('{"id": 40, "amount": 1', r"JSON parse error: .* \(line 41: "),
 ]
 

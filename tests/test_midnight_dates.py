@@ -121,6 +121,16 @@ def test_both_engines_take_midnight_and_refuse_a_time_of_day(engine: Engine, tmp
         with pytest.raises(TypeMismatchError, match=r"2024-01-02 05:06:00.*time of day"):
             engine.write(table, "insert", late)
     assert table.count() == 2
+    # Zoned text: midnight UTC is that day (an offset counts), a time of day is refused.
+    zoned = pa.table({"id": [4, 5], "day": ["2024-01-03T00:00:00Z", "2024-01-04 05:30:00+05:30"]})
+    engine.write(table, "insert", zoned)
+    assert engine.visible(table).sort_by("id").column("day").to_pylist()[2:] == [
+        dt.date(2024, 1, 3),
+        dt.date(2024, 1, 4),
+    ]
+    with pytest.raises(TypeMismatchError, match=r"2024-01-05 01:00:00\+00:00 has a time of day"):
+        engine.write(table, "insert", pa.table({"id": [6], "day": ["2024-01-05T01:00:00Z"]}))
+    assert table.count() == 4
 
 
 @pytest.mark.parametrize("form", ["dicts", "csv", "json"])

@@ -235,3 +235,41 @@ def test_to_arrow_matches_a_plain_dict_model(
     for version, expected in at_version.items():
         frame = table.to_pandas(version=version)
         assert dict(zip(frame["id"], frame["amount"], strict=True)) == expected
+
+
+_INTEGER_TYPES = {"SMALLINT": 2**15, "INTEGER": 2**31, "BIGINT": 2**63}
+
+
+@settings(max_examples=examples(10))
+@given(
+    kind=st.sampled_from(sorted(_INTEGER_TYPES)),
+    data=st.data(),
+)
+def test_integer_columns_with_nulls_read_into_pandas_exactly(
+    tmp_path_factory: Any, kind: str, data: st.DataObject
+) -> None:
+    """An integer column holding NULL comes out in pandas' nullable integer dtype (``Int64``),
+    never as float64, which would round values beyond 2**53; one without NULL stays int64."""
+    bound = _INTEGER_TYPES[kind]
+    big = st.integers(min_value=2**53 - 2, max_value=bound - 1) if kind == "BIGINT" else st.none()
+    value = st.none() | st.integers(min_value=-bound, max_value=bound - 1) | big
+    values = data.draw(st.lists(value, min_size=1, max_size=12))
+    warehouse = ledger.connect(str(tmp_path_factory.mktemp("wh")))
+    table = warehouse.create_table("t", {"id": "BIGINT", "n": kind}, "id")
+    table.insert([{"id": i, "n": v} for i, v in enumerate(values)])
+    frame = table.to_pandas().sort_values("id")
+    assert [None if v is pd.NA else int(v) for v in frame["n"]] == values
+    expected = {"SMALLINT": "int16", "INTEGER": "int32", "BIGINT": "int64"}[kind]
+    if None in values:
+        expected = expected.capitalize()
+    assert str(frame["n"].dtype) == expected
+    assert str(frame["id"].dtype) == "int64"
+
+
+def test_a_big_id_beside_a_null_reads_into_pandas_exactly(local_location: Location) -> None:
+    table = local_location.connect().create_table("t", {"id": "BIGINT", "n": "BIGINT"}, "id")
+    table.insert([{"id": 1, "n": 2**53 + 1}, {"id": 2, "n": None}])
+    frame = table.to_pandas(columns=["n", "id"]).sort_values("id")
+    assert list(frame.columns) == ["n", "id"]
+    assert frame["n"].iloc[0] == 2**53 + 1
+    assert frame["n"].iloc[1] is pd.NA

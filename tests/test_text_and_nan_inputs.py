@@ -287,3 +287,43 @@ def test_arrow_nan_stays_a_value_and_is_refused_by_a_text_column(local_location)
     with pytest.raises(TypeMismatchError, match="'note' is VARCHAR but the data holds double"):
         table.insert(pa.table({"id": [1], "note": [math.nan]}))
     assert table.version == 0
+
+
+PANDAS_MISSING = {
+    "naive NaT": lambda: pd.Series([pd.NaT, pd.NaT], dtype="datetime64[ns]"),
+    "zoned NaT": lambda: pd.Series([pd.NaT, pd.NaT], dtype="datetime64[ns, Europe/Paris]"),
+    "timedelta NaT": lambda: pd.Series([pd.NaT, pd.NaT], dtype="timedelta64[ns]"),
+    "Int64 NA": lambda: pd.Series([pd.NA, pd.NA], dtype="Int64"),
+    "Float64 NA": lambda: pd.Series([pd.NA, pd.NA], dtype="Float64"),
+    "boolean NA": lambda: pd.Series([pd.NA, pd.NA], dtype="boolean"),
+    "string NA": lambda: pd.Series([pd.NA, pd.NA], dtype="string"),
+    "category NaN": lambda: pd.Series([None, None], dtype="category"),
+}
+
+
+@pytest.mark.parametrize("dtype", list(PANDAS_MISSING))
+def test_a_pandas_column_without_any_value_goes_in_as_nulls_whatever_its_dtype(
+    local_location, dtype
+):
+    """A column of missing values carries no value that could be of the wrong type: it goes into
+    every nullable column as NULLs, whatever its pandas dtype (a naive NaT column into
+    TIMESTAMPTZ included)."""
+    columns = {f"c{i}": kind for i, kind in enumerate(EMPTY_COLUMN_TYPES)}
+    table = local_location.connect().create_table(
+        "notes", {"id": "BIGINT", **columns}, primary_key="id"
+    )
+    frame = pd.DataFrame({"id": [1, 2], **{name: PANDAS_MISSING[dtype]() for name in columns}})
+    table.insert(frame)
+    rows = table.scan().select(", ".join(["id", *columns])).order("id").fetchall()
+    assert rows == [(1, *[None] * len(columns)), (2, *[None] * len(columns))]
+    assert dict(table.schema) == {"id": "BIGINT", **columns}  # the columns keep their types
+
+
+def test_a_key_column_without_any_value_is_still_refused(local_location):
+    table = local_location.connect().create_table(
+        "events", {"at": "TIMESTAMPTZ", "note": "VARCHAR"}, primary_key="at"
+    )
+    frame = pd.DataFrame({"at": PANDAS_MISSING["naive NaT"](), "note": ["a", "b"]})
+    with pytest.raises(ledger.MissingKeyError, match="'at' holds NULL"):
+        table.insert(frame)
+    assert table.version == 0

@@ -17,7 +17,7 @@ from ledger.cli.parsing import schema_file as read_schema_file
 from ledger.cli.session import Session, pass_session
 from ledger.errors import TableExistsError
 from ledger.log.entries import FileMarker
-from ledger.reads.counts import rows_of
+from ledger.reads.partition_counts import rows_of
 from ledger.snapshot import Snapshot
 from ledger.table import Table
 

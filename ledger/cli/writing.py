@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 
 import click
 
@@ -12,7 +13,7 @@ from ledger.cli import output
 from ledger.cli.output import output_options
 from ledger.cli.progress import activity
 from ledger.cli.session import CommandError, Session, pass_session
-from ledger.errors import UnknownColumnError
+from ledger.errors import InvalidArgumentError, KeyNotFoundError, UnknownColumnError
 from ledger.inputs import local_source_files
 from ledger.table import Table
 from ledger.transaction import CommitInfo
@@ -77,6 +78,11 @@ def load(
                 else " Nothing was written."
             )
             raise CommandError(f"UnknownColumnError: {found}{tail}") from e
+        except (KeyNotFoundError, InvalidArgumentError) as e:
+            advice = _LOAD_MODE_ADVICE.sub(r"\1--mode \2", str(e))
+            if advice == str(e):
+                raise
+            raise CommandError(f"{type(e).__name__}: {advice}") from e
     if token is not None and info.version is None and token in target.handle.latest_state().apps:
         _skipped(table, source, mode, output_format)  # a load running beside this one won
         return
@@ -90,6 +96,11 @@ def load(
         },
         output_format,
     )
+
+
+# The library's advice names its operations ("use upsert to insert new keys"); the command
+# line's are modes of ``load``.
+_LOAD_MODE_ADVICE = re.compile(r"\b(use )(upsert|insert|update|delete)\b")
 
 
 def load_token(source: str, mode: str) -> str | None:

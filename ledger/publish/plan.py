@@ -198,7 +198,7 @@ def publish_plan(source: Table | Rollup, published: int | None) -> PublishPlan:
     back before planning: that is what makes a retry a no-op. With delta-spark::
 
         plan = publish_plan(table, recorded)
-        source = spark.createDataFrame(plan.merge_source().to_pandas())
+        source = spark.createDataFrame(plan.merge_source())  # Arrow: exact types
         spark.conf.set("spark.databricks.delta.write.txnAppId", plan.app_id)
         spark.conf.set("spark.databricks.delta.write.txnVersion", str(plan.version))
         (DeltaTable.forPath(spark, uri).alias("target")

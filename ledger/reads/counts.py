@@ -7,7 +7,8 @@ policies' merges keep a key's latest entry without the marks balancing it (repla
 a group's entries into one (aggregating) or drop repeats (dedup), so their markers' sums drift
 from the rows; those are counted from the data, except in files whose rows are visible as they
 are (:mod:`ledger.reads.files`): after a full merge that is every file, and the count is free
-again.
+again. Counts restricted to partitions, which may need a totals read, are in
+:mod:`ledger.reads.partition_counts`.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from ledger.engines.duckdb.scan import file_sources, with_parquet_sources
 from ledger.engines.duckdb.session import read_sessions
 from ledger.log.entries import FileMarker, sum_markers
 from ledger.reads.files import split_isolated
-from ledger.reads.partitions import pruning_exact
 from ledger.sql.dialects import DIALECTS
 from ledger.sql.names import ENTRIES
 from ledger.sql.spec import TableSpec
@@ -29,7 +29,7 @@ from ledger.sql.trees import Sources, render
 from ledger.writer import file_schema
 
 if TYPE_CHECKING:
-    from ledger.snapshot import PartitionFilter, Snapshot
+    from ledger.snapshot import Snapshot
 
 DUCKDB = DIALECTS["duckdb"]
 
@@ -55,31 +55,6 @@ def row_count(snap: Snapshot, markers: Sequence[FileMarker]) -> int:
     isolated, others = _isolated_files(snap, spec, markers)
     counted = sum(m.rows for m in isolated)
     return counted + _counted_from_data(snap, spec, others) if others else counted
-
-
-def rows_of(snap: Snapshot, markers: Sequence[FileMarker]) -> int:
-    """The row count of the partition whose alive files are ``markers`` (files of one
-    partition of ``snap``): :func:`row_count` of them where the partition's files alone give
-    it, else :func:`count_in_partitions`."""
-    if not markers or pruning_exact(snap.state, entries=True):
-        return row_count(snap, markers)
-    return count_in_partitions(snap, dict(markers[0].partition))
-
-
-def count_in_partitions(snap: Snapshot, partitions: PartitionFilter) -> int:
-    """The row count of the ``partitions`` of ``snap`` where their files alone do not give it
-    (:mod:`ledger.reads.partitions`): the count of the totals restricted to them."""
-    # Restricted counts are totals, whose reads take snapshots: snapshot -> counts -> totals
-    # -> visible -> snapshot is a cycle, broken here until the partition counts move out.
-    from ledger.reads.totals import totals as restricted_totals
-
-    con = read_sessions(snap.store).cursor()
-    try:
-        relation = restricted_totals(snap, con, TotalsRequest(), partitions=partitions)
-        [(found,)] = relation.fetchall()
-    finally:
-        con.close()
-    return int(found or 0)
 
 
 def _isolated_files(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from ledger.arguments import closest_names
 from ledger.errors import InvalidPredicateError, UnknownColumnError
 from ledger.predicates import predicate_tree
 from ledger.sql.spec import TableSpec
@@ -42,7 +43,8 @@ def parse_predicate(spec: TableSpec, where: str | None) -> exp.Expr | None:
         if column.name not in spec.columns:
             raise UnknownColumnError(
                 f"predicate {where!r} names {column.name!r}, which is not a column of the "
-                f"table (columns: {list(spec.columns)})"
+                f"table{closest_names(column.name, list(spec.columns))} (columns: "
+                f"{list(spec.columns)})"
             )
         column.this.set("quoted", True)
     return tree

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 from sqlglot import exp
 
+from ledger.arguments import closest_names
 from ledger.errors import InvalidArgumentError, UnknownColumnError
 from ledger.sql.decimals import decimal_average, decimal_types
 from ledger.sql.dialects import Dialect
@@ -71,7 +72,8 @@ def check_totals_request(
     for column in (*by_, *sums_, *avgs_):
         if column not in spec.columns:
             raise UnknownColumnError(
-                f"totals: {column!r} is not a column of the table (columns: {list(spec.columns)})"
+                f"totals: {column!r} is not a column of the table"
+                f"{closest_names(column, list(spec.columns))} (columns: {list(spec.columns)})"
             )
     for column in (*sums_, *avgs_):
         if not _is_numeric(spec, column):
