@@ -29,6 +29,7 @@ from ledger.engines.duckdb.scan import (
     file_footer,
     file_sources,
     with_parquet_sources,
+    with_parquet_sources_inlined,
 )
 from ledger.engines.duckdb.session import bind_relations, lazy_sql
 from ledger.log.entries import FileMarker
@@ -306,7 +307,7 @@ def totals_text(
         null_free=null_free,
         unwidened=unwidened,
     )
-    return render(with_parquet_sources(query, parquet), DUCKDB)
+    return render(with_parquet_sources_inlined(query, parquet), DUCKDB)
 
 
 @functools.lru_cache(maxsize=SHAPES_KEPT)

@@ -189,6 +189,27 @@ def with_parquet_sources(query: exp.Query, sources: Sequence[ParquetSource]) -> 
     return out
 
 
+def with_parquet_sources_inlined(query: exp.Query, sources: Sequence[ParquetSource]) -> exp.Query:
+    """``query`` reading each of ``sources`` it names exactly once as a subquery in place (the
+    others as :func:`with_parquet_sources` reads them). A statement with no common table
+    expression is planned faster: DuckDB's inlining of a CTE read once, and the outer
+    ``SELECT *``, each cost a bind that every call pays twice."""
+    named: dict[str, list[exp.Table]] = {}
+    for table in query.find_all(exp.Table):
+        if isinstance(table.this, exp.Identifier) and not table.args.get("db"):
+            named.setdefault(table.name, []).append(table)
+    kept = []
+    for source in sources:
+        readers = named.get(source.name, [])
+        if source.materialized or len(readers) != 1:
+            kept.append(source)
+            continue
+        [reader] = readers
+        name = exp.to_identifier(source.name, quoted=True)
+        reader.replace(exp.Subquery(this=source.tree(), alias=exp.TableAlias(this=name)))
+    return with_parquet_sources(query, kept)
+
+
 @dataclass(frozen=True)
 class ColumnFacts:
     """What the footers of a group of files prove about their columns, for every file."""
