@@ -101,15 +101,20 @@ class ParquetSource:
     materialized: bool = False
     # The files' columns already have the types of ``schema``: read as they are, no cast.
     typed: bool = False
+    # Read with ``union_by_name`` (every file's footer read when the statement is bound, which
+    # gives DuckDB every file's statistics: an integer grouping column then takes its perfect
+    # hash grouping). Typed files may leave it out: DuckDB matches their columns by name.
+    union_by_name: bool = True
 
     def tree(self) -> exp.Select:
         columns = [_column(f, f.name in self.present, cast=not self.typed) for f in self.schema]
         if self.empty:
             return exp.select(*columns).where(exp.false())
+        options = [_option("union_by_name", exp.true())] if self.union_by_name else []
         read = exp.ReadParquet(
             expressions=[
                 exp.Placeholder(this=self.name),
-                _option("union_by_name", exp.true()),
+                *options,
                 # Partition values live in the log, never as file columns.
                 _option("hive_partitioning", exp.false()),
             ]
