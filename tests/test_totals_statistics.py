@@ -154,6 +154,58 @@ def test_totals_with_statistics_answer_as_plain_sql_over_rows_updated_in_place(
                 assert_same_rows(got, want, len(request["by"]), f"{request} {thresholds}")
 
 
+CANCELLED_REQUESTS = st.fixed_dictionaries(
+    {
+        "sums": st.lists(st.sampled_from(["x", "i", "d", "m"]), unique=True, min_size=1),
+        "avgs": st.lists(st.sampled_from(["x", "i", "d", "m"]), unique=True),
+        "where": st.sampled_from([None, "x > 100"]),
+    }
+)
+
+
+@pytest.mark.parametrize("by", [(), ("g",)])
+@pytest.mark.parametrize("kept", [0, 1])
+@settings(max_examples=examples(5), deadline=None)
+@given(
+    rows=st.lists(
+        st.fixed_dictionaries(
+            {
+                "k": st.integers(0, 5),
+                "g": st.sampled_from(["a", "b"]),
+                "x": st.integers(-3, 5),
+                "i": st.integers(-7, 4),
+                "d": st.sampled_from([0.5, -2.25, 0.0]),
+                "m": st.sampled_from([Decimal("0.10"), Decimal("-2.50")]),
+            }
+        ),
+        min_size=1,
+        max_size=4,
+        unique_by=lambda row: row["k"],
+    ),
+    request=CANCELLED_REQUESTS,
+)
+def test_totals_of_rows_without_nulls_that_all_cancel_answer_as_plain_sql(
+    by: tuple[str, ...], kept: int, rows: list[dict[str, Any]], request: dict[str, Any]
+) -> None:
+    """Columns whose files prove them free of NULL count their values as the rows: the sums of
+    a grand total whose every entry cancels (or that ``where`` leaves without a visible row)
+    are still NULL, and a group whose entries cancel still holds no row."""
+    with scratch_dir("totals-cancelled-") as folder:
+        table = ledger.connect(folder).create_table("t", SCHEMA, primary_key="k")
+        oracle = InPlaceTable(ARROW, ["k"])
+        _apply(table, oracle, ("insert", rows))
+        _apply(table, oracle, ("delete", [row["k"] for row in rows[kept:]] or [99]))
+        want = oracle.totals(by, request["sums"], request["avgs"], where=request["where"])
+        got = views.totals(
+            table,
+            by=list(by) or None,
+            sum=request["sums"],
+            avg=request["avgs"],
+            where=request["where"],
+        ).fetchall()
+        assert_same_rows(got, want, len(by), f"{by} {request}")
+
+
 # --- what a footer proves ------------------------------------------------------------------------
 
 

@@ -10,6 +10,7 @@ column its statistics say nothing of holds NULL (data files never change).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import threading
 from collections import OrderedDict
@@ -29,6 +30,7 @@ from ledger.engines.duckdb.scan import (
     file_footer,
     file_sources,
     with_parquet_sources,
+    with_parquet_sources_inlined,
 )
 from ledger.engines.duckdb.session import bind_relations, lazy_sql
 from ledger.log.entries import FileMarker
@@ -107,13 +109,21 @@ def totals(
         names,
         request,
         non_finite,
-        sources.parquet,
+        sources.parquet if request.by else without_union_by_name(sources.parquet),
         weighted,
         signs_grouped=signs_grouped(request, markers, schema),
         null_free=facts.null_free & frozenset(_measured(request)),
         unwidened=facts.negatable & frozenset(_measured(request)),
     )
     return lazy_sql(con, text, sources.params)
+
+
+def without_union_by_name(parquet: tuple[ParquetSource, ...]) -> tuple[ParquetSource, ...]:
+    """``parquet``, the groups of typed files (each holding every column read in its own
+    type) read without ``union_by_name``, for a grand total: that option reads every file's
+    footer to bind the statement, twice per call, and its statistics serve a grouping only (an
+    integer ``by`` column's perfect hash grouping), not an aggregate without groups."""
+    return tuple(dataclasses.replace(p, union_by_name=False) if p.typed else p for p in parquet)
 
 
 def restricted_totals(
@@ -306,7 +316,7 @@ def totals_text(
         null_free=null_free,
         unwidened=unwidened,
     )
-    return render(with_parquet_sources(query, parquet), DUCKDB)
+    return render(with_parquet_sources_inlined(query, parquet), DUCKDB)
 
 
 @functools.lru_cache(maxsize=SHAPES_KEPT)

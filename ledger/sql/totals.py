@@ -380,7 +380,11 @@ def _combine_partials(
             return aggregates[name].copy()
         return exp.Sum(this=_negated_marks(col(name)) if signed else col(name))
 
-    count = exp.Coalesce(this=combined(PART_COUNT), expressions=[number(0)])
+    # With ``by`` every group holds at least one row, so its sums are never NULL and need no
+    # COALESCE; without it, an empty table's one row sums to NULL.
+    count: exp.Expr = combined(PART_COUNT)
+    if not request.by:
+        count = exp.Coalesce(this=count, expressions=[number(0)])
     selected: list[exp.Expr] = cols(request.by)
     if request.count:
         selected.append(alias(exp.cast(count.copy(), "BIGINT"), "count"))
@@ -411,8 +415,19 @@ def _combine_partials(
             .else_(summed)
         )
 
+    def counted_as_rows(column: str) -> bool:
+        """Whether ``column``'s count of non-NULL values is the count of rows (its partial
+        count is the count's own sum: no entry holds NULL in it) in a group that the HAVING
+        below keeps only when that count is not 0: its sum is then never NULL and its average
+        never divides by 0, and the tests saying so are left out of the statement."""
+        i = index[column]
+        return bool(request.by) and combined(f"{PART_PRESENT}{i}") == combined(PART_COUNT)
+
     for column in request.sums:
         i = index[column]
+        if counted_as_rows(column):
+            selected.append(alias(total(column), f"sum_{column}"))
+            continue
         present = exp.Coalesce(this=combined(f"{PART_PRESENT}{i}"), expressions=[number(0)])
         selected.append(
             alias(
@@ -433,7 +448,9 @@ def _combine_partials(
                 total(column), present_values, scale, wide, precision=precision, dialect=dialect
             )
         else:
-            denominator = exp.Nullif(this=present_values, expression=number(0))
+            denominator: exp.Expr = present_values
+            if not counted_as_rows(column):
+                denominator = exp.Nullif(this=present_values, expression=number(0))
             average = exp.Div(this=exp.cast(total(column), "DOUBLE"), expression=denominator)
         selected.append(alias(average, f"avg_{column}"))
     if one_aggregate is not None:

@@ -101,15 +101,20 @@ class ParquetSource:
     materialized: bool = False
     # The files' columns already have the types of ``schema``: read as they are, no cast.
     typed: bool = False
+    # Read with ``union_by_name`` (every file's footer read when the statement is bound, which
+    # gives DuckDB every file's statistics: an integer grouping column then takes its perfect
+    # hash grouping). Typed files may leave it out: DuckDB matches their columns by name.
+    union_by_name: bool = True
 
     def tree(self) -> exp.Select:
         columns = [_column(f, f.name in self.present, cast=not self.typed) for f in self.schema]
         if self.empty:
             return exp.select(*columns).where(exp.false())
+        options = [_option("union_by_name", exp.true())] if self.union_by_name else []
         read = exp.ReadParquet(
             expressions=[
                 exp.Placeholder(this=self.name),
-                _option("union_by_name", exp.true()),
+                *options,
                 # Partition values live in the log, never as file columns.
                 _option("hive_partitioning", exp.false()),
             ]
@@ -187,6 +192,27 @@ def with_parquet_sources(query: exp.Query, sources: Sequence[ParquetSource]) -> 
             materialized=source.materialized,
         )
     return out
+
+
+def with_parquet_sources_inlined(query: exp.Query, sources: Sequence[ParquetSource]) -> exp.Query:
+    """``query`` reading each of ``sources`` it names exactly once as a subquery in place (the
+    others as :func:`with_parquet_sources` reads them). A statement with no common table
+    expression is planned faster: DuckDB's inlining of a CTE read once, and the outer
+    ``SELECT *``, each cost a bind that every call pays twice."""
+    named: dict[str, list[exp.Table]] = {}
+    for table in query.find_all(exp.Table):
+        if isinstance(table.this, exp.Identifier) and not table.args.get("db"):
+            named.setdefault(table.name, []).append(table)
+    kept = []
+    for source in sources:
+        readers = named.get(source.name, [])
+        if source.materialized or len(readers) != 1:
+            kept.append(source)
+            continue
+        [reader] = readers
+        name = exp.to_identifier(source.name, quoted=True)
+        reader.replace(exp.Subquery(this=source.tree(), alias=exp.TableAlias(this=name)))
+    return with_parquet_sources(query, kept)
 
 
 @dataclass(frozen=True)
