@@ -62,7 +62,8 @@ test-deep: $(STAMP) jars
 		tests/test_rollups.py tests/test_publish.py tests/test_visible_files.py \
 		tests/test_visible_small_tables.py tests/test_visible_latest_insertions.py \
 		tests/test_reads_in_one_statement.py tests/test_correction_dense_reads.py \
-		tests/test_conversion.py
+		tests/test_conversion.py tests/test_correction_reads.py tests/test_correction_value_reads.py \
+		tests/test_partition_restricted_reads.py
 	HYPOTHESIS_PROFILE=deep $(PY) -m pytest -q tests/test_cross_engine.py tests/test_shared_trees.py
 
 # Every benchmark; writes docs/benchmarks.md, docs/benchmarks.json and docs/benchmarks.png.
