@@ -62,7 +62,12 @@ test-deep: $(STAMP) jars
 		tests/test_rollups.py tests/test_publish.py tests/test_visible_files.py \
 		tests/test_visible_small_tables.py tests/test_visible_latest_insertions.py \
 		tests/test_reads_in_one_statement.py tests/test_correction_dense_reads.py \
-		tests/test_conversion.py
+		tests/test_conversion.py tests/test_correction_reads.py tests/test_correction_value_reads.py \
+		tests/test_partition_restricted_reads.py tests/test_held_snapshots.py \
+		tests/test_replacing_versions.py tests/test_partial_rows.py tests/test_exact_totals.py \
+		tests/test_wide_decimal_averages.py tests/test_long_partition_values.py \
+		tests/test_fast_appends.py tests/test_inputs.py tests/test_key_encoding.py \
+		tests/test_partitioning.py tests/test_partition_split.py
 	HYPOTHESIS_PROFILE=deep $(PY) -m pytest -q tests/test_cross_engine.py tests/test_shared_trees.py
 
 # Every benchmark; writes docs/benchmarks.md, docs/benchmarks.json and docs/benchmarks.png.

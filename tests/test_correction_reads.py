@@ -29,6 +29,7 @@ from ledger.errors import KeyNotFoundError, MissingKeyError
 from ledger.log.entries import FileMarker
 from ledger.sql import idents
 from ledger.storage import open_store
+from tests.conftest import examples
 from tests.support.ledger_reads import policy_answer, sign_sums
 
 SCHEMA = {"k": "BIGINT", "a": "BIGINT", "p": "VARCHAR"}
@@ -135,7 +136,7 @@ def _correct(table: ledger.Table, oracle: InPlace, operation: str, given: list[A
 
 @pytest.mark.parametrize("policy", ["collapsing", "replacing", "dedup"])
 @settings(
-    max_examples=25,
+    max_examples=examples(12),  # `make test-deep` runs hundreds
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
@@ -240,7 +241,7 @@ def _scanned(folder: Path, markers: list[FileMarker], columns: list[str], keys: 
         return sorted(found.to_arrow_table().to_pylist(), key=repr)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     files=st.lists(st.lists(ENTRY, max_size=10), min_size=1, max_size=3),
     wanted=st.lists(ENTRY, max_size=6),

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 import ledger
 from ledger.engines.duckdb import rmw
+from tests.conftest import examples
 from tests.support.ledger_reads import policy_answer, raw_entries
 from tests.test_correction_dense_reads import POLICIES, dense_reads
 
@@ -95,7 +96,7 @@ def _entries(table: ledger.Table) -> list[str]:
 
 @pytest.mark.parametrize("policy", sorted(POLICIES))
 @settings(
-    max_examples=15,
+    max_examples=examples(8),  # as the semi-join twins; `make test-deep` runs hundreds
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )

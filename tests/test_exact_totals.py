@@ -9,6 +9,7 @@ numbers whose sums are exact in any order, so the DOUBLE answers must be equal t
 
 from __future__ import annotations
 
+import functools
 import math
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
@@ -73,7 +74,7 @@ def _merge_some(table: ledger.Table, picks: list[int]) -> None:
 
 
 @pytest.mark.parametrize("policy", ["collapsing", "replacing"])
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=examples(10), deadline=None)
 @given(operations=st.lists(OPERATIONS, min_size=1, max_size=7))
 def test_totals_equal_the_decimal_oracle_at_every_merge_state(
     policy: str, operations: list[tuple[str, Any]]
@@ -176,7 +177,14 @@ def test_spark_shows_a_visible_zero_with_its_sign_as_duckdb_does(spark: Any, tmp
     assert on_spark == [(1, 1.0, 1), (2, -1.0, 1)]
 
 
-@settings(max_examples=examples(60), deadline=None)
+@functools.cache
+def _duckdb() -> duckdb.DuckDBPyConnection:
+    """One connection for every example: each evaluates one expression, and opening a
+    connection per example cost about as much as planning and running it."""
+    return duckdb.connect()
+
+
+@settings(max_examples=examples(30), deadline=None)
 @given(
     units=st.integers(-(10**12), 10**12),
     count=st.integers(-50, 50).filter(lambda n: n != 0),
@@ -194,8 +202,9 @@ def test_the_decimal_average_is_the_quotient_rounded_half_away_from_zero_for_any
     average = decimal_average(
         total_sql, exp.Literal.number(count), scale, exp.DataType.build("HUGEINT")
     )
-    con = duckdb.connect()
-    [(got,)] = con.sql(f"SELECT {exp.select(average).sql('duckdb')[len('SELECT ') :]}").fetchall()
+    [(got,)] = (
+        _duckdb().sql(f"SELECT {exp.select(average).sql('duckdb')[len('SELECT ') :]}").fetchall()
+    )
     quantum = Decimal(1).scaleb(-average_scale(scale))
     want = (abs(total) / abs(count)).quantize(quantum, ROUND_HALF_UP)
     want = want if (total < 0) == (count < 0) or want == 0 else -want

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 import ledger
 from ledger.schema import TableSchema, _from_pylist, _from_pylist_by_column
 from ledger.trx_ids import reservation_key, reservation_prefix
-from tests.conftest import Location
+from tests.conftest import Location, examples
 from tests.support.request_counting import CountingS3Server
 from tests.support.s3server import BUCKET
 
@@ -78,7 +78,7 @@ def _mixes_bools_and_floats(rows: list[dict[str, Any]]) -> bool:
     return any({bool, float} <= found for found in kinds.values())
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(100))
 @given(_rows)
 def test_dicts_convert_in_one_pass_exactly_as_column_by_column(rows: list[dict[str, Any]]) -> None:
     """The vectorised conversion gives the per-column path's types and values, column order by
@@ -265,7 +265,7 @@ def test_a_stale_handle_whose_ids_were_vacuumed_still_gets_a_higher_trx_id(
     assert sorted(set(trx_ids)) == [1, 2, 3, 4]
 
 
-@settings(max_examples=25)
+@settings(max_examples=examples(12))
 @given(
     st.lists(
         st.tuples(st.sampled_from(["insert", "abort", "forget"]), st.integers(0, 2)),

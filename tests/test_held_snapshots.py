@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 import ledger
 from ledger.log.table_log import TableLog
 from ledger.trx_ids import reservation_key
-from tests.conftest import Location
+from tests.conftest import Location, examples
 from tests.support.maintenance import set_clock_skew
 
 SCHEMA = {"id": "BIGINT", "v": "BIGINT"}
@@ -242,7 +242,9 @@ _rounds = st.lists(
 
 
 @settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(20),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(rounds=_rounds)
 def test_interleavings_of_held_writers_and_vacuum_keep_every_commit(

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 import ledger
 import views
+from tests.conftest import examples
 from tests.support.s3server import BUCKET
 
 SCHEMA = {"id": "BIGINT", "name": "VARCHAR", "amount": "DECIMAL(18,2)"}
@@ -433,7 +434,7 @@ def _csv_field(value: Any) -> str:
 _TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)
 
 
-@settings(max_examples=40)
+@settings(max_examples=examples(20))
 @given(
     names=st.lists(st.one_of(st.none(), _TEXT), min_size=1, max_size=8),
     scores=st.data(),

@@ -123,7 +123,7 @@ def _visible(table: ledger.Table) -> dict[int, int]:
     return {row["k"]: row["v"] for row in rows}
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(12), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     batches=st.lists(
         st.lists(

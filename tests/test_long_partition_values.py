@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import ledger
 from ledger.partitioning import PATH_LIMIT, SEGMENT_LIMIT
-from tests.conftest import Location
+from tests.conftest import Location, examples
 from tests.support.ledger_reads import visible_rows
 
 LINUX_SEGMENT_BYTES = 255
@@ -94,7 +94,7 @@ def _property_values() -> Any:
     return lengths.flatmap(lambda n: st.text(min_size=n, max_size=n))
 
 
-@settings(max_examples=25)
+@settings(max_examples=examples(12))
 @given(values=st.lists(_property_values(), min_size=1, max_size=4, unique=True))
 def test_any_unicode_partition_values_round_trip(tmp_path_factory: Any, values: list[str]) -> None:
     root = tmp_path_factory.mktemp("warehouse")

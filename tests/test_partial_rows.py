@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 import ledger
 import views
+from tests.conftest import examples
 from tests.support.partial_rows import VALUE_COLUMNS, partial_row
 
 SCHEMA = {"id": "BIGINT", "name": "VARCHAR", "score": "BIGINT", "region": "VARCHAR"}
@@ -136,7 +137,7 @@ def _apply_to_oracle(
     return True
 
 
-@settings(max_examples=30)
+@settings(max_examples=examples(15))
 @given(steps=st.lists(_step(), min_size=1, max_size=5))
 def test_random_partial_writes_match_an_in_place_oracle(steps):
     with tempfile.TemporaryDirectory() as folder:

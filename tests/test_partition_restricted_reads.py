@@ -76,7 +76,7 @@ OPERATIONS = st.lists(
 
 
 @pytest.mark.parametrize("table_kind", list(TABLES))
-@settings(max_examples=examples(4), deadline=None)
+@settings(max_examples=examples(3), deadline=None)  # `make test-deep` runs hundreds
 @given(operations=OPERATIONS)
 # A key written again into another partition, every policy's simplest case, in every run.
 @example(operations=[("insert", [(0, 0, "a")], [False] * 6), ("insert", [(0, 1, "b")], [True] * 6)])

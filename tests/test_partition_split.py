@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 import ledger
 from ledger.partitioning import PartitionSpec
 from ledger.schema import TableSchema
+from tests.conftest import examples
 from tests.support.scratch import scratch_dir
 
 SCHEMA = {"id": "BIGINT", "p": "VARCHAR", "d": "DECIMAL(10,2)", "ts": "TIMESTAMP"}
@@ -45,7 +46,7 @@ rows_strategy = st.lists(
 )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(rows=rows_strategy, spec=st.sampled_from(SPECS))
 def test_ranked_values_equal_each_rows_partition_value(rows, spec):
     table = pa.Table.from_pylist(
@@ -74,7 +75,7 @@ def _table_schema() -> TableSchema:
     return TableSchema.parse(SCHEMA)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(12), deadline=None)
 @given(rows=rows_strategy, spec=st.sampled_from(SPECS))
 def test_each_file_holds_exactly_its_partitions_rows_in_key_order(rows, spec):
     with scratch_dir("split") as folder:

@@ -266,7 +266,7 @@ _BUCKET_SOURCES = st.one_of(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(_BUCKET_SOURCES, st.sampled_from([1, 2, 7, 16, 1000, 2**31, 2**63 - 1]))
 def test_vectorised_bucket_matches_the_value_by_value_crc32(values, buckets):
     field = PartitionField("v_bucket", "bucket", "v", buckets)
@@ -280,7 +280,7 @@ def test_crc32_of_texts_is_zlibs_crc32(values):
     assert crc32_of_texts(array).tolist() == expected
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.integers(0, 20), st.integers(-(10**17), 10**17))
 def test_decimal_canonical_text_is_the_to_scientific_string_of_the_value(
     scale: int, unscaled: int

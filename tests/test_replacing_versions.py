@@ -31,7 +31,7 @@ import ledger
 import views
 from ledger.errors import InvalidArgumentError, KeyNotFoundError, StaleVersionError
 from ledger.maintenance import merge as merging
-from tests.conftest import Location
+from tests.conftest import Location, examples
 from tests.support.scratch import scratch_dir
 
 SCHEMA = {"k": "BIGINT", "v": "BIGINT", "a": "VARCHAR"}
@@ -296,7 +296,7 @@ def _every_transaction_settled() -> Iterator[None]:
         yield
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(15), deadline=None)
 @given(operations=st.lists(OPERATIONS, min_size=1, max_size=8))
 def test_random_writes_and_merges_show_what_the_oracle_shows(
     operations: list[tuple[Any, ...]],

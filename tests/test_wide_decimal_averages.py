@@ -18,7 +18,7 @@ import ledger
 import views
 from ledger.errors import TotalOverflowError
 from ledger.sql.decimals import average_scale
-from tests.conftest import Location
+from tests.conftest import Location, examples
 from tests.support.scratch import scratch_dir
 
 EXACT = Context(prec=100)
@@ -52,7 +52,7 @@ def expected(values: list[Decimal | None], precision: int, scale: int) -> tuple[
 
 
 @pytest.mark.parametrize("policy", ["collapsing", "replacing"])
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(12), deadline=None)
 @given(data=st.data(), decimal_type=decimal_types())
 def test_sums_and_averages_of_any_decimal_type_equal_the_decimal_oracle(
     policy: str, data: Any, decimal_type: tuple[int, int]
