@@ -592,12 +592,21 @@ def midnight_dates(name: str, column: _Texts, kind: pa.DataType) -> _Texts:
         sql = arrow_to_sql_or_str(kind)
         utc = " (in UTC, as an instant goes into a date)" if source.tz is not None else ""
         raise TypeMismatchError(
-            f"column {name!r} ({sql}): value {column[first].as_py()} has a time of day{utc}, "
-            f"and a {sql} holds days: a timestamp goes into it only at midnight; convert the "
+            f"column {name!r} ({sql}): value {_shown_timestamp(column, first)} has a time of "
+            f"day{utc}, and a {sql} holds days: a timestamp goes into it only at midnight; convert the "
             "values to dates before writing (.date(), .dt.date, or .dt.normalize() to drop "
             "the time)"
         )
     return dates
+
+
+def _shown_timestamp(column: _Texts, index: int) -> str:
+    """Value ``index`` of timestamps ``column`` as Python shows it, or as Arrow writes it when
+    Python cannot hold it (a zoned time early in year 1 is in year 0 in UTC)."""
+    try:
+        return str(column[index].as_py())
+    except (OverflowError, ValueError):
+        return str(pc.cast(column.slice(index, 1), pa.string())[0].as_py())
 
 
 def without_zero_nanoseconds(texts: _Texts) -> _Texts:

@@ -155,3 +155,20 @@ def test_zoned_midnight_text_goes_into_a_date_as_its_utc_day(tmp_path, form):
     assert days == [dt.date(2024, 1, 1), dt.date(2024, 1, 2), dt.date(2024, 1, 3)]
     with pytest.raises(ledger.TypeMismatchError, match="time of day"):
         table.insert([{"k": 9, "d": "2024-01-04T01:00:00Z"}])
+
+
+@pytest.mark.parametrize(
+    "instant",
+    [
+        # Year 0 and year 10000 in UTC: Python cannot hold the time the refusal names.
+        dt.datetime(1, 1, 1, tzinfo=dt.timezone(dt.timedelta(hours=5, minutes=30))),
+        dt.datetime(9999, 12, 31, 23, tzinfo=dt.timezone(dt.timedelta(hours=-5))),
+        dt.datetime(1, 1, 1, 0, 30, tzinfo=dt.timezone(dt.timedelta(hours=1))),
+    ],
+)
+def test_an_instant_whose_utc_time_python_cannot_hold_is_refused_typed(tmp_path, instant):
+    table = ledger.connect(str(tmp_path)).create_table("t", SCHEMA, primary_key="id")
+    with pytest.raises(TypeMismatchError, match="has a time of day") as refused:
+        table.insert([{"id": 1, "day": instant}])
+    assert f"{instant.year:04d}-" in str(refused.value)
+    assert table.count() == 0
