@@ -593,9 +593,9 @@ def midnight_dates(name: str, column: _Texts, kind: pa.DataType) -> _Texts:
         utc = " (in UTC, as an instant goes into a date)" if source.tz is not None else ""
         raise TypeMismatchError(
             f"column {name!r} ({sql}): value {_shown_timestamp(column, first)} has a time of "
-            f"day{utc}, and a {sql} holds days: a timestamp goes into it only at midnight; convert the "
-            "values to dates before writing (.date(), .dt.date, or .dt.normalize() to drop "
-            "the time)"
+            f"day{utc}, and a {sql} holds days: a timestamp goes into it only at midnight; "
+            "convert the values to dates before writing (.date(), .dt.date, or .dt.normalize() "
+            "to drop the time)"
         )
     return dates
 
