@@ -417,6 +417,8 @@ def parse_text(name: str, column: pa.ChunkedArray, target: pa.DataType) -> pa.Ch
     <pyarrow.Decimal128Scalar: Decimal('5.00')>
     """
     text = pc.utf8_trim_whitespace(column.cast(pa.string()))
+    if pa.types.is_integer(target):
+        text = _integer_text(name, text, target)
     # A FLOAT goes through DOUBLE, so the FLOAT rules (no overflow to infinity) apply to it.
     step = pa.float64() if target == pa.float32() else target
 
@@ -442,6 +444,41 @@ def parse_text(name: str, column: pa.ChunkedArray, target: pa.DataType) -> pa.Ch
     stored = parsed if step == target else _cast_column(name, parsed, target)
     _refuse_underflowed_text(name, text, stored, target)
     return stored
+
+
+# An integer in plain decimal digits, and a number as CSV writers write one (``7``, ``-7.0``,
+# ``7e3``), in ASCII digits.
+PLAIN_INTEGER_TEXT = r"^[+-]?[0-9]+$"
+# Plain digits Arrow's cast reads as they are (it refuses a "+" sign).
+_ARROW_INTEGER_TEXT = r"^-?[0-9]+$"
+DECIMAL_NUMBER_TEXT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def _integer_text(name: str, text: pa.ChunkedArray, target: pa.DataType) -> pa.ChunkedArray:
+    """Text for integer column ``name`` as plain digits, as a CSV file's is read: a whole
+    number written with a point or an exponent (``3.0``, ``1e3``) is its digits below 2**53
+    (refused from there as a float may have rounded it); any other spelling Arrow's cast
+    would take (``0x10``, read as hexadecimal) is refused with :class:`TypeMismatchError`."""
+    plain = pc.fill_null(pc.match_substring_regex(text, _ARROW_INTEGER_TEXT), True)
+    if pc.all(plain).as_py():
+        return text
+    sql = arrow_to_sql_or_str(target)
+    digits: list[str | None] = []
+    for value in text.to_pylist():
+        if value is None or re.fullmatch(PLAIN_INTEGER_TEXT, value):
+            digits.append(value if value is None else value.removeprefix("+"))
+            continue
+        number = decimal.Decimal(value) if DECIMAL_NUMBER_TEXT.fullmatch(value) else None
+        if number is None or (number.adjusted() < 40 and number != number.to_integral_value()):
+            raise TypeMismatchError(
+                f"column {name!r} ({sql}): text {value!r} is not a whole number written in "
+                "decimal digits; text is parsed as in a CSV file: fix the value or convert the "
+                "column before writing"
+            )
+        if abs(number) >= FLOAT_EXACT_INTEGERS[pa.float64()]:
+            raise TypeMismatchError(float_text_message(name, target, value))
+        digits.append(str(int(number)))
+    return pa.chunked_array([pa.array(digits, pa.string())])
 
 
 def _refuse_underflowed_text(
