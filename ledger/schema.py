@@ -290,7 +290,8 @@ class TableSchema:
                 if new_type is None:
                     raise SchemaError(
                         f"new column {field.name!r} holds only NULLs, so its type is unknown; "
-                        "add it with a typed value or cast the column first"
+                        "add it in a write holding a value of it (a column of missing values "
+                        "names no type, whatever its dtype)"
                     )
                 pairs.append((field.name, arrow_to_sql(new_type)))
                 continue
@@ -1231,8 +1232,12 @@ def conform(
     if allow_new_columns:
         # New columns join the schema; an existing column widens only if its values do not fit
         # its current type (Python ints arrive as int64, which must not widen an INTEGER column).
+        # A new column holding only missing values has no type of its own, whatever its dtype
+        # says (pandas reads an empty text column as NaN floats): refused as Arrow's null.
         evolving = [
-            f
+            pa.field(f.name, pa.null())
+            if f.name not in known and _is_all_missing(table.column(f.name))
+            else f
             for f in table.select(present).schema
             if f.name not in known or not _converts(f.name, table.column(f.name), schema)
         ]
