@@ -741,13 +741,11 @@ class Transaction:
         _, live = self._read_live(keys=self._keys_of(entries.filter(marks)))
         unmatched = rmw.unmatched_marks(live.select(values), entries, self.key_columns, values)
         if unmatched.num_rows:
-            examples = unmatched.drop_columns([EXCESS]).slice(0, 3).to_pylist()
-            raise UnmatchedDeleteMarkError(
-                f"{int(pc.sum(unmatched.column(EXCESS)).as_py())} delete mark(s) of "
-                f"table {self._table.name!r} cancel no live entry, e.g. {examples}: a mark must "
-                "carry exactly the values (every column) of a live entry of its key, once per "
-                "entry it cancels. Nothing was written; read the key's current entries (e.g. "
-                "views.history) and mark those, or use delete/update"
+            raise unmatched_marks_error(
+                self._table.name,
+                unmatched,
+                "Nothing was written; read the key's current entries (e.g. views.history) and "
+                "mark those, or use delete/update",
             )
 
     def begin_operation(self, operation: str) -> bool:
@@ -1077,6 +1075,19 @@ def _release(table: Table, trx_id: int) -> None:
     """Give back a reservation no commit will carry (an id never committed may be reserved
     again)."""
     table.store.delete(reservation_key(table.prefix, trx_id))
+
+
+def unmatched_marks_error(
+    table_name: str, unmatched: pa.Table, advice: str
+) -> UnmatchedDeleteMarkError:
+    """The error for delete marks that cancel no live entry (``unmatched``, as
+    :func:`ledger.engines.duckdb.rmw.unmatched_marks` finds them), ending with ``advice``."""
+    examples = unmatched.drop_columns([EXCESS]).slice(0, 3).to_pylist()
+    return UnmatchedDeleteMarkError(
+        f"{int(pc.sum(unmatched.column(EXCESS)).as_py())} delete mark(s) of table "
+        f"{table_name!r} cancel no live entry, e.g. {examples}: a mark must carry exactly the "
+        "values (every column) of a live entry of its key, once per entry it cancels. " + advice
+    )
 
 
 def check_timeout(latest: TableState, started_ms: int, table_name: str) -> None:

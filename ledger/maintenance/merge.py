@@ -456,7 +456,7 @@ def stream_query_result(
                 for batch in reader:
                     _check_result_entries(batch, base, spec, partition, what)
                     try:
-                        sink.write(batch)
+                        sink.write(_converted(batch, schema, what))
                     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
                         raise TypeMismatchError(
                             f"{what}: its result does not fit the table's column types: {e}"
@@ -468,6 +468,26 @@ def stream_query_result(
         sink.abort()
         _delete_keys(table, sink.keys)
         raise
+
+
+def _converted(batch: pa.RecordBatch, target: pa.Schema, what: str) -> pa.RecordBatch:
+    """``batch`` with the data files' column types, each column converted on its own so that a
+    value one cannot hold (``v + 0.5`` for a BIGINT ``v``) is refused naming its column; the
+    check of the result's types (:func:`_check_result_schema`) only knows the types convert."""
+    columns = []
+    for field in target:
+        column = batch.column(field.name)
+        if column.type != field.type:
+            try:
+                column = column.cast(field.type)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+                raise TypeMismatchError(
+                    f"{what} returns column {field.name!r} as {column.type}, which does not "
+                    f"convert to the table's {field.type} for every value ({e}); nothing was "
+                    "committed. Cast or round the column in the query"
+                ) from e
+        columns.append(column)
+    return pa.RecordBatch.from_arrays(columns, names=target.names)
 
 
 def file_layout(inputs: Sequence[FileMarker]) -> tuple[int, int]:

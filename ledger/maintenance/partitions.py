@@ -20,7 +20,8 @@ import pyarrow as pa
 
 from ledger.engines.duckdb.errors import QUERY_ERRORS, engine_reason
 from ledger.engines.duckdb.query import partition_values_matching
-from ledger.engines.duckdb.rewrite import query_changes_entries
+from ledger.engines.duckdb.rewrite import entries_not_kept_once, query_changes_entries
+from ledger.engines.duckdb.rmw import unmatched_marks_of_files
 from ledger.errors import (
     ConflictError,
     InvalidArgumentError,
@@ -35,10 +36,11 @@ from ledger.partitioning import PartitionSpec
 from ledger.predicates import check_predicate
 from ledger.pruning import prune_by_partitions
 from ledger.reads.counts import count_from_log
+from ledger.schema import ROW_ID
 from ledger.snapshot import Snapshot
 from ledger.sql.names import ENTRIES
 from ledger.sql_guard import checked_select
-from ledger.transaction import check_timeout
+from ledger.transaction import check_timeout, unmatched_marks_error
 from ledger.trx_ids import reservation_body, reserve_trx_id
 from ledger.writer import file_schema
 
@@ -158,6 +160,8 @@ def rewrite_partitions(
             )
             replaced.append(marker)
             added.extend(outputs)
+        if replaced:
+            _check_rewritten_entries(table, base, replaced, added)
         # The id makes the commit recognisable if its response is lost (see log/commit.py).
         body = reservation_body(base.version)  # a snapshot bound for vacuum (docs/merges.md 4.4)
         trx_id = reserve_trx_id(table.store, table.prefix, base.max_trx_id, body) if replaced else 0
@@ -200,6 +204,49 @@ def rewrite_partitions(
         sum(m.rows for m in replaced) - _rows(added),
         _rows(added),
     )
+
+
+def _check_rewritten_entries(
+    table: Table, base: TableState, replaced: list[FileMarker], added: list[FileMarker]
+) -> None:
+    """Refuse a result (written, not committed) whose entries no writer could have made, though
+    each row passed the result checks: an entry returned twice or an entry the rewritten files
+    never held (counted twice, or given another's ``(trx_id, trx_seq)``), or a delete mark that
+    cancels no insertion once the rewrite is applied (its insertion dropped or changed, or an
+    insertion negated). Either would leave ``count()`` and the totals disagreeing with the
+    visible rows; the marks are checked as ``append_entries`` checks them, over every alive
+    entry of the keys the rewrite touched (a mark may cancel an insertion of another file)."""
+    schema = file_schema(base.schema, base.config)
+    repeated, foreign = entries_not_kept_once(table.store, table.prefix, replaced, added, schema)
+    if repeated or foreign:
+        raise SchemaError(
+            f"rewrite query: its result holds {repeated} repeated entries and {foreign} entries "
+            "the rewritten files do not hold (by trx_id and trx_seq); a rewrite may drop entries "
+            "and change their values, but each entry it keeps must keep its trx_id and trx_seq "
+            "and appear once. Nothing was committed"
+        )
+    config = base.config
+    values = [*base.schema.names, *([ROW_ID] if config.generated_row_id else [])]
+    rewritten = {m.path for m in replaced}
+    after = [*added, *(m for m in base.alive_files if m.path not in rewritten)]
+    if all(m.dml_sum == m.rows for m in after):
+        return  # no delete mark left anywhere (the log knows): none can be unmatched
+    unmatched = unmatched_marks_of_files(
+        table.store,
+        table.prefix,
+        after,
+        schema,
+        config.key_columns or values,
+        values,
+        keys_files=[*replaced, *added],
+    )
+    if unmatched.num_rows:
+        raise unmatched_marks_error(
+            table.name,
+            unmatched,
+            "The rewrite query dropped or changed what they cancel, or turned insertions into "
+            "marks; nothing was committed. Keep or drop a key's insertions and marks together",
+        )
 
 
 def _query_changes(table: Table, base: TableState, marker: FileMarker, sql: str) -> bool:

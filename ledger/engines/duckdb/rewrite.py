@@ -15,7 +15,7 @@ from ledger.engines.duckdb.session import connect, read_sessions
 from ledger.log.entries import FileMarker
 from ledger.schema import arrow_to_sql
 from ledger.sql import ident, idents
-from ledger.sql.names import ENTRIES
+from ledger.sql.names import ENTRIES, TRX_ID, TRX_SEQ
 from ledger.storage import Store
 
 # DuckDB's Parquet writer cuts row groups at multiples of its vector size.
@@ -143,3 +143,26 @@ def query_changes_entries(
             f"OR EXISTS ({returned} EXCEPT ALL {given})"
         ).fetchall()
     return bool(changed)
+
+
+def entries_not_kept_once(
+    store: Store,
+    table_prefix: str,
+    inputs: Sequence[FileMarker],
+    outputs: Sequence[FileMarker],
+    schema: pa.Schema,
+) -> tuple[int, int]:
+    """How the entries of ``outputs`` (a rewrite's result) fail to be entries of ``inputs``
+    kept at most once: the number of repeated ``(trx_id, trx_seq)`` pairs, and the number of
+    entries whose pair no input entry has (NULL pairs are left to the row checks)."""
+    pair = idents([TRX_ID, TRX_SEQ])
+    known = f"{ident(TRX_ID)} IS NOT NULL AND {ident(TRX_SEQ)} IS NOT NULL"
+    with closing(connect()) as con, storage_errors(f"rewriting {table_prefix.rstrip('/')!r}"):
+        scan_files(con, store, table_prefix, inputs, schema).create_view("given_entries")
+        scan_files(con, store, table_prefix, outputs, schema).create_view("returned_entries")
+        [(repeated, foreign)] = con.sql(
+            f"SELECT (SELECT count(*) - count(DISTINCT ({pair})) FROM returned_entries "
+            f"WHERE {known}), (SELECT count(*) FROM returned_entries "
+            f"ANTI JOIN given_entries USING ({pair}) WHERE {known})"
+        ).fetchall()
+    return int(repeated or 0), int(foreign or 0)

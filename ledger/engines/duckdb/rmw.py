@@ -431,3 +431,33 @@ def unmatched_marks(
                 "live_entries", "incoming_entries", key_columns, value_columns, floats
             )
         ).to_arrow_table()
+
+
+def unmatched_marks_of_files(
+    store: Store,
+    table_prefix: str,
+    files: Sequence[FileMarker],
+    schema: pa.Schema,
+    key_columns: Sequence[str],
+    value_columns: Sequence[str],
+    *,
+    keys_files: Sequence[FileMarker],
+) -> pa.Table:
+    """:func:`unmatched_marks` over every entry of ``files`` whose key has an entry in
+    ``keys_files``: the marks of those keys that cancel no insertion among them (a table's
+    entries after a rewrite, whose query may have dropped or changed what a mark cancels)."""
+    with closing(connect()) as con, storage_errors(f"reading {table_prefix.rstrip('/')!r}"):
+        keys = idents(list(key_columns))
+        scan_files(con, store, table_prefix, keys_files, schema).create_view("keys_entries")
+        con.sql(f"SELECT DISTINCT {keys} FROM keys_entries").create_view("touched_keys")
+        scan_files(con, store, table_prefix, files, schema).create_view("all_entries")
+        keyed = f"SELECT * FROM all_entries SEMI JOIN touched_keys USING ({keys})"
+        con.sql(keyed).create_view("incoming_entries")
+        values = idents(list(value_columns))
+        con.sql(f"SELECT {values} FROM all_entries WHERE false").create_view("live_entries")
+        floats = _float_columns(schema, value_columns)
+        return con.sql(
+            unmatched_marks_sql(
+                "live_entries", "incoming_entries", key_columns, value_columns, floats
+            )
+        ).to_arrow_table()
