@@ -186,6 +186,16 @@ def read_rows(
 # --- in-memory sources ------------------------------------------------------------------------
 
 
+def is_rows_source(data: Any) -> bool:
+    """Whether ``data`` is in a form :func:`read_rows` takes (it may still fail to read)."""
+    if isinstance(data, list | Mapping | str | os.PathLike | pa.Table | pa.RecordBatch):
+        return True
+    if isinstance(data, pa.RecordBatchReader) or _is_duckdb_relation(data):
+        return True
+    module, name = type(data).__module__, type(data).__name__
+    return (module.startswith("pandas") or module.startswith("polars")) and name == "DataFrame"
+
+
 def _in_memory_rows(data: Any, schema: TableSchema) -> Rows:
     if isinstance(data, list):
         return _rows_from_dicts(data, schema)
