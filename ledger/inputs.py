@@ -458,9 +458,10 @@ def _csv_refusal(
         quoted_empty = _csv_quoted_empty(filesystem, path, int(column.group(1)), table_types)
         if quoted_empty is not None:
             return quoted_empty
-    unfit_decimal = _csv_unfit_decimal(filesystem, path, int(column.group(1)), table_types)
-    if unfit_decimal is not None:
-        return unfit_decimal
+    if _CSV_RESCALE_ERROR.search(message) is None:
+        unfit_decimal = _csv_unfit_decimal(filesystem, path, int(column.group(1)), table_types)
+        if unfit_decimal is not None:
+            return unfit_decimal
     where = _csv_error_row(filesystem, path, message, table_types)
     if where is not None and (
         _CSV_NAIVE_TIMESTAMP_ERROR.search(message) or _CSV_RESCALE_ERROR.search(message)
@@ -506,7 +507,7 @@ def _csv_unfit_decimal(
         return None
     row, text = found
     why = decimal_text_refusal(text or "", kind)
-    return f"column {name!r} ({arrow_to_sql_or_str(kind)}), row {row}: {why}"
+    return f"column {name!r}, row {row} ({arrow_to_sql_or_str(kind)}): {why}"
 
 
 def _csv_quoted_empty(
