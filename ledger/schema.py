@@ -1033,6 +1033,8 @@ def _by_kind(name: str, values: list[Any], schema: TableSchema) -> pa.Array:
         part = _kind_array(name, [values[i] for i in indices], zoned, schema)
         if not _fits(part.type, target):
             value = values[indices[0]]
+            if pa.types.is_timestamp(target) and target.tz is not None:
+                raise TypeMismatchError(_unfit_message(name, part.type, target))
             raise TypeMismatchError(
                 f"column {name!r} is {arrow_to_sql_or_str(target)} but the data holds "
                 f"{type(value).__name__} {value!r}; convert the value before writing"

@@ -85,9 +85,13 @@ def test_timestamp_text_without_an_offset_says_a_timestamptz_needs_one(table):
 
 
 @pytest.mark.parametrize("value", [dt.datetime(2024, 1, 1, 10), dt.date(2024, 1, 1), 1_700_000_000])
-def test_a_value_without_a_zone_for_a_timestamptz_column_says_to_attach_one(table, value):
+@pytest.mark.parametrize("beside", [None, "2024-01-01T00:00:00Z"])
+def test_a_value_without_a_zone_for_a_timestamptz_column_says_to_attach_one(table, value, beside):
+    rows = [{"eid": "a", "ts": value}]
+    if beside is not None:  # among text, each kind of value is converted on its own
+        rows.insert(0, {"eid": "b", "ts": beside})
     with pytest.raises(ledger.TypeMismatchError) as raised:
-        table.insert([{"eid": "a", "ts": value}])
+        table.insert(rows)
     message = str(raised.value)
     assert "column 'ts' is TIMESTAMPTZ" in message
     assert "zone" in message and "tzinfo" in message
