@@ -236,11 +236,31 @@ def check_event(event: dict[str, Any], accepted: list[str]) -> None:
 _REFUSED_VALUE = re.compile(r"^column '(?P<field>[^']*)' \((?P<type>[^)]*\)?)\): (?P<why>.*)$")
 
 
+# A JSON object or array where the table has a plain column, as the table refuses it:
+# "column 'kind' is VARCHAR but the data holds struct<a: int64>; ..." (or "... holds dict {...}"
+# when other events give the field a plain value).
+_NESTED_VALUE = re.compile(
+    r"^column '(?P<field>[^']*)' is (?P<type>\S+) but the data holds "
+    r"(?P<held>(?:struct<|list<|large_list<|dict |list ).*)$",
+    re.DOTALL,
+)
+_NUMERIC = re.compile(r"^(?:TINYINT|SMALLINT|INTEGER|BIGINT|FLOAT|DOUBLE|DECIMAL\(.*\))$")
+
+
 def in_request_terms(error: ledger.LedgerError) -> str:
     """The table's refusal of some events, told to an HTTP client: which field of the JSON body
     is wrong, not which Python argument or conversion would fix it."""
     if isinstance(error, ledger.MissingKeyError):
         return MISSING_ID
+    nested = _NESTED_VALUE.match(str(error))
+    if isinstance(error, ledger.TypeMismatchError) and nested is not None:
+        kind = "object" if nested["held"].startswith(("struct", "dict")) else "array"
+        sql = nested["type"]
+        takes = "text" if sql == "VARCHAR" else "a number" if _NUMERIC.match(sql) else "a value"
+        return (
+            f"the field {nested['field']!r} of an event in the JSON body holds a JSON {kind}, "
+            f"and a {sql} field takes {takes}, not an {kind}"
+        )
     refused = _REFUSED_VALUE.match(str(error))
     if isinstance(error, ledger.TypeMismatchError) and refused is not None:
         why = refused["why"].split("; ")[0]  # the advice after it is for Python callers

@@ -59,6 +59,7 @@ from ledger.schema import (
     TableSchema,
     arrow_to_sql_or_str,
     dates_from_text,
+    decimal_text_refusal,
     dicts_to_arrow,
     float_overflow_message,
     float_text_message,
@@ -184,6 +185,16 @@ def read_rows(
 
 
 # --- in-memory sources ------------------------------------------------------------------------
+
+
+def is_rows_source(data: Any) -> bool:
+    """Whether ``data`` is in a form :func:`read_rows` takes (it may still fail to read)."""
+    if isinstance(data, list | Mapping | str | os.PathLike | pa.Table | pa.RecordBatch):
+        return True
+    if isinstance(data, pa.RecordBatchReader) or _is_duckdb_relation(data):
+        return True
+    module, name = type(data).__module__, type(data).__name__
+    return (module.startswith("pandas") or module.startswith("polars")) and name == "DataFrame"
 
 
 def _in_memory_rows(data: Any, schema: TableSchema) -> Rows:
@@ -447,6 +458,10 @@ def _csv_refusal(
         quoted_empty = _csv_quoted_empty(filesystem, path, int(column.group(1)), table_types)
         if quoted_empty is not None:
             return quoted_empty
+    if _CSV_RESCALE_ERROR.search(message) is None:
+        unfit_decimal = _csv_unfit_decimal(filesystem, path, int(column.group(1)), table_types)
+        if unfit_decimal is not None:
+            return unfit_decimal
     where = _csv_error_row(filesystem, path, message, table_types)
     if where is not None and (
         _CSV_NAIVE_TIMESTAMP_ERROR.search(message) or _CSV_RESCALE_ERROR.search(message)
@@ -465,6 +480,34 @@ _CSV_EMPTY_VALUE = re.compile(
     r"In CSV column #\d+: (?:Row #\d+: )?(?:CSV conversion error to [^:]+: invalid value ''$"
     r"|Empty string cannot be converted)"
 )
+
+
+def _csv_unfit_decimal(
+    filesystem: pafs.FileSystem, path: str, index: int, table_types: Mapping[str, pa.DataType]
+) -> str | None:
+    """The first text of DECIMAL column ``index`` that is no value of it (no number, too many
+    whole digits or decimal places), with its column, SQL type and row; None when the column
+    is no DECIMAL or none is found."""
+    try:
+        name = _csv_column_name(filesystem, path, index)
+        kind = table_types.get(name)
+        if kind is None or not pa.types.is_decimal(kind):
+            return None
+
+        def is_unfit(texts: pa.Array) -> int | None:
+            for offset, text in enumerate(texts.to_pylist()):
+                if text is not None and text.strip() and decimal_text_refusal(text, kind):
+                    return offset
+            return None
+
+        found = _first_csv_text(filesystem, path, name, is_unfit)
+    except (pa.ArrowException, OSError, IndexError):
+        return None
+    if found is None:
+        return None
+    row, text = found
+    why = decimal_text_refusal(text or "", kind)
+    return f"column {name!r}, row {row} ({arrow_to_sql_or_str(kind)}): {why}"
 
 
 def _csv_quoted_empty(
@@ -1354,6 +1397,12 @@ def _at_json_line(
             refusal, where = None, None
         if refusal is not None:
             raise refusal from e
+        try:
+            time_number = _json_time_number(filesystem, path, message, table_types)
+        except OSError:
+            time_number = None
+        if time_number is not None:
+            raise time_number from e
         if where is None:
             raise
         raise pa.ArrowInvalid(f"{_JSON_ROW_OF_BLOCK.sub('', message)} ({where})") from e
@@ -1409,13 +1458,21 @@ def _json_number_refusal(
         filesystem,
         path,
         [c for c, t in table_types.items() if pa.types.is_integer(t) or pa.types.is_decimal(t)],
-        lambda text, name: _integer_unfit(text, table_types[name]),
+        lambda text, name: (
+            _integer_unfit(text, table_types[name])
+            or _decimal_places_unfit(text, table_types[name])
+        ),
     )
     if found is None:
         return None
     name, text, where = found
     kind = table_types[name]
     sql = arrow_to_sql_or_str(kind)
+    if _decimal_places_unfit(text, kind):
+        return TypeMismatchError(
+            f"{path!r}: column {name!r} ({sql}): value {text} has more than {kind.scale} "
+            f"decimal place(s); round it in the file ({where})"
+        )
     if pa.types.is_integer(kind):
         return TypeMismatchError(
             f"{path!r}: column {name!r} ({sql}): value {text} is out of its range ({where})"
@@ -1423,6 +1480,43 @@ def _json_number_refusal(
     return TypeMismatchError(
         f"{path!r}: column {name!r} ({sql}): value {text} does not fit: it has more than "
         f"{kind.precision - kind.scale} whole digit(s); widen the column ({where})"
+    )
+
+
+def _decimal_places_unfit(text: str, kind: pa.DataType) -> bool:
+    """Whether JSON number ``text`` has more decimal places than DECIMAL type ``kind`` keeps."""
+    if not pa.types.is_decimal(kind) or _DECIMAL_TEXT.fullmatch(text) is None:
+        return False
+    why = decimal_text_refusal(text, kind)
+    return why is not None and "decimal place" in why
+
+
+def _json_time_number(
+    filesystem: pafs.FileSystem, path: str, message: str, table_types: Mapping[str, pa.DataType]
+) -> TypeMismatchError | None:
+    """A JSON number or boolean where a DATE or timestamp column is read from text (Arrow says
+    the column "changed from string to number"), refused naming the column, value and line."""
+    change = _JSON_KIND_CHANGE.search(message)
+    if change is None:
+        return None
+    name, kind = change.group(1).lstrip("/"), change.group(2)
+    target = table_types.get(name)
+    if target is None or not (pa.types.is_timestamp(target) or pa.types.is_date(target)):
+        return None
+    found = _first_json_number(filesystem, path, [name], lambda text, _: True)
+    if found is None:
+        return None
+    _, text, where = found
+    sql = arrow_to_sql_or_str(target)
+    what = "date" if pa.types.is_date(target) else "timestamp"
+    example = {"DATE": "2026-01-03", "TIMESTAMP": "2026-01-03T10:00:00"}.get(
+        sql, "2026-01-03T10:00:00Z"
+    )
+    return TypeMismatchError(
+        f"{path!r}: column {name!r} ({sql}): value {text} is a JSON {kind}, and a {sql} column "
+        f"is read from {what} text, as {example!r} (a number such as seconds since the epoch "
+        f"is not taken for one): write the {what} as text in the file, or pass the rows as "
+        f"dicts holding datetimes ({where})"
     )
 
 

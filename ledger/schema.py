@@ -434,8 +434,13 @@ def parse_text(name: str, column: pa.ChunkedArray, target: pa.DataType) -> pa.Ch
         parsed = parsed_from(text)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
         bad = text[_first_failing(text, parsed_from)].as_py()
-        if pa.types.is_timestamp(step) and timestamp_refusal(bad, step) == BELOW_MICROSECONDS:
-            raise TypeMismatchError(below_microseconds_message(name, step, bad)) from e
+        if pa.types.is_timestamp(step) or pa.types.is_date(step):
+            raise TypeMismatchError(time_text_message(name, step, bad)) from e
+        why = decimal_text_refusal(bad, step) if pa.types.is_decimal(step) else None
+        if why is not None:
+            raise TypeMismatchError(
+                f"column {name!r} ({arrow_to_sql_or_str(target)}): {why}"
+            ) from e
         raise TypeMismatchError(
             f"column {name!r} ({arrow_to_sql_or_str(target)}): text {bad!r} does not parse into "
             f"it without change ({e}); text is parsed as in a CSV file: fix the value or "
@@ -669,6 +674,69 @@ def timestamp_refusal(text: str, kind: pa.DataType) -> str | None:
     if to_microseconds is not None and _parses_as_timestamp(exact, kind):
         return BELOW_MICROSECONDS
     return INVALID
+
+
+# A number as text: digits with an optional point and exponent (``-12.50``, ``1e3``).
+_NUMBER_TEXT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def decimal_text_refusal(text: str, kind: pa.DataType) -> str | None:
+    """Why number text ``text`` is no value of DECIMAL type ``kind`` (no number, more decimal
+    places than its scale, more whole digits than it holds); None when it fits.
+
+    >>> decimal_text_refusal("1.005", pa.decimal128(10, 2))
+    "value '1.005' has more than 2 decimal place(s); round it"
+    """
+    shown = text.strip()
+    if _NUMBER_TEXT.fullmatch(shown) is None:
+        return (
+            f"value {text!r} is not a valid number (write digits with a point for the "
+            "fraction and no thousands separators, as '1234.50')"
+        )
+    number = decimal.Decimal(shown)
+    scale, whole = int(kind.scale), int(kind.precision) - int(kind.scale)
+    if number != 0 and number.adjusted() >= whole:
+        return (
+            f"value {text!r} does not fit: it has more than {whole} whole digit(s); widen the "
+            "column"
+        )
+    if number != number.quantize(decimal.Decimal(1).scaleb(-scale), decimal.ROUND_DOWN):
+        return f"value {text!r} has more than {scale} decimal place(s); round it"
+    return None
+
+
+def time_text_message(name: str, kind: pa.DataType, text: str) -> str:
+    """Why text ``text`` of column ``name`` is no value of date or timestamp type ``kind``.
+
+    >>> time_text_message("day", pa.date32(), "2024-02-30")[:50]
+    "column 'day' (DATE): value '2024-02-30' is not a v"
+    """
+    sql = arrow_to_sql_or_str(kind)
+    if pa.types.is_date(kind):
+        return (
+            f"column {name!r} ({sql}): value {text!r} is not a valid date (write it as "
+            "'2026-01-03'); fix the value before writing"
+        )
+    refusal = timestamp_refusal(text, kind)
+    if refusal == BELOW_MICROSECONDS:
+        return below_microseconds_message(name, kind, text)
+    if refusal == NO_OFFSET:
+        return (
+            f"column {name!r} ({sql}): value {text!r} has no UTC offset, and a {sql} column "
+            "stores instants: write the offset in the text (e.g. '2026-01-03 10:00:00+00:00' or "
+            "a trailing 'Z'), or make the column TIMESTAMP"
+        )
+    if refusal == OFFSET:
+        return (
+            f"column {name!r} ({sql}): value {text!r} has a UTC offset, and a {sql} column "
+            "holds times without zone: write the time without offset, pass it as a datetime "
+            "with tzinfo (stored as its UTC time), or make the column TIMESTAMPTZ"
+        )
+    example = "2026-01-03 10:00:00" + ("+00:00" if kind.tz is not None else "")
+    return (
+        f"column {name!r} ({sql}): value {text!r} is not a valid timestamp (write it in ISO "
+        f"8601, as {example!r}); fix the value before writing"
+    )
 
 
 def below_microseconds_message(name: str, kind: pa.DataType, text: str) -> str:
@@ -1003,6 +1071,8 @@ def _by_kind(name: str, values: list[Any], schema: TableSchema) -> pa.Array:
         part = _kind_array(name, [values[i] for i in indices], zoned, schema)
         if not _fits(part.type, target):
             value = values[indices[0]]
+            if pa.types.is_timestamp(target) and target.tz is not None:
+                raise TypeMismatchError(_unfit_message(name, part.type, target))
             raise TypeMismatchError(
                 f"column {name!r} is {arrow_to_sql_or_str(target)} but the data holds "
                 f"{type(value).__name__} {value!r}; convert the value before writing"
@@ -1325,6 +1395,23 @@ def _converts(name: str, column: pa.ChunkedArray, schema: TableSchema) -> bool:
     return True
 
 
+def _unfit_message(name: str, source: pa.DataType, target: pa.DataType) -> str:
+    sql = arrow_to_sql_or_str(target)
+    if pa.types.is_timestamp(target) and target.tz is not None:
+        if pa.types.is_timestamp(source) or pa.types.is_date(source):
+            held = "timestamps without zone" if pa.types.is_timestamp(source) else "dates"
+        else:
+            held = f"{arrow_to_sql_or_str(source)} values"
+        return (
+            f"column {name!r} is {sql} but the data holds {held}; a {sql} column stores "
+            "instants, so its values need a time zone: attach one first (a datetime with "
+            "tzinfo, replace(tzinfo=...), tz_localize in pandas), or make the column TIMESTAMP"
+        )
+    return (
+        f"column {name!r} is {sql} but the data holds {source}; convert the column before writing"
+    )
+
+
 def _cast_column(name: str, column: pa.ChunkedArray, target: pa.DataType) -> pa.ChunkedArray:
     source = column.type
     if source == target:
@@ -1337,10 +1424,7 @@ def _cast_column(name: str, column: pa.ChunkedArray, target: pa.DataType) -> pa.
     if pa.types.is_timestamp(source) and pa.types.is_date(target):
         return midnight_dates(name, column, target)
     if not _fits(source, target):
-        raise TypeMismatchError(
-            f"column {name!r} is {arrow_to_sql_or_str(target)} but the data holds {source}; "
-            "convert the column before writing"
-        )
+        raise TypeMismatchError(_unfit_message(name, source, target))
     if _is_text(source) and _parsed_from_text(target):
         return parse_text(name, column, target)
     if pa.types.is_floating(source) and pa.types.is_decimal(target):

@@ -44,7 +44,7 @@ from ledger.errors import (
     TypeMismatchError,
     UnmatchedDeleteMarkError,
 )
-from ledger.inputs import Rows, concat_rows, read_rows
+from ledger.inputs import Rows, concat_rows, is_rows_source, read_rows
 from ledger.log.commit import next_timestamp
 from ledger.log.entries import AppBatch, FileMarker, LogFile, TableConfig
 from ledger.log.handle import is_recent
@@ -1121,8 +1121,11 @@ def _key_values(keys: Any, key_columns: list[str]) -> Any:
         return [tuple(k) for k in keys.tolist()]
     is_pandas = module.startswith("pandas") and type(keys).__name__ in ("Series", "Index")
     is_numpy = module == "numpy" and type(keys).__name__ == "ndarray"
-    if not (is_pandas or is_numpy or isinstance(keys, pa.Array | pa.ChunkedArray)):
+    is_polars = module.startswith("polars") and type(keys).__name__ == "Series"
+    if not (is_pandas or is_numpy or is_polars or isinstance(keys, pa.Array | pa.ChunkedArray)):
         return keys
+    if is_polars:
+        keys = keys.to_arrow()
     if len(key_columns) == 1 and not (is_numpy and keys.ndim != 1):
         try:
             values = keys if isinstance(keys, pa.Array | pa.ChunkedArray) else pa.array(keys)
@@ -1139,14 +1142,20 @@ def _check_key_form(keys: Any, key_columns: list[str]) -> None:
     """Refuse keys given in no form a keyed operation accepts, saying which forms it does."""
     if isinstance(keys, list | dict | str | os.PathLike) or keys is None:
         return
-    if type(keys).__module__ not in _PLAIN_VALUE_MODULES:
+    if type(keys).__module__ not in _PLAIN_VALUE_MODULES and is_rows_source(keys):
         return  # a data frame, Arrow table or relation holding the key columns
     example = "[(1, 'a'), (2, 'b')]" if len(key_columns) > 1 else "['K-1', 'K-2']"
+    arrays = (
+        "; for a key of one column, one array of its values (a pandas or polars Series, a "
+        "numpy or Arrow array)"
+        if len(key_columns) == 1
+        else "; a 2-D numpy array of key rows"
+    )
     raise InvalidArgumentError(
         f"keys must be a list of keys, not {type(keys).__name__} {keys!r}: a list of key "
         f"values ({example}; the key is {key_columns}), a list of dicts naming the key "
-        "columns, or rows holding the key columns in any form writes take (a DataFrame, an "
-        "Arrow table, a file path)"
+        f"columns{arrays}, or rows holding the key columns in any form writes take (a "
+        "DataFrame, an Arrow table, a file path)"
     )
 
 

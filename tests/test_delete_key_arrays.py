@@ -1,6 +1,7 @@
 """``delete`` (and ``lookup``) take the keys of a one-column key as one array of values (a pandas
-Series or Index, a numpy array, an Arrow array) as they take a list of them, and a key of several
-columns as a 2-D numpy array of its rows: the rows deleted are those a list deletes."""
+Series or Index, a polars Series, a numpy array, an Arrow array) as they take a list of them, and
+a key of several columns as a 2-D numpy array of its rows: the rows deleted are those a list
+deletes."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import polars as pl
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
@@ -24,6 +26,7 @@ FORMS = {
     "numpy": np.array,
     "arrow": pa.array,
     "chunked": lambda keys: pa.chunked_array([keys], pa.int64()),
+    "polars": lambda keys: pl.Series("id", keys, dtype=pl.Int64),
 }
 
 
@@ -66,6 +69,25 @@ def test_a_series_of_text_or_timestamp_keys_and_a_2d_array_of_compound_keys(tmp_
         {"id": 1, "region": "us"},
         {"id": 2, "region": "eu"},
     ]
+
+
+def test_lookup_takes_a_polars_series_of_keys(tmp_path):
+    table = ledger.connect(str(tmp_path)).create_table("t", {"id": "BIGINT"}, primary_key="id")
+    table.insert([{"id": i} for i in range(5)])
+    with table.transaction() as tx:
+        found = tx.lookup(pl.Series("whatever", [3, 9, 1]))
+    assert sorted(found.column("id").to_pylist()) == [1, 3]
+
+
+def test_keys_in_a_form_delete_does_not_take_are_refused_naming_the_key_forms(tmp_path):
+    table = ledger.connect(str(tmp_path)).create_table("t", {"id": "BIGINT"}, primary_key="id")
+    table.insert([{"id": 1}])
+    with pytest.raises(ledger.InvalidArgumentError) as raised:
+        table.delete(np.int64(1))
+    message = str(raised.value)
+    assert "keys" in message and "list of key values" in message and "Series" in message
+    assert "RecordBatchReader" not in message and "JSON-lines" not in message
+    assert table.count() == 1
 
 
 def test_keys_that_do_not_fit_the_key_column_are_refused(tmp_path):

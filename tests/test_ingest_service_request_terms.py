@@ -13,7 +13,16 @@ from tests.conftest import Location
 
 QUIET = Settings(max_seconds=0.1, merge_every=3600, vacuum_every=3600)
 # Words of the Python API a client of the service cannot act on.
-PYTHON_ADVICE = ("evolve_schema", "=True", "append_entries", "_row_id", "convert the column")
+PYTHON_ADVICE = (
+    "evolve_schema",
+    "=True",
+    "append_entries",
+    "_row_id",
+    "convert the column",
+    "struct<",
+    "list<",
+    "the data holds",
+)
 
 
 @pytest.mark.parametrize(
@@ -28,6 +37,21 @@ PYTHON_ADVICE = ("evolve_schema", "=True", "append_entries", "_row_id", "convert
         ({"kind": "no id"}, "every event needs the field 'event_id'"),
         ({"event_id": None}, "every event needs the field 'event_id'"),
         ({"event_id": "e-1", "received_at": "2024-01-01"}, "'received_at' is set by the service"),
+        (
+            {"event_id": "nested", "kind": {"a": 1}},
+            "the field 'kind' of an event in the JSON body holds a JSON object, and a VARCHAR "
+            "field takes text, not an object",
+        ),
+        (
+            {"event_id": "listed", "kind": ["a", "b"]},
+            "the field 'kind' of an event in the JSON body holds a JSON array, and a VARCHAR "
+            "field takes text, not an array",
+        ),
+        (
+            [{"event_id": "e-1"}, {"event_id": "e-2", "user_id": {"n": 1}}],
+            "event 2 of 2 in the JSON array (counted from 1): the field 'user_id' of an event in "
+            "the JSON body holds a JSON object, and a BIGINT field takes a number",
+        ),
     ],
 )
 def test_a_refusal_speaks_of_the_json_body(local_location: Location, body: Any, says: str):
