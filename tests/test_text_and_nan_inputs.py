@@ -129,7 +129,7 @@ def test_text_that_does_not_parse_exactly_is_refused_from_every_source(
 
 def test_a_refused_text_names_its_column_and_value(local_location):
     table = local_location.connect().create_table("t", SCHEMA, primary_key="id")
-    with pytest.raises(TypeMismatchError, match=r"'price' \(DECIMAL\(18,2\)\): text '19.999'"):
+    with pytest.raises(TypeMismatchError, match=r"'price' \(DECIMAL\(18,2\)\): value '19.999'"):
         table.upsert([{"id": 1, "price": "19.99"}, {"id": 2, "price": "19.999"}])
     assert table.version == 0
 
