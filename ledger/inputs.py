@@ -51,11 +51,13 @@ from ledger.errors import (
 )
 from ledger.schema import (
     BELOW_MICROSECONDS,
+    DECIMAL_NUMBER_TEXT,
     FLOAT_EXACT_INTEGERS,
     FLOAT_RELATIVE_ERROR,
     NO_OFFSET,
     NONZERO_NUMBER_TEXT,
     OFFSET,
+    PLAIN_INTEGER_TEXT,
     TableSchema,
     arrow_to_sql_or_str,
     dates_from_text,
@@ -572,7 +574,7 @@ def _csv_integers(
         texts = pc.utf8_trim_whitespace(columns[index])
         try:
             # Arrow's cast also reads other spellings (``0x10``): only plain digits take it.
-            if not pc.all(pc.match_substring_regex(texts, _PLAIN_INTEGER_TEXT)).as_py():
+            if not pc.all(pc.match_substring_regex(texts, PLAIN_INTEGER_TEXT)).as_py():
                 raise pa.ArrowInvalid("not plain digits")
             columns[index] = pc.cast(texts, kind)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
@@ -631,7 +633,7 @@ def _float_text_refusal(name: str, text: str, kind: pa.DataType) -> str | None:
         return _inexact_integer_message(name, kind, text)
     if _underflows(text, kind):
         return float_underflow_message(name, kind, text)
-    if kind == pa.float32() and _DECIMAL_TEXT.fullmatch(text):
+    if kind == pa.float32() and DECIMAL_NUMBER_TEXT.fullmatch(text):
         value = float(text)
         stored = pa.scalar(value).cast(pa.float32(), safe=False).as_py()
         if abs(stored - value) > abs(value) * FLOAT_RELATIVE_ERROR:
@@ -659,7 +661,7 @@ def _underflows(text: str, kind: pa.DataType) -> bool:
 
 def _overflows(text: str, kind: pa.DataType) -> bool:
     """Whether ``text`` is a number (not the word inf) too large for float type ``kind``."""
-    if not _DECIMAL_TEXT.fullmatch(text):
+    if not DECIMAL_NUMBER_TEXT.fullmatch(text):
         return False
     value = float(text)
     if kind == pa.float32():
@@ -833,7 +835,7 @@ def _whole_numbers(
         where = f"column {name!r}, row {rows_before + offset + 1}"
         if not text:
             raise pa.ArrowInvalid(_quoted_empty_message(name, kind, rows_before + offset + 1))
-        number = decimal.Decimal(text) if _DECIMAL_TEXT.fullmatch(text) else None
+        number = decimal.Decimal(text) if DECIMAL_NUMBER_TEXT.fullmatch(text) else None
         if number is None or (number.adjusted() < 40 and number != number.to_integral_value()):
             raise pa.ArrowInvalid(
                 f"{where}: {text!r} is not a whole number, and the column is {sql}"
@@ -842,7 +844,7 @@ def _whole_numbers(
             raise _out_of_range(path, name, kind, rows_before + offset + 1, text)
         if (
             abs(number) >= FLOAT_EXACT_INTEGERS[pa.float64()]
-            and re.fullmatch(_PLAIN_INTEGER_TEXT, text) is None
+            and re.fullmatch(PLAIN_INTEGER_TEXT, text) is None
         ):
             raise TypeMismatchError(
                 f"{path!r}: {float_text_message(name, kind, text)} (row {rows_before + offset + 1})"
@@ -866,11 +868,6 @@ def _out_of_range(path: str, name: str, kind: pa.DataType, row: int, value: str)
         f"{path!r}: column {name!r} ({arrow_to_sql_or_str(kind)}), row {row}: value {value} is "
         "out of its range. Nothing was written"
     )
-
-
-_PLAIN_INTEGER_TEXT = r"^[+-]?[0-9]+$"
-# A number as CSV writers write one, in ASCII digits: ``7``, ``-7.0``, ``7e3``.
-_DECIMAL_TEXT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
 def _integer_range(kind: pa.DataType) -> tuple[int, int]:
@@ -1485,7 +1482,7 @@ def _json_number_refusal(
 
 def _decimal_places_unfit(text: str, kind: pa.DataType) -> bool:
     """Whether JSON number ``text`` has more decimal places than DECIMAL type ``kind`` keeps."""
-    if not pa.types.is_decimal(kind) or _DECIMAL_TEXT.fullmatch(text) is None:
+    if not pa.types.is_decimal(kind) or DECIMAL_NUMBER_TEXT.fullmatch(text) is None:
         return False
     why = decimal_text_refusal(text, kind)
     return why is not None and "decimal place" in why
@@ -1524,7 +1521,7 @@ def _integer_unfit(text: str, kind: pa.DataType) -> bool:
     """Whether ``text`` is a JSON integer outside integer type ``kind``'s range, or with more
     whole digits than DECIMAL type ``kind`` holds."""
     if pa.types.is_integer(kind):
-        if _DECIMAL_TEXT.fullmatch(text) is None:
+        if DECIMAL_NUMBER_TEXT.fullmatch(text) is None:
             return False
         number = decimal.Decimal(text)
         low, high = _integer_range(kind)

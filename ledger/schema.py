@@ -676,10 +676,6 @@ def timestamp_refusal(text: str, kind: pa.DataType) -> str | None:
     return INVALID
 
 
-# A number as text: digits with an optional point and exponent (``-12.50``, ``1e3``).
-_NUMBER_TEXT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
-
-
 def decimal_text_refusal(text: str, kind: pa.DataType) -> str | None:
     """Why number text ``text`` is no value of DECIMAL type ``kind`` (no number, more decimal
     places than its scale, more whole digits than it holds); None when it fits.
@@ -688,7 +684,7 @@ def decimal_text_refusal(text: str, kind: pa.DataType) -> str | None:
     "value '1.005' has more than 2 decimal place(s); round it"
     """
     shown = text.strip()
-    if _NUMBER_TEXT.fullmatch(shown) is None:
+    if DECIMAL_NUMBER_TEXT.fullmatch(shown) is None:
         return (
             f"value {text!r} is not a valid number (write digits with a point for the "
             "fraction and no thousands separators, as '1234.50')"
