@@ -39,6 +39,7 @@ import datetime as dt
 import decimal
 import logging
 import math
+import operator
 import re
 import threading
 import time
@@ -499,6 +500,17 @@ class BufferedWriter:
                 return self._convert_with(self._table.handle.latest_state(), data)
             raise
 
+    def _convert_plain(self, rows: list[dict[str, Any]]) -> pa.Table:
+        """Plain rows (each value checked to fit its column) in the table's column types: built
+        column by column in those types when every row names the same columns of kinds Arrow
+        takes as they are (see :func:`_direct_table`), else as ``insert`` converts rows."""
+        state = self._table.handle.state
+        table = _direct_table(rows, state.schema)
+        if table is None:
+            return _concat(self._convert(rows))
+        key_columns = () if state.config.generated_row_id else state.config.key_columns
+        return conform(table, state.schema, key_columns=key_columns)[0]
+
     def _convert_with(self, state: TableState, data: Any) -> list[pa.Table]:
         key_columns = () if state.config.generated_row_id else state.config.key_columns
         return [
@@ -651,7 +663,7 @@ class BufferedWriter:
         if head.converted is None:
             # Plain rows are converted here, outside the state lock: writers go on meanwhile.
             head.converted = _concat(
-                [p if isinstance(p, pa.Table) else _concat(self._convert(p)) for p in head.parts]
+                [p if isinstance(p, pa.Table) else self._convert_plain(p) for p in head.parts]
             )
             head.parts = []
         info = self._table.insert(head.converted, app_id=self._app_id, batch=head.batch)
@@ -718,6 +730,42 @@ class BufferedWriter:
                 self.pending_rows,
                 e,
             )
+
+
+# Column types whose plainly fitting values (text, booleans, finite floats, integers in range,
+# dates: one Python kind each, see _column_fits) Arrow converts given the type exactly as it
+# infers and casts them in insert, so plain rows skip the inference and the checks for mixed
+# kinds, numbers given as text and the like, which such values never need.
+_DIRECT_TYPES = (
+    pa.types.is_string,
+    pa.types.is_boolean,
+    pa.types.is_float64,
+    pa.types.is_signed_integer,
+    pa.types.is_date32,
+)
+
+
+def _direct_table(rows: list[dict[str, Any]], schema: TableSchema) -> pa.Table | None:
+    """Plain rows as one Arrow table in ``schema``'s types, each column built from its values
+    in one call, when every row names the same columns and each is of a type in
+    :data:`_DIRECT_TYPES`; None otherwise (the rows then take the conversion ``insert`` does)."""
+    if not rows:
+        return None
+    names = list(rows[0])
+    known = set(schema.names)
+    if not names or set(map(len, rows)) != {len(names)} or not known.issuperset(names):
+        return None
+    types = [schema.type_of(name) for name in names]
+    if not all(any(is_kind(t) for is_kind in _DIRECT_TYPES) for t in types):
+        return None
+    try:
+        columns = [
+            pa.array(list(map(operator.itemgetter(name), rows)), type=kind)
+            for name, kind in zip(names, types, strict=True)
+        ]
+    except KeyError:  # a row names other columns than the first
+        return None
+    return pa.Table.from_arrays(columns, names=names)
 
 
 def _column_fits(schema: TableSchema) -> dict[str, dict[type, _Fit]]:
