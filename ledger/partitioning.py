@@ -90,10 +90,11 @@ class PartitionField:
         once, and the few buckets present are ranked by their text in Python, so no text is
         made, hashed or looked up per distinct value beyond its hash."""
         values = encoded.dictionary
-        buckets = crc32_of_texts(canonical_text(values)) % np.uint64(self.buckets)
+        count = int(self.buckets or 0)
+        buckets = crc32_of_texts(canonical_text(values)).astype(np.int64) % count
         nulls = values.is_null().to_numpy(zero_copy_only=False)
         texts = sorted(str(b) for b in np.unique(buckets[~nulls]).tolist())
-        rank_of_bucket = np.zeros(self.buckets, dtype=np.int32)
+        rank_of_bucket = np.zeros(count, dtype=np.int32)
         rank_of_bucket[[int(text) for text in texts]] = np.arange(len(texts), dtype=np.int32)
         ranks = rank_of_bucket[buckets]
         ranks[nulls] = len(texts)  # NULL ranks last
