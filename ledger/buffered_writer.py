@@ -17,7 +17,8 @@ VARCHAR, ``int`` in range for the integer types, a finite ``float`` for DOUBLE, 
 BOOLEAN; for DECIMAL(p,s) a ``Decimal``, an ``int`` or a ``float`` whose digits fit p and s;
 ``date`` for DATE; a naive ``datetime`` for TIMESTAMP; a ``datetime`` with a zone or ISO text
 with an offset for TIMESTAMPTZ; None outside the key) is checked in Python, by a function
-compiled once per tuple of column names, and kept as is (appended under one short lock):
+compiled once per schema for rows naming every column and once per tuple of column names for
+others, and kept as is (appended under one short lock):
 converting many such rows together at flush time cannot fail, and costs a fraction of
 converting each alone. Other writes of dicts are converted at once, together with other
 threads' writes: a call joins the group of calls waiting while another thread converts, and
@@ -38,6 +39,7 @@ import datetime as dt
 import decimal
 import logging
 import math
+import operator
 import re
 import threading
 import time
@@ -191,6 +193,7 @@ class BufferedWriter:
         self._column_fits: dict[str, dict[type, _Fit]] = {}
         self._plain_keys: frozenset[str] = frozenset()
         self._row_checks: dict[tuple[str, ...], _RowCheck] = {}
+        self._full_check: _RowCheck = _never_plain
         self._checks_for: TableSchema | None = None
         self._plain_checks()
         self._backlog_rows = BACKLOG_FACTOR * self._max_rows
@@ -202,6 +205,8 @@ class BufferedWriter:
         self._wake_at = 1
         self._accept_below = self._backlog_rows
         self._bytes_below = self._backlog_bytes
+        self._rows_mark = self._bytes_mark = 0
+        self._set_marks()
         self._converting = False
         self._thread = threading.Thread(
             target=self._flush_in_background, name=f"ledger-writer-{table.name}", daemon=True
@@ -260,23 +265,22 @@ class BufferedWriter:
         """
         if type(data) is dict:  # the hot path: one row of plain values, one short lock round
             row = data.copy()  # the caller may change its dict after write() returns
-            names = tuple(row)
-            size = (self._row_checks.get(names) or self._compile_row_check(names))(row)
+            size = self._full_check(row)
+            if size is None:  # a row naming some columns, a None, another kind of value
+                names = tuple(row)
+                size = (self._row_checks.get(names) or self._compile_row_check(names))(row)
             if size is not None:
-                # Inline, with precomputed limits: this runs once per row, from every thread.
+                # Inline, against two precomputed marks: this runs once per row, from every
+                # thread. A write reaching a mark takes the slow path, which checks each limit.
                 with self._lock:
                     if (
-                        self._closed
-                        or self._error is not None
-                        or self._accepted >= self._accept_below
-                        or self._open_bytes >= self._bytes_below
+                        self._accepted >= self._rows_mark
+                        or self._open_bytes + size >= self._bytes_mark
                     ):
-                        self._admit_locked()
+                        return self._accept_row_locked(row, size)
                     self._tail.append(row)
                     self._open_bytes += size
                     position = self._accepted = self._accepted + 1
-                    if position >= self._wake_at or self._open_bytes >= self._max_bytes:
-                        self._wake_flusher()
                     return position
         if type(data) is dict or isinstance(data, list):
             rows: list[Any] = data if isinstance(data, list) else [data]
@@ -346,6 +350,7 @@ class BufferedWriter:
         with self._state:
             self._closed = True
             self._stopped = True
+            self._set_marks()
             self._state.notify_all()
         if self._thread is not threading.current_thread():
             self._thread.join()
@@ -364,6 +369,7 @@ class BufferedWriter:
         self._ensure_open()
         if self._error is not None:
             error, self._error = self._error, None
+            self._set_marks()
             raise FlushError(
                 f"a background flush of table {self._table.name!r} failed: {error}; its "
                 f"{self.pending_rows} rows stay buffered and are tried again (this write "
@@ -390,6 +396,28 @@ class BufferedWriter:
         """After a seal or a commit (the state lock is held): the limits a plain write checks."""
         self._accept_below = self._committed + self._backlog_rows
         self._bytes_below = self._backlog_bytes - self._sealed_bytes
+        self._set_marks()
+
+    def _set_marks(self) -> None:
+        """After any limit, the open state or the error changed (the state lock is held): the
+        marks a plain write compares against. Below both, it is accepted as it is: open, no
+        failed flush to report, room in the backlog and no reason to wake the flusher. At or
+        past either, :meth:`_accept_row_locked` checks each limit itself."""
+        blocked = self._closed or self._error is not None
+        self._rows_mark = -1 if blocked else min(self._accept_below, self._wake_at - 1)
+        self._bytes_mark = min(self._max_bytes, self._bytes_below)
+
+    def _accept_row_locked(self, row: dict[str, Any], size: int) -> int:
+        """A plain row past a mark (the state lock is held): refused when closed or a failed
+        flush is to be reported, held while the backlog is full, then accepted, waking the
+        flusher at the open buffer's first row and at its limits."""
+        self._admit_locked()
+        self._tail.append(row)
+        self._open_bytes += size
+        position = self._accepted = self._accepted + 1
+        if position >= self._wake_at or self._open_bytes >= self._max_bytes:
+            self._wake_flusher()
+        return position
 
     def _ensure_open(self) -> None:
         if self._closed:
@@ -472,6 +500,17 @@ class BufferedWriter:
                 return self._convert_with(self._table.handle.latest_state(), data)
             raise
 
+    def _convert_plain(self, rows: list[dict[str, Any]]) -> pa.Table:
+        """Plain rows (each value checked to fit its column) in the table's column types: built
+        column by column in those types when every row names the same columns of kinds Arrow
+        takes as they are (see :func:`_direct_table`), else as ``insert`` converts rows."""
+        state = self._table.handle.state
+        table = _direct_table(rows, state.schema)
+        if table is None:
+            return _concat(self._convert(rows))
+        key_columns = () if state.config.generated_row_id else state.config.key_columns
+        return conform(table, state.schema, key_columns=key_columns)[0]
+
     def _convert_with(self, state: TableState, data: Any) -> list[pa.Table]:
         key_columns = () if state.config.generated_row_id else state.config.key_columns
         return [
@@ -506,6 +545,7 @@ class BufferedWriter:
         if self._open_since is None:
             self._open_since = time.monotonic()
         self._wake_at = self._sealed_through + self._max_rows
+        self._set_marks()
         self._state.notify_all()
 
     def _plain_row(self, row: dict[str, Any]) -> tuple[dict[str, Any], int] | None:
@@ -554,6 +594,9 @@ class BufferedWriter:
             self._column_fits = _column_fits(state.schema)
             self._plain_keys = frozenset(() if config.generated_row_id else config.key_columns)
             self._row_checks = {}
+            self._full_check = _full_row_check(
+                tuple(state.schema.names), self._column_fits, self._plain_keys
+            )
             self._checks_for = state.schema
 
     def _limit_reached(self) -> bool:
@@ -603,14 +646,15 @@ class BufferedWriter:
                         self._last_failure = e
                         if in_background:
                             self._error = e
+                            self._set_marks()
                         self._state.notify_all()
                     raise
                 with self._state:
                     self._sealed.popleft()
                     self._sealed_bytes -= head.bytes
                     self._committed = head.end_position
-                    self._set_backlog_limits()
                     self._error = None
+                    self._set_backlog_limits()
                     self._retry_delay = RETRY_DELAY_SECONDS
                     self._state.notify_all()
                 committed += head.rows
@@ -619,7 +663,7 @@ class BufferedWriter:
         if head.converted is None:
             # Plain rows are converted here, outside the state lock: writers go on meanwhile.
             head.converted = _concat(
-                [p if isinstance(p, pa.Table) else _concat(self._convert(p)) for p in head.parts]
+                [p if isinstance(p, pa.Table) else self._convert_plain(p) for p in head.parts]
             )
             head.parts = []
         info = self._table.insert(head.converted, app_id=self._app_id, batch=head.batch)
@@ -686,6 +730,42 @@ class BufferedWriter:
                 self.pending_rows,
                 e,
             )
+
+
+# Column types whose plainly fitting values (text, booleans, finite floats, integers in range,
+# dates: one Python kind each, see _column_fits) Arrow converts given the type exactly as it
+# infers and casts them in insert, so plain rows skip the inference and the checks for mixed
+# kinds, numbers given as text and the like, which such values never need.
+_DIRECT_TYPES = (
+    pa.types.is_string,
+    pa.types.is_boolean,
+    pa.types.is_float64,
+    pa.types.is_signed_integer,
+    pa.types.is_date32,
+)
+
+
+def _direct_table(rows: list[dict[str, Any]], schema: TableSchema) -> pa.Table | None:
+    """Plain rows as one Arrow table in ``schema``'s types, each column built from its values
+    in one call, when every row names the same columns and each is of a type in
+    :data:`_DIRECT_TYPES`; None otherwise (the rows then take the conversion ``insert`` does)."""
+    if not rows:
+        return None
+    names = list(rows[0])
+    known = set(schema.names)
+    if not names or set(map(len, rows)) != {len(names)} or not known.issuperset(names):
+        return None
+    types = [schema.type_of(name) for name in names]
+    if not all(any(is_kind(t) for is_kind in _DIRECT_TYPES) for t in types):
+        return None
+    try:
+        columns = [
+            pa.array(list(map(operator.itemgetter(name), rows)), type=kind)
+            for name, kind in zip(names, types, strict=True)
+        ]
+    except KeyError:  # a row names other columns than the first
+        return None
+    return pa.Table.from_arrays(columns, names=names)
 
 
 def _column_fits(schema: TableSchema) -> dict[str, dict[type, _Fit]]:
@@ -757,16 +837,60 @@ def _row_check(
     return check
 
 
-def _fit_test(value: str, fit: _Fit, fit_name: str) -> tuple[str, str]:
-    """The test (beyond the value's type) and the size expression of one fit, as source."""
+def _full_row_check(
+    names: tuple[str, ...], fits: Mapping[str, Mapping[type, _Fit]], keys: frozenset[str]
+) -> _RowCheck:
+    """The check of rows naming every column of the table (``names``), in any order: one
+    expression that looks each value up by its column's name and tests it against the column's
+    first fit, compiled once per schema. It returns the row's size, or None for any other row
+    (other names, a None, a value of a column's other fits), which the check of its tuple of
+    names (:func:`_row_check`) then takes; a row it accepts, that check accepts with the same
+    size. Rows of most sources name every column, so most writes skip building and looking up
+    their tuple of names.
+
+    Only positions and names bound in the function's namespace appear in its source: column
+    names and values never do."""
+    if not names or not keys.issubset(names) or not all(fits.get(name) for name in names):
+        return _never_plain
+    namespace: dict[str, Any] = {"_encodes": _encodes, "_isfinite": math.isfinite}
+    lookups, tests, sizes = [], [], []
+    for i, name in enumerate(names):
+        value, kind_name, fit_name, name_name = f"v{i}", f"t{i}", f"f{i}", f"n{i}"
+        kind, fit = next(iter(fits[name].items()))
+        namespace[kind_name], namespace[fit_name], namespace[name_name] = kind, fit.check, name
+        test, size = _fit_test(value, fit, fit_name, size_name=f"s{i}")
+        lookups.append(f"        {value} = row[{name_name}]")
+        tests.append(f"type({value}) is {kind_name}" + (f" and {test}" if test else ""))
+        sizes.append(f"({size})")
+    lines = [
+        "def check(row):",
+        f"    if len(row) != {len(names)}:",
+        "        return None",
+        "    try:",
+        *lookups,
+        "    except KeyError:",
+        "        return None",
+        f"    if {' and '.join(f'({t})' for t in tests)}:",
+        f"        return {' + '.join(sizes)}",
+        "    return None",
+    ]
+    exec("\n".join(lines), namespace)  # the source names positions only, never user text
+    check: _RowCheck = namespace["check"]
+    return check
+
+
+def _fit_test(value: str, fit: _Fit, fit_name: str, size_name: str = "n") -> tuple[str, str]:
+    """The test (beyond the value's type) and the size expression of one fit, as source
+    (``size_name`` holds the size a ``call`` fit's check returned)."""
     if fit.kind == "text":
         return f"({value}.isascii() or _encodes({value}))", f"{fit.size} + len({value})"
     if fit.kind == "int":
         return f"{fit.low!r} <= {value} <= {fit.high!r}", f"{fit.size}"
     if fit.kind == "float":
-        return f"_isfinite({value})", f"{fit.size}"
+        # x - x is 0.0 for a finite float, NaN for NaN and the infinities: no call needed.
+        return f"{value} - {value} == 0.0", f"{fit.size}"
     if fit.kind == "call":
-        return f"(n := {fit_name}({value})) is not None", f"{fit.size} + n"
+        return f"({size_name} := {fit_name}({value})) is not None", f"{fit.size} + {size_name}"
     return "", f"{fit.size}"
 
 

@@ -77,11 +77,29 @@ class PartitionField:
         """
         column = table.column(self.source).combine_chunks()
         encoded = pc.dictionary_encode(column, null_encoding="encode")
+        if self.transform == "bucket" and self.buckets:
+            return self._ranked_buckets(encoded)
         texts = self._transform(encoded.dictionary)
         distinct = pc.unique(texts)
         distinct = distinct.take(pc.sort_indices(distinct))
         rank_of_unique = pc.index_in(texts, value_set=distinct)
         return distinct, rank_of_unique.take(encoded.indices)
+
+    def _ranked_buckets(self, encoded: pa.DictionaryArray) -> tuple[pa.Array, pa.Array]:
+        """:meth:`ranked_values` of a bucket: each distinct value's bucket number is hashed
+        once, and the few buckets present are ranked by their text in Python, so no text is
+        made, hashed or looked up per distinct value beyond its hash."""
+        values = encoded.dictionary
+        count = int(self.buckets or 0)
+        buckets = crc32_of_texts(canonical_text(values)).astype(np.int64) % count
+        nulls = values.is_null().to_numpy(zero_copy_only=False)
+        texts = sorted(str(b) for b in np.unique(buckets[~nulls]).tolist())
+        rank_of_bucket = np.zeros(count, dtype=np.int32)
+        rank_of_bucket[[int(text) for text in texts]] = np.arange(len(texts), dtype=np.int32)
+        ranks = rank_of_bucket[buckets]
+        ranks[nulls] = len(texts)  # NULL ranks last
+        distinct = pa.array([*texts, *([None] if nulls.any() else [])], pa.string())
+        return distinct, pa.array(ranks[encoded.indices.to_numpy()])
 
     def _transform(self, column: pa.Array) -> pa.Array:
         if self.transform == "identity":

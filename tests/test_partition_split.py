@@ -27,6 +27,7 @@ SPECS = [
     ["bucket(3, p)", "day(ts)"],
     ["d"],
     ["bucket(5, d)"],
+    ["bucket(16, id)"],  # buckets 10 to 15 sort as text between 1 and 2
     ["month(ts)", "p"],
 ]
 
