@@ -67,6 +67,11 @@ SPLIT_FROM_ENTRIES = 250_000
 # partial sums (below it, one aggregate weighing every entry is bound and run faster: see
 # signs_grouped).
 SIGNS_GROUPED_FROM_ENTRIES = 250_000
+# Entries from which a grouped total reads its files with ``union_by_name`` (the statistics it
+# reads at bind let DuckDB group by a small integer column through its perfect hash grouping,
+# which pays on large tables; below it, the bind without the option costs less: see
+# parquet_read).
+GROUPED_BY_NAME_FROM_ENTRIES = 50_000
 SHAPES_KEPT = 512  # SQL texts kept (one per table shape, request and relation names)
 PROBES_KEPT = 1024  # answers of the non-finite probe kept (one per set of marked files)
 
@@ -88,7 +93,7 @@ def totals(
             id(snap.store),
             snap.prefix,
             request,
-            (SPLIT_FROM_ENTRIES, SIGNS_GROUPED_FROM_ENTRIES),
+            (SPLIT_FROM_ENTRIES, SIGNS_GROUPED_FROM_ENTRIES, GROUPED_BY_NAME_FROM_ENTRIES),
         )
         kept = _kept_statement(reuse_key, snap)
         if kept is not None:
@@ -138,7 +143,7 @@ def _statement(
         names,
         request,
         non_finite,
-        sources.parquet if request.by else without_union_by_name(sources.parquet),
+        parquet_read(request, markers, sources.parquet),
         weighted,
         signs_grouped=signs_grouped(request, markers, schema),
         null_free=facts.null_free & frozenset(_measured(request)),
@@ -150,7 +155,7 @@ def _statement(
 
 # A statement made for one state and request: (id of the state, id of the store, the table's
 # prefix, the request, the plan thresholds it was made with).
-_StatementKey = tuple[int, int, str, TotalsRequest, tuple[int, int]]
+_StatementKey = tuple[int, int, str, TotalsRequest, tuple[int, int, int]]
 _STATEMENTS: OrderedDict[
     _StatementKey, tuple[weakref.ref[TableState], str, dict[str, list[str]]]
 ] = OrderedDict()
@@ -182,11 +187,23 @@ def _keep_statement(
             _STATEMENTS.popitem(last=False)
 
 
+def parquet_read(
+    request: TotalsRequest, markers: Sequence[FileMarker], parquet: tuple[ParquetSource, ...]
+) -> tuple[ParquetSource, ...]:
+    """How the statement reads its groups of files: a grand total, and a grouped total of fewer
+    than :data:`GROUPED_BY_NAME_FROM_ENTRIES` entries, read typed files without
+    ``union_by_name`` (:func:`without_union_by_name`); a larger grouped total keeps it, its
+    statistics letting DuckDB group a small integer column through its perfect hash grouping."""
+    if request.by and sum(m.rows for m in markers) >= GROUPED_BY_NAME_FROM_ENTRIES:
+        return parquet
+    return without_union_by_name(parquet)
+
+
 def without_union_by_name(parquet: tuple[ParquetSource, ...]) -> tuple[ParquetSource, ...]:
     """``parquet``, the groups of typed files (each holding every column read in its own
-    type) read without ``union_by_name``, for a grand total: that option reads every file's
-    footer to bind the statement, twice per call, and its statistics serve a grouping only (an
-    integer ``by`` column's perfect hash grouping), not an aggregate without groups."""
+    type) read without ``union_by_name``: that option reads every file's footer to bind the
+    statement, twice per call, and its statistics serve a grouping only (an integer ``by``
+    column's perfect hash grouping), not an aggregate without groups."""
     return tuple(dataclasses.replace(p, union_by_name=False) if p.typed else p for p in parquet)
 
 
