@@ -4,7 +4,8 @@ The embedded engine picks how to read a snapshot's files for totals: below a siz
 aggregate over every file, which computes the answer itself; above it, files holding insertions
 only summed apart, unweighted, and (grand totals) signed entries summed per sign, the signs
 weighed on the partial sums; and on signed tables that keep every entry, only the columns the
-request reads. Hypothesis builds
+request reads. Typed files (every column in its own type) are read without ``union_by_name``
+except by grouped totals from a size. Hypothesis builds
 random ledgers (every policy, several commits so several files, partitions, blind duplicate
 keys, updates and deletes, NULLs, NaN and infinities, the smallest BIGINT, DECIMAL, a column
 added later) and asks random totals; each plan must answer exactly what the plan of every file
@@ -133,6 +134,7 @@ def _split_over_every_column() -> Any:
     return mock.patch.multiple(
         total_reads,
         SPLIT_FROM_ENTRIES=0,
+        GROUPED_BY_NAME_FROM_ENTRIES=0,
         signs_grouped=lambda *_: False,
         schema_read=lambda spec, schema, request: schema,
         proven_facts=lambda *_: scan.ColumnFacts(frozenset(), frozenset()),
@@ -141,6 +143,12 @@ def _split_over_every_column() -> Any:
 
 PLANS: dict[str, Callable[[], Any]] = {
     "one weighted aggregate": lambda: mock.patch.object(total_reads, "SPLIT_FROM_ENTRIES", 10**12),
+    "one weighted aggregate, files read by name": lambda: mock.patch.multiple(
+        total_reads, SPLIT_FROM_ENTRIES=10**12, GROUPED_BY_NAME_FROM_ENTRIES=0
+    ),
+    "one weighted aggregate, typed files read by position": lambda: mock.patch.multiple(
+        total_reads, SPLIT_FROM_ENTRIES=10**12, GROUPED_BY_NAME_FROM_ENTRIES=10**12
+    ),
     "insertions apart, columns read only": lambda: mock.patch.object(
         total_reads, "SPLIT_FROM_ENTRIES", 0
     ),

@@ -116,12 +116,16 @@ ARROW = pa.schema(
 
 
 def _thresholds(table: ledger.Table) -> list[dict[str, int]]:
-    """Both size thresholds just below, at and just above what the snapshot holds."""
+    """Every size threshold just below, at and just above what the snapshot holds."""
     markers = table.snapshot().markers()
     plain = sum(m.rows for m in markers if insertions_only(m))
     entries = sum(m.rows for m in markers)
     return [
-        {"SPLIT_FROM_ENTRIES": plain + step, "SIGNS_GROUPED_FROM_ENTRIES": entries + step}
+        {
+            "SPLIT_FROM_ENTRIES": plain + step,
+            "SIGNS_GROUPED_FROM_ENTRIES": entries + step,
+            "GROUPED_BY_NAME_FROM_ENTRIES": entries + step,
+        }
         for step in (-1, 0, 1)
     ]
 

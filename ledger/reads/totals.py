@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -34,6 +35,7 @@ from ledger.engines.duckdb.scan import (
 )
 from ledger.engines.duckdb.session import bind_relations, lazy_sql
 from ledger.log.entries import FileMarker
+from ledger.log.state import TableState
 from ledger.reads.files import insertions_only
 from ledger.reads.partitions import PartitionRead
 from ledger.reads.visible import restricted_rows
@@ -65,6 +67,11 @@ SPLIT_FROM_ENTRIES = 250_000
 # partial sums (below it, one aggregate weighing every entry is bound and run faster: see
 # signs_grouped).
 SIGNS_GROUPED_FROM_ENTRIES = 250_000
+# Entries from which a grouped total reads its files with ``union_by_name`` (the statistics it
+# reads at bind let DuckDB group by a small integer column through its perfect hash grouping,
+# which pays on large tables; below it, the bind without the option costs less: see
+# parquet_read).
+GROUPED_BY_NAME_FROM_ENTRIES = 50_000
 SHAPES_KEPT = 512  # SQL texts kept (one per table shape, request and relation names)
 PROBES_KEPT = 1024  # answers of the non-finite probe kept (one per set of marked files)
 
@@ -79,10 +86,37 @@ def totals(
     """The totals ``request`` asks for over ``snap``, as a lazy relation on ``con`` (the
     request is checked: :func:`ledger.sql.totals.check_totals_request`)."""
     spec = TableSpec.of(snap.state)
+    reuse_key: _StatementKey | None = None
+    if partitions is None:  # unrestricted reads reuse their statement (no file listed)
+        reuse_key = (
+            id(snap.state),
+            id(snap.store),
+            snap.prefix,
+            request,
+            (SPLIT_FROM_ENTRIES, SIGNS_GROUPED_FROM_ENTRIES, GROUPED_BY_NAME_FROM_ENTRIES),
+        )
+        kept = _kept_statement(reuse_key, snap)
+        if kept is not None:
+            return lazy_sql(con, *kept)
     read = snap.partition_read(partitions, entries=True)
     if not read.exact:
         return restricted_totals(snap, con, spec, request, read)
-    markers = read.markers
+    text, params, bound = _statement(snap, con, spec, request, read.markers)
+    if reuse_key is not None and not bound:
+        _keep_statement(reuse_key, snap, text, params)
+    return lazy_sql(con, text, params)
+
+
+def _statement(
+    snap: Snapshot,
+    con: duckdb.DuckDBPyConnection,
+    spec: TableSpec,
+    request: TotalsRequest,
+    markers: Sequence[FileMarker],
+) -> tuple[str, dict[str, list[str]], bool]:
+    """The totals statement over ``markers``, its parameters (the files each group reads) and
+    whether it reads a relation bound on ``con`` itself (files off the local disk), which only
+    that connection can read."""
     schema = schema_read(spec, file_schema(snap.state.schema, snap.state.config), request)
     files = files_by_role(spec, markers)
     sources = file_sources(con, snap.store, snap.prefix, files, schema)
@@ -109,20 +143,67 @@ def totals(
         names,
         request,
         non_finite,
-        sources.parquet if request.by else without_union_by_name(sources.parquet),
+        parquet_read(request, markers, sources.parquet),
         weighted,
         signs_grouped=signs_grouped(request, markers, schema),
         null_free=facts.null_free & frozenset(_measured(request)),
         unwidened=facts.negatable & frozenset(_measured(request)),
     )
-    return lazy_sql(con, text, sources.params)
+    bound = not set(sources.names.values()) <= {source.name for source in sources.parquet}
+    return text, sources.params, bound
+
+
+# A statement made for one state and request: (id of the state, id of the store, the table's
+# prefix, the request, the plan thresholds it was made with).
+_StatementKey = tuple[int, int, str, TotalsRequest, tuple[int, int, int]]
+_STATEMENTS: OrderedDict[
+    _StatementKey, tuple[weakref.ref[TableState], str, dict[str, list[str]]]
+] = OrderedDict()
+_STATEMENTS_LOCK = threading.Lock()
+STATEMENTS_KEPT = 256  # statements kept with their files (one per table state and request)
+
+
+def _kept_statement(key: _StatementKey, snap: Snapshot) -> tuple[str, dict[str, list[str]]] | None:
+    """The statement kept for ``key``, if it was made for this very state object (an id can
+    be reused once its state is gone: the weak reference tells). The statement depends only on
+    the state's files (which never change, nor do the facts read from them), the request and
+    the plan thresholds."""
+    with _STATEMENTS_LOCK:
+        kept = _STATEMENTS.get(key)
+        if kept is None or kept[0]() is not snap.state:
+            return None
+        _STATEMENTS.move_to_end(key)
+    _, text, params = kept
+    return text, {name: list(paths) for name, paths in params.items()}
+
+
+def _keep_statement(
+    key: _StatementKey, snap: Snapshot, text: str, params: dict[str, list[str]]
+) -> None:
+    kept = (weakref.ref(snap.state), text, {name: list(paths) for name, paths in params.items()})
+    with _STATEMENTS_LOCK:
+        _STATEMENTS[key] = kept
+        while len(_STATEMENTS) > STATEMENTS_KEPT:
+            _STATEMENTS.popitem(last=False)
+
+
+def parquet_read(
+    request: TotalsRequest, markers: Sequence[FileMarker], parquet: tuple[ParquetSource, ...]
+) -> tuple[ParquetSource, ...]:
+    """How the statement reads its groups of files: a grand total, and a grouped total of fewer
+    than :data:`GROUPED_BY_NAME_FROM_ENTRIES` entries, read typed files without
+    ``union_by_name`` (:func:`without_union_by_name`); a larger grouped total keeps it, its
+    statistics letting DuckDB group a small integer column through its perfect hash grouping."""
+    if request.by and sum(m.rows for m in markers) >= GROUPED_BY_NAME_FROM_ENTRIES:
+        return parquet
+    return without_union_by_name(parquet)
 
 
 def without_union_by_name(parquet: tuple[ParquetSource, ...]) -> tuple[ParquetSource, ...]:
     """``parquet``, the groups of typed files (each holding every column read in its own
-    type) read without ``union_by_name``, for a grand total: that option reads every file's
-    footer to bind the statement, twice per call, and its statistics serve a grouping only (an
-    integer ``by`` column's perfect hash grouping), not an aggregate without groups."""
+    type) read without ``union_by_name``: that option reads every file's footer to bind the
+    statement, twice per call, and its statistics serve a grouping only (an integer ``by``
+    column's perfect hash grouping), not an aggregate without groups."""
     return tuple(dataclasses.replace(p, union_by_name=False) if p.typed else p for p in parquet)
 
 

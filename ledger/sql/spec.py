@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+import weakref
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -24,6 +27,22 @@ class TableSpec:
 
     @staticmethod
     def of(state: TableState) -> TableSpec:
+        """The spec of ``state``, made once per state object: a view call asks for it several
+        times, and a table handle keeps its state while the log is unchanged."""
+        with _SPECS_LOCK:
+            kept = _SPECS.get(id(state))
+            if kept is not None and kept[0]() is state:
+                _SPECS.move_to_end(id(state))
+                return kept[1]
+        spec = TableSpec._made(state)
+        with _SPECS_LOCK:
+            _SPECS[id(state)] = (weakref.ref(state), spec)
+            while len(_SPECS) > SPECS_KEPT:
+                _SPECS.popitem(last=False)
+        return spec
+
+    @staticmethod
+    def _made(state: TableState) -> TableSpec:
         schema = state.schema
         return TableSpec(
             columns=tuple(schema.names),
@@ -40,3 +59,8 @@ class TableSpec:
 
     def type_of(self, column: str) -> pa.DataType:
         return self.types[self.columns.index(column)]
+
+
+SPECS_KEPT = 256  # specs kept, one per table state object (an id is checked by a weak reference)
+_SPECS: OrderedDict[int, tuple[weakref.ref[TableState], TableSpec]] = OrderedDict()
+_SPECS_LOCK = threading.Lock()
