@@ -58,8 +58,10 @@ from ledger.schema import (
     NONZERO_NUMBER_TEXT,
     OFFSET,
     PLAIN_INTEGER_TEXT,
+    RESERVED,
     TableSchema,
     arrow_to_sql_or_str,
+    conform,
     dates_from_text,
     decimal_text_refusal,
     dicts_to_arrow,
@@ -213,6 +215,41 @@ def _in_memory_rows(data: Any, schema: TableSchema) -> Rows:
         f"cannot write data of type {type(data).__module__}.{type(data).__name__}; pass "
         + "; ".join(ACCEPTED_SOURCES)
     )
+
+
+def refused_dict_row(
+    rows: list[Any], schema: TableSchema, *, allow_new_columns: bool
+) -> TypeMismatchError | None:
+    """The refusal of the first dict of ``rows`` whose values do not convert, naming its index
+    in the list; None when the dicts convert on their own (the refusal came from elsewhere).
+
+    Called only after a whole conversion refused, so good appends pay nothing: halves of the
+    list are converted, keeping the first that refuses, about twice the list's conversion."""
+
+    def refusal(part: list[Any]) -> TypeMismatchError | None:
+        try:
+            table = dicts_to_arrow(part, schema)[0]
+            table = table.drop_columns([n for n in table.column_names if n in RESERVED])
+            conform(table, schema, allow_new_columns=allow_new_columns, require_all_keys=False)
+        except TypeMismatchError as refused:
+            return refused
+        except LedgerError:
+            return None
+        return None
+
+    if not all(isinstance(row, Mapping) for row in rows) or refusal(rows) is None:
+        return None
+    start, end = 0, len(rows)
+    while end - start > 1:
+        middle = (start + end) // 2
+        if refusal(rows[start:middle]) is not None:
+            end = middle
+        else:
+            start = middle
+    found = refusal(rows[start : start + 1])
+    if found is None:
+        return None
+    return TypeMismatchError(f"row {start} of the list (counting from 0): {found}")
 
 
 def _rows_from_dicts(rows: list[Any], schema: TableSchema) -> Rows:
