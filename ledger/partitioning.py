@@ -346,7 +346,7 @@ def _identity_text(field: PartitionField, value: Any) -> str:
     if text is None:
         raise InvalidArgumentError(
             f"partition field {field.name!r} is {field.source_sql}: no partition can have "
-            f"{value!r}; give {_identity_hint(column_type)}"
+            f"{value!r}; give {_identity_hint(column_type)} (None selects the NULL partition)"
         )
     return text
 
