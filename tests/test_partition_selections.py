@@ -228,3 +228,18 @@ def test_date_field_text_is_taken_exactly_when_a_partition_can_have_it(text: str
     else:
         with pytest.raises(ledger.InvalidArgumentError, match=re.escape(repr(text))):
             spec.normalise_filter({"day": text})
+
+
+@pytest.mark.parametrize("where", ["", "   ", 5])
+def test_an_empty_partition_predicate_is_refused_in_the_callers_words(
+    local_location: Location, where: Any
+) -> None:
+    table = _events(local_location)
+    with pytest.raises(ledger.InvalidPredicateError) as dropping:
+        table.drop_partitions(where=where)
+    assert "drop_partitions" in str(dropping.value) and "delete_where" not in str(dropping.value)
+    with pytest.raises(ledger.InvalidPredicateError) as rewriting:
+        table.rewrite_partitions(sql="SELECT * FROM entries", where=where)
+    assert "rewrite_partitions" in str(rewriting.value), rewriting.value
+    assert "delete_where" not in str(rewriting.value)
+    assert table.count() == 2
