@@ -120,6 +120,8 @@ def merge_table(
     engine, :func:`write_query_result`)."""
     started_ms = int(time.time() * 1000)  # before the snapshot: see settled_trx_id
     base = table.handle.latest_state()
+    # Refused even when no file needs a rewrite: a schema no engine can read is no table to merge.
+    base.schema.check_usable()
     options: dict[str, Any] = {}
     if max_file_size is not None:
         options["max_file_size"] = max_file_size
