@@ -58,8 +58,10 @@ from ledger.schema import (
     NONZERO_NUMBER_TEXT,
     OFFSET,
     PLAIN_INTEGER_TEXT,
+    RESERVED,
     TableSchema,
     arrow_to_sql_or_str,
+    conform,
     dates_from_text,
     decimal_text_refusal,
     dicts_to_arrow,
@@ -213,6 +215,41 @@ def _in_memory_rows(data: Any, schema: TableSchema) -> Rows:
         f"cannot write data of type {type(data).__module__}.{type(data).__name__}; pass "
         + "; ".join(ACCEPTED_SOURCES)
     )
+
+
+def refused_dict_row(
+    rows: list[Any], schema: TableSchema, *, allow_new_columns: bool
+) -> TypeMismatchError | None:
+    """The refusal of the first dict of ``rows`` whose values do not convert, naming its index
+    in the list; None when the dicts convert on their own (the refusal came from elsewhere).
+
+    Called only after a whole conversion refused, so good appends pay nothing: halves of the
+    list are converted, keeping the first that refuses, about twice the list's conversion."""
+
+    def refusal(part: list[Any]) -> TypeMismatchError | None:
+        try:
+            table = dicts_to_arrow(part, schema)[0]
+            table = table.drop_columns([n for n in table.column_names if n in RESERVED])
+            conform(table, schema, allow_new_columns=allow_new_columns, require_all_keys=False)
+        except TypeMismatchError as refused:
+            return refused
+        except LedgerError:
+            return None
+        return None
+
+    if not all(isinstance(row, Mapping) for row in rows) or refusal(rows) is None:
+        return None
+    start, end = 0, len(rows)
+    while end - start > 1:
+        middle = (start + end) // 2
+        if refusal(rows[start:middle]) is not None:
+            end = middle
+        else:
+            start = middle
+    found = refusal(rows[start : start + 1])
+    if found is None:
+        return None
+    return TypeMismatchError(f"row {start} of the list (counting from 0): {found}")
 
 
 def _rows_from_dicts(rows: list[Any], schema: TableSchema) -> Rows:
@@ -1175,6 +1212,8 @@ def _json_integers(
             found = _first_json_number(filesystem, path, [name], _big_float_text)
             if found is not None:
                 _, text, where = found
+                if _integer_unfit(text, kind):
+                    raise _json_out_of_range(path, name, kind, text, where)
                 raise TypeMismatchError(
                     f"{path!r}: {float_text_message(name, kind, text)} ({where})"
                 )
@@ -1185,15 +1224,24 @@ def _json_integers(
             if found is None:
                 raise
             _, text, where = found
-            raise TypeMismatchError(
-                f"{path!r}: column {name!r} ({arrow_to_sql_or_str(kind)}): value {text} is out "
-                f"of its range ({where})"
-            ) from None
+            raise _json_out_of_range(path, name, kind, text, where) from None
         changed = True
     if not changed:
         return item
     converted = type(table).from_arrays(columns, names=table.schema.names)
     return Rows(converted, item.given) if isinstance(item, Rows) else converted
+
+
+def _json_out_of_range(
+    path: str, name: str, kind: pa.DataType, text: str, where: str
+) -> TypeMismatchError:
+    """The refusal of JSON number ``text``, outside integer column ``name``'s range."""
+    sql = arrow_to_sql_or_str(kind)
+    low, high = _integer_range(kind)
+    return TypeMismatchError(
+        f"{path!r}: column {name!r} ({sql}): value {text} is out of its range (a {sql} holds "
+        f"whole numbers from {low} to {high}); fix the value or widen the column ({where})"
+    )
 
 
 def _out_of_range_of(kind: pa.DataType) -> Callable[[str, str], bool]:
@@ -1406,6 +1454,8 @@ def _at_json_line(
 
 
 _JSON_TOO_BIG_FOR_DOUBLE = re.compile(r"Number too big to be stored in double")
+# How the reader refuses a number beyond DECIMAL(38,0), the type integer columns are read as.
+_JSON_NOT_DECIMAL = re.compile(r"The string '.*' cannot be represented as decimal128")
 _JSON_INTEGER = re.compile(r"-?[0-9]+")
 _JSON_CONVERSION_FAILURE = re.compile(r"Failed to convert JSON to ")
 
@@ -1447,9 +1497,16 @@ def _json_number_refusal(
         if found is None:
             return None
         name, text, where = found
-        overflow = float_overflow_message(name, table_types.get(name, pa.float64()), text)
+        kind = table_types.get(name, pa.float64())
+        if pa.types.is_integer(kind):
+            return _json_out_of_range(path, name, kind, text, where)
+        overflow = float_overflow_message(name, kind, text)
         return TypeMismatchError(f"{path!r}: {overflow} ({where})")
-    if number is None and _JSON_CONVERSION_FAILURE.search(message) is None:
+    if (
+        number is None
+        and _JSON_CONVERSION_FAILURE.search(message) is None
+        and _JSON_NOT_DECIMAL.search(message) is None
+    ):
         return None
     found = _first_json_number(
         filesystem,
@@ -1471,9 +1528,7 @@ def _json_number_refusal(
             f"decimal place(s); round it in the file ({where})"
         )
     if pa.types.is_integer(kind):
-        return TypeMismatchError(
-            f"{path!r}: column {name!r} ({sql}): value {text} is out of its range ({where})"
-        )
+        return _json_out_of_range(path, name, kind, text, where)
     return TypeMismatchError(
         f"{path!r}: column {name!r} ({sql}): value {text} does not fit: it has more than "
         f"{kind.precision - kind.scale} whole digit(s); widen the column ({where})"

@@ -20,6 +20,7 @@ from __future__ import annotations
 import difflib
 import functools
 import logging
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -445,6 +446,12 @@ def _run(
     failed: Callable[[str], InsertTransformError] | None = None,
 ) -> pa.Table:
     def failed_on_rows(reason: str) -> InsertTransformError:
+        nested = _missing_nested(reason, rows.schema)
+        if nested is not None:
+            return InsertTransformError(
+                f"{WHAT} {rendered!r} reads {nested}. Nothing was written; give the field in "
+                "every write (null where a row has none), or leave it out of the transform"
+            )
         given = ", ".join(f"{f.name} {f.type}" for f in rows.schema)
         return InsertTransformError(
             f"{WHAT} {rendered!r} failed on the rows written (columns: {given}): {reason}. "
@@ -452,6 +459,33 @@ def _run(
         )
 
     return query_over(rendered, RELATION, rows, failed or failed_on_rows)
+
+
+# How DuckDB refuses ``column.field`` when the struct has no such field, or no such column.
+_MISSING_KEY = re.compile(r'Could not find key "(.+?)" in struct')
+_MISSING_STRUCT = re.compile(r'Referenced table "(.+?)" not found')
+
+
+def _missing_nested(reason: str, schema: pa.Schema) -> str | None:
+    """What a transform reads that the rows do not have, when DuckDB's refusal is about a
+    nested field (``meta.a``): the field and the struct columns lacking it, or the column;
+    None for other refusals."""
+    key = _MISSING_KEY.search(reason)
+    if key is not None:
+        lacking = [
+            f"{f.name!r} (fields {[c.name for c in f.type]})"
+            for f in schema
+            if pa.types.is_struct(f.type) and key[1] not in [c.name for c in f.type]
+        ]
+        where = " or ".join(lacking) if lacking else "a nested column"
+        return f"field {key[1]!r} of column {where}, which the rows written do not have"
+    struct = _MISSING_STRUCT.search(reason)
+    if struct is not None and struct[1] not in schema.names:
+        return (
+            f"a field of column {struct[1]!r} (as {struct[1]}.field), and the rows written have "
+            f"no column {struct[1]!r} (they have {schema.names})"
+        )
+    return None
 
 
 __all__ = [

@@ -19,11 +19,12 @@ hold a hash of the value instead (``~<sha256 hex>``); the exact value is in the 
 from __future__ import annotations
 
 import datetime as dt
+import decimal
 import hashlib
 import re
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -54,6 +55,9 @@ class PartitionField:
     transform: str  # identity | year | month | day | hour | bucket
     source: str
     buckets: int | None = None
+    # The source column's type (Arrow and SQL spelling): what an identity field's values are.
+    source_type: pa.DataType | None = field(default=None, compare=False, repr=False)
+    source_sql: str = field(default="", compare=False, repr=False)
 
     @property
     def spec(self) -> str:
@@ -313,13 +317,86 @@ def _format_filter_value(field: PartitionField, value: Any) -> str | None:
         return value
     if field.transform == "bucket":
         return _bucket_text(field, value)
-    if isinstance(value, str):
-        if field.transform in _TIME_FORMATS:
-            _check_time_text(field, value)
-        return value
     if field.transform == "identity":
-        return canonical_text(pa.array([value])).to_pylist()[0]  # type: ignore[no-any-return]
+        return _identity_text(field, value)
+    if isinstance(value, str):
+        _check_time_text(field, value)
+        return value
     return field.value_of(value)
+
+
+def _identity_text(field: PartitionField, value: Any) -> str:
+    """The partition text of a value of an identity field, refused unless some value of the
+    column's type has exactly it: text must be that value's canonical text (``"3"``, not
+    ``"03"``; ``"2026-01-05"``, not ``"2026-1-05"``), other values must convert to the type
+    without loss (``3`` or ``3.0`` for an INTEGER, a ``date`` for a DATE)."""
+    column_type = field.source_type
+    if column_type is None:  # a field made without a schema: the value's own text
+        return canonical_text(pa.array([value])).to_pylist()[0]  # type: ignore[no-any-return]
+    text: str | None = None
+    try:
+        if isinstance(value, str):
+            converted = pc.cast(pa.array([value], pa.string()), column_type)
+        elif _never_of_type(value, column_type):
+            converted = None
+        else:
+            converted = pa.array([value], column_type)
+            # Arrow truncates a float into an integer type (3.5 -> 3): only an equal value is exact.
+            if isinstance(value, float | decimal.Decimal | np.number) and (
+                converted.to_pylist()[0] != value
+            ):
+                converted = None
+        if converted is not None:
+            text = canonical_text(converted).to_pylist()[0]
+    except (
+        pa.ArrowInvalid,
+        pa.ArrowTypeError,
+        pa.ArrowNotImplementedError,
+        OverflowError,
+        TypeError,
+        ValueError,
+    ):
+        text = None
+    if text is not None and isinstance(value, str) and value != text:
+        # A timestamp's text may leave out a fraction of zeros.
+        whole = pa.types.is_timestamp(column_type) and text == f"{value}.000000"
+        text = text if whole else None
+    if text is None:
+        raise InvalidArgumentError(
+            f"partition field {field.name!r} is {field.source_sql}: no partition can have "
+            f"{value!r}; give {_identity_hint(column_type)} (None selects the NULL partition)"
+        )
+    return text
+
+
+def _never_of_type(value: Any, column_type: pa.DataType) -> bool:
+    """Values Arrow converts with a loss it does not report: a bool into a number (1), a
+    datetime with a time of day (or a zone) into a DATE (its day)."""
+    if isinstance(value, bool | np.bool_):
+        return not pa.types.is_boolean(column_type)
+    if isinstance(value, dt.datetime) and pa.types.is_date(column_type):
+        return value.tzinfo is not None or value != dt.datetime.combine(value.date(), dt.time())
+    return False
+
+
+def _identity_hint(column_type: pa.DataType) -> str:
+    """How to write a value of an identity field of this type, for error messages."""
+    if pa.types.is_integer(column_type):
+        return "an integer in the type's range, or its text without leading zeros or '+' (3 or '3')"
+    if pa.types.is_date(column_type):
+        return "a date, or its text as YYYY-MM-DD ('2026-01-05')"
+    if pa.types.is_timestamp(column_type):
+        return "a datetime, or its text as YYYY-MM-DDTHH:MM:SS[.ffffff]"
+    if pa.types.is_boolean(column_type):
+        return "True or False, or 'true' or 'false'"
+    if pa.types.is_decimal(column_type):
+        return (
+            f"a Decimal or an integer with at most {column_type.scale} decimal places, or its "
+            f"text with exactly {column_type.scale} ('{pa.array([0], column_type)[0]}')"
+        )
+    if pa.types.is_string(column_type) or pa.types.is_large_string(column_type):
+        return "text"
+    return "a value of the column's type, or its text as the table writes it"
 
 
 # The text of each time transform's values, as ``pc.strftime`` writes them (4-digit years).
@@ -392,6 +469,9 @@ def _parse_field(spec: str, schema: TableSchema) -> PartitionField:
             f"partition spec {spec!r} names column {field.source!r}, which is not in the schema"
         )
     source_type = schema.type_of(field.source)
+    field = replace(
+        field, source_type=source_type, source_sql=str(dict(schema.columns)[field.source])
+    )
     if field.transform in _TIME_FORMATS and not (
         pa.types.is_timestamp(source_type) or pa.types.is_date(source_type)
     ):

@@ -13,14 +13,15 @@ from ledger.sql_guard import check_expression, too_deep, without_terminal_codes
 _FORBIDDEN_IN_PREDICATE = (exp.Query, exp.Command, exp.Create, exp.Drop, exp.Insert, exp.Delete)
 
 
-def check_predicate(predicate: Any) -> str:
+def check_predicate(predicate: Any, caller: str = "delete_where") -> str:
     """The predicate re-rendered from its parse tree; refuse statements, subqueries and junk.
+    ``caller`` names the call the predicate was given to, in the refusal of an empty one.
 
     >>> check_predicate("amount < 0 and region = 'EU'")
     "amount < 0 AND region = 'EU'"
     """
     if not isinstance(predicate, str) or not predicate.strip():
-        raise InvalidPredicateError("delete_where needs a non-empty SQL predicate string")
+        raise InvalidPredicateError(f"{caller} needs a non-empty SQL predicate string")
     tree = predicate_tree(predicate)
     if any(isinstance(node, _FORBIDDEN_IN_PREDICATE) for node in tree.walk()):
         raise InvalidPredicateError(

@@ -284,6 +284,8 @@ class TableSchema:
         for field in incoming:
             if field.name in RESERVED:
                 continue
+            if pa.types.is_nested(field.type) and field.name not in current:
+                raise SchemaError(f"new column {_nested_advice([field.name])}")
             new_type = _normalise_arrow(field.type) if not pa.types.is_null(field.type) else None
             if field.name not in current:
                 check_column_names([*(n for n, _ in pairs), field.name])
@@ -1282,11 +1284,19 @@ def conform(
     target_schema = schema
     if unknown and not allow_new_columns:
         hint = _case_hint(unknown, schema) + _separator_hint(unknown, schema)
+        nested = [n for n in unknown if pa.types.is_nested(table.schema.field(n).type)]
+        if nested:
+            hint += f" Column(s) {_nested_advice(nested)}."
         new_columns = [
             n
             for n in unknown
-            if not _spelling_of(n, schema) and n.strip() and not _separator_hint([n], schema)
+            if not _spelling_of(n, schema)
+            and n.strip()
+            and not _separator_hint([n], schema)
+            and n not in nested
         ]
+        if nested:
+            new_columns = []  # adding the others cannot make the write work
         evolve = (
             f" Pass evolve_schema=True to add {new_columns} as new nullable columns"
             if new_columns
@@ -1355,6 +1365,17 @@ def check_data_names(names: Sequence[str]) -> None:
                 "column may appear only once; rename or drop one of them"
             )
         seen[folded] = name
+
+
+def _nested_advice(names: Sequence[str]) -> str:
+    """Why columns holding nested values (JSON objects or lists, Arrow structs, lists and maps)
+    cannot be added, and what to do instead."""
+    return (
+        f"{', '.join(map(repr, names))} hold(s) nested values (objects or lists), which no "
+        "column type takes: flatten each field into a column of its own (in the source, or "
+        f"with an insert transform reading {names[0]}.<field> AS a column of the table), or "
+        "leave the key out"
+    )
 
 
 def _case_hint(unknown: Sequence[str], schema: TableSchema) -> str:

@@ -14,6 +14,7 @@ matching the predicates it deleted by); if one did, nothing is committed and
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
@@ -44,7 +45,7 @@ from ledger.errors import (
     TypeMismatchError,
     UnmatchedDeleteMarkError,
 )
-from ledger.inputs import Rows, concat_rows, is_rows_source, read_rows
+from ledger.inputs import Rows, concat_rows, is_rows_source, read_rows, refused_dict_row
 from ledger.log.commit import next_timestamp
 from ledger.log.entries import AppBatch, FileMarker, LogFile, TableConfig
 from ledger.log.handle import is_recent
@@ -229,6 +230,10 @@ class Transaction:
         """
         if self._begin("insert"):
             return 0
+        with self._naming_dict_rows(data):
+            return self._insert(data)
+
+    def _insert(self, data: Any) -> int:
         total = 0
         for chunk in self._chunks(data):
             shaped = self._transformed(chunk.table)
@@ -256,6 +261,10 @@ class Transaction:
         opposite entries (a delete mark must carry the values of the entry it cancels)."""
         if self._begin("append_entries"):
             return 0
+        with self._naming_dict_rows(data):
+            return self._append_entries(data)
+
+    def _append_entries(self, data: Any) -> int:
         total = 0
         for given in self._chunks(data):
             chunk = given.table
@@ -547,6 +556,20 @@ class Transaction:
                 "insert for new rows, or update/delete by _row_id"
             )
 
+    @contextlib.contextmanager
+    def _naming_dict_rows(self, data: Any) -> Iterator[None]:
+        """A refused value of a list of dicts named by its row (its index in the list), as a
+        refused line of a file is; looked for only once the conversion has refused."""
+        try:
+            yield
+        except TypeMismatchError as refused:
+            if not isinstance(data, list):
+                raise
+            located = refused_dict_row(data, self._schema, allow_new_columns=self._evolve)
+            if located is None:
+                raise
+            raise located from refused
+
     def _chunks(self, data: Any, *, row_presence: bool = False) -> Iterator[Rows]:
         """User data as Arrow tables of bounded size (streams and files stay streams); with
         ``row_presence``, JSON lines say line by line which columns they give."""
@@ -590,6 +613,10 @@ class Transaction:
         """The rows of a keyed operation, checked, with which rows named which columns; None
         when there are none."""
         # A partial row keeps the values it does not give: only these operations read them.
+        with self._naming_dict_rows(data):
+            return self._checked_keyed_rows(data)
+
+    def _checked_keyed_rows(self, data: Any) -> Rows | None:
         chunks = list(self._chunks(data, row_presence=True))
         if not chunks:
             return None

@@ -88,6 +88,12 @@ class MergePolicy(Protocol):
         them through the query."""
         ...
 
+    def unique_insertions_unchanged(self, key_columns: tuple[str, ...]) -> bool:
+        """Whether the merge query returns entries holding no delete mark and no key (of
+        ``key_columns``) twice exactly as they are, so a merge of one such file alone has
+        nothing to do."""
+        ...
+
     def repeat_columns(self, key_columns: tuple[str, ...]) -> list[str] | None:
         """The columns making two entries repeats of each other (the reader keeps one of
         them), or None when the policy keeps every entry."""
@@ -144,6 +150,9 @@ class PolicyDefaults:
 
     @property
     def unmarked_keys_pass_through(self) -> bool:
+        return False
+
+    def unique_insertions_unchanged(self, key_columns: tuple[str, ...]) -> bool:
         return False
 
     def keeps_replacements(self, key_columns: tuple[str, ...]) -> bool:

@@ -42,6 +42,9 @@ class CollapsingPolicy(PolicyDefaults):
     def unmarked_keys_pass_through(self) -> bool:
         return True  # the anti join of the query below
 
+    def unique_insertions_unchanged(self, key_columns: tuple[str, ...]) -> bool:
+        return True
+
     def merge_sql(self, context: MergeContext) -> str:
         keys = idents(list(context.key_columns))
         values = idents(list(context.value_columns))

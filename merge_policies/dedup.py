@@ -42,6 +42,10 @@ class DedupPolicy(PolicyDefaults):
         # it replaces, so it would be dropped, its delete mark kept, and the row would vanish.
         return self.dedup_key is None or not set(self.dedup_key) <= set(key_columns)
 
+    def unique_insertions_unchanged(self, key_columns: tuple[str, ...]) -> bool:
+        # Entries of distinct keys repeat each other only under a dedup key lacking a key column.
+        return self.dedup_key is None or set(key_columns) <= set(self.dedup_key)
+
     def repeat_columns(self, key_columns: tuple[str, ...]) -> list[str] | None:
         return self.repeat_partition(key_columns)
 

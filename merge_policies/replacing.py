@@ -66,6 +66,9 @@ class ReplacingPolicy(PolicyDefaults):
         """ORDER BY text putting each key's latest entry first."""
         return ", ".join(f"{ident(c)} DESC NULLS LAST" for c in self.latest_order())
 
+    def unique_insertions_unchanged(self, key_columns: tuple[str, ...]) -> bool:
+        return True  # each key's one entry is its latest, and no mark is there to drop
+
     def merge_sql(self, context: MergeContext) -> str:
         keys = idents(list(context.key_columns))
         columns = idents(list(context.columns))

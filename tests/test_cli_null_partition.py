@@ -37,3 +37,27 @@ def test_a_drop_of_field_none_that_matches_nothing_names_the_null_predicate(
     )
     assert dropped.exit_code == 0 and dropped.stderr == "", dropped.output
     assert [row["id"] for row in events.refresh().to_arrow().to_pylist()] == [2]
+
+
+def test_a_value_no_partition_of_an_integer_field_can_have_is_refused(tmp_path: Path) -> None:
+    location = str(tmp_path / "wh")
+    events = ledger.connect(location).create_table(
+        "events",
+        {"id": "BIGINT", "region_id": "INTEGER"},
+        primary_key="id",
+        partition_by="region_id",
+    )
+    events.insert([{"id": 1, "region_id": 3}])
+    runner = CliRunner()
+    for text in ("03", "x"):
+        refused = runner.invoke(
+            cli, ["-w", location, "drop-partitions", "events", "--partition", f"region_id={text}"]
+        )
+        assert refused.exit_code != 0, refused.output
+        assert "InvalidArgumentError" in refused.stderr and "INTEGER" in refused.stderr
+        assert repr(text) in refused.stderr, refused.stderr
+    assert events.refresh().count() == 1
+    dropped = runner.invoke(
+        cli, ["-w", location, "drop-partitions", "events", "--partition", "region_id=3"]
+    )
+    assert dropped.exit_code == 0 and events.refresh().count() == 0, dropped.output

@@ -382,9 +382,34 @@ SPARK_FLOATS = [
 ]
 SPARK_TARGETS = ["DECIMAL(10,2)", "DECIMAL(38,2)", "DECIMAL(38,20)", "DECIMAL(18,6)", "FLOAT"]
 SPARK_TARGETS += ["INTEGER", "BIGINT"]
+# Integer text, in the same job: only plain decimal digits are read (tests/test_integer_text.py
+# covers the embedded engine), never Arrow's or Java's other spellings.
+SPARK_INTEGER_TEXTS = [
+    "0x1F",
+    "0xFFFFFFFFFFFFFFFF",
+    "0X10",
+    "0b11",
+    "0o17",
+    "1_000",
+    "31",
+    "-7",
+    "+7",
+    "007",
+    "7.0",
+    "7.5",
+    "7e0",
+    "1e3",
+    " 7",
+    "2147483648",
+    "9223372036854775807",
+    "9223372036854775808",
+    "-9223372036854775809",
+    "",
+]
+SPARK_TEXT_TARGETS = ["INTEGER", "BIGINT"]
 
 
-def _embedded_outcome(value: float, column_type: str) -> Any:
+def _embedded_outcome(value: Any, column_type: str) -> Any:
     try:
         got, _ = conform(pa.table({"v": [value]}), TableSchema.parse({"v": column_type}))
     except ledger.TypeMismatchError:
@@ -400,14 +425,21 @@ def test_spark_converts_doubles_like_the_embedded_engine(spark: Any) -> None:
     from ledger.engines.spark import convert as engine
     from ledger.schema import sql_to_arrow
 
-    frame = spark.createDataFrame([(i, v) for i, v in enumerate(SPARK_FLOATS)], "i int, v double")
-    source = frame.schema["v"].dataType
+    texts = SPARK_INTEGER_TEXTS + [None] * (len(SPARK_FLOATS) - len(SPARK_INTEGER_TEXTS))
+    frame = spark.createDataFrame(
+        [(i, v, texts[i]) for i, v in enumerate(SPARK_FLOATS)], "i int, v double, t string"
+    )
+    source, text = frame.schema["v"].dataType, frame.schema["t"].dataType
     columns = []
     for n, column_type in enumerate(SPARK_TARGETS):
         target = engine.spark_schema(pa.schema([pa.field("v", sql_to_arrow(column_type))]))["v"]
         columns.append(engine.lossy("v", source, target.dataType).alias(f"lossy{n}"))
         columns.append(engine.converted("v", source, target.dataType).alias(f"value{n}"))
-    rows = frame.select("i", *columns).collect()
+    for n, column_type in enumerate(SPARK_TEXT_TARGETS):
+        target = engine.spark_schema(pa.schema([pa.field("t", sql_to_arrow(column_type))]))["t"]
+        columns.append(engine.lossy("t", text, target.dataType).alias(f"text_lossy{n}"))
+        columns.append(engine.converted("t", text, target.dataType).alias(f"text_value{n}"))
+    rows = frame.select("i", *columns).collect()  # one job for every value and target
     assert sorted(row["i"] for row in rows) == list(range(len(SPARK_FLOATS)))
     for row in rows:
         value = SPARK_FLOATS[row["i"]]
@@ -416,6 +448,19 @@ def test_spark_converts_doubles_like_the_embedded_engine(spark: Any) -> None:
             got = "refused" if row[f"lossy{n}"] else row[f"value{n}"]
             nan = isinstance(got, float) and math.isnan(got) and math.isnan(want)
             assert got == want or nan, (value, column_type, got, want)
+        if texts[row["i"]] is None:
+            continue
+        for n, column_type in enumerate(SPARK_TEXT_TARGETS):
+            want = _embedded_outcome(texts[row["i"]], column_type)
+            got = "refused" if row[f"text_lossy{n}"] else row[f"text_value{n}"]
+            assert got == want, (texts[row["i"]], column_type, got, want)
+    hexadecimal = [SPARK_INTEGER_TEXTS.index(t) for t in ("0x1F", "0xFFFFFFFFFFFFFFFF")]
+    assert all(
+        row[f"text_lossy{n}"]
+        for row in rows
+        if row["i"] in hexadecimal
+        for n in range(len(SPARK_TEXT_TARGETS))
+    )
 
 
 @pytest.mark.spark

@@ -124,3 +124,122 @@ def test_a_bucket_no_partition_can_have_is_refused() -> None:
     for wrong in ["4", "-1", "x", "03", 7]:
         with pytest.raises(ledger.InvalidArgumentError, match="bucket"):
             spec.normalise_filter({"id_bucket": wrong})
+
+
+IDENTITY_SCHEMA = {"id": "BIGINT", "day": "DATE", "region_id": "INTEGER", "amount": "DOUBLE"}
+
+
+def _identity_table(location: Location) -> ledger.Table:
+    table = location.connect().create_table(
+        "by_value", IDENTITY_SCHEMA, "id", partition_by=["day", "region_id"]
+    )
+    table.insert(
+        [
+            {"id": 1, "day": dt.date(2026, 1, 5), "region_id": 3, "amount": 1.0},
+            {"id": 2, "day": dt.date(2026, 1, 6), "region_id": 4, "amount": 2.0},
+        ]
+    )
+    return table
+
+
+@pytest.mark.parametrize(
+    ("selection", "type_name"),
+    [
+        ({"day": "2026-1-05"}, "DATE"),
+        ({"day": "2026-01-05T00:00:00"}, "DATE"),
+        ({"day": dt.datetime(2026, 1, 5, 12)}, "DATE"),
+        ({"region_id": "03"}, "INTEGER"),
+        ({"region_id": "x"}, "INTEGER"),
+        ({"region_id": 3.5}, "INTEGER"),
+        ({"region_id": True}, "INTEGER"),
+        ({"region_id": 2**40}, "INTEGER"),
+    ],
+)
+def test_an_identity_value_no_partition_can_have_is_refused(
+    local_location: Location, selection: dict[str, Any], type_name: str
+) -> None:
+    table = _identity_table(local_location)
+    [(name, value)] = selection.items()
+    message = rf"{name!r}.*{type_name}.*{re.escape(repr(value))}"
+    for call in (
+        lambda: table.count(partitions=selection),
+        lambda: table.files(partitions=selection),
+        lambda: views.visible(table, partitions=selection),
+        lambda: table.merge(partitions=selection),
+        lambda: table.drop_partitions(partitions=selection),
+        lambda: table.rewrite_partitions(selection, "SELECT * FROM entries"),
+    ):
+        with pytest.raises(ledger.InvalidArgumentError, match=message):
+            call()
+    assert table.count() == 2  # nothing was dropped
+
+
+def test_an_identity_value_that_converts_exactly_selects_its_partition(
+    local_location: Location,
+) -> None:
+    table = _identity_table(local_location)
+    for selection in (
+        {"region_id": 3},
+        {"region_id": "3"},
+        {"day": dt.date(2026, 1, 5)},
+        {"day": "2026-01-05"},
+        {"day": "2026-01-05", "region_id": [3, "4"]},
+    ):
+        assert table.count(partitions=selection) == 1, selection
+
+
+_INTEGER_TEXT = st.one_of(
+    st.integers(min_value=-(2**33), max_value=2**33).map(str),
+    st.from_regex(r"\A[-+ 0]?[0-9]{1,3}\Z"),
+    st.text(alphabet="0123456789-+. xe", max_size=6),
+)
+
+
+@settings(max_examples=examples(60))
+@given(text=_INTEGER_TEXT)
+def test_integer_field_text_is_taken_exactly_when_a_partition_can_have_it(text: str) -> None:
+    spec = PartitionSpec.parse(["region_id"], TableSchema.parse(IDENTITY_SCHEMA))
+    canonical = re.fullmatch(r"-?(0|[1-9][0-9]*)", text, flags=re.ASCII) is not None and (
+        -(2**31) <= int(text) < 2**31
+    )
+    if canonical and text != "-0":
+        assert spec.normalise_filter({"region_id": text}) == [{"region_id": {text}}]
+    else:
+        with pytest.raises(ledger.InvalidArgumentError, match=re.escape(repr(text))):
+            spec.normalise_filter({"region_id": text})
+
+
+@settings(max_examples=examples(60))
+@given(
+    text=st.one_of(
+        st.dates().map(lambda d: d.isoformat()),
+        st.dates().map(lambda d: f"{d.year}-{d.month}-{d.day}"),
+        st.from_regex(r"\A[0-9]{4}-[0-9]{2}-[0-9]{2}\Z"),
+    )
+)
+def test_date_field_text_is_taken_exactly_when_a_partition_can_have_it(text: str) -> None:
+    spec = PartitionSpec.parse(["day"], TableSchema.parse(IDENTITY_SCHEMA))
+    try:
+        canonical = dt.date.fromisoformat(text).isoformat() == text
+    except ValueError:
+        canonical = False
+    if canonical:
+        assert spec.normalise_filter({"day": text}) == [{"day": {text}}]
+    else:
+        with pytest.raises(ledger.InvalidArgumentError, match=re.escape(repr(text))):
+            spec.normalise_filter({"day": text})
+
+
+@pytest.mark.parametrize("where", ["", "   ", 5])
+def test_an_empty_partition_predicate_is_refused_in_the_callers_words(
+    local_location: Location, where: Any
+) -> None:
+    table = _events(local_location)
+    with pytest.raises(ledger.InvalidPredicateError) as dropping:
+        table.drop_partitions(where=where)
+    assert "drop_partitions" in str(dropping.value) and "delete_where" not in str(dropping.value)
+    with pytest.raises(ledger.InvalidPredicateError) as rewriting:
+        table.rewrite_partitions(sql="SELECT * FROM entries", where=where)
+    assert "rewrite_partitions" in str(rewriting.value), rewriting.value
+    assert "delete_where" not in str(rewriting.value)
+    assert table.count() == 2

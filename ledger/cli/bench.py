@@ -108,8 +108,8 @@ def measure(rows: int, repeats: int) -> list[Figure]:
         figures += [
             Figure(
                 "visible",
-                median_seconds(lambda: front.visible(table).fetch_arrow_table(), repeats),
-                median_seconds(lambda: raw().fetch_arrow_table(), repeats),
+                median_seconds(lambda: front.visible(table).to_arrow_table(), repeats),
+                median_seconds(lambda: raw().to_arrow_table(), repeats),
                 3.0,
             ),
             Figure(

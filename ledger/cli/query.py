@@ -59,7 +59,7 @@ def sql(session: Session, query: str | None, output_format: str | None) -> None:
     # leave the earlier ones' output behind as if the text had been taken.
     checked = [_checked(statement, names) for statement in statements]
     for statement in checked:
-        output.print_rows(con.sql(statement).fetch_arrow_table(), output_format)
+        output.print_rows(con.sql(statement).to_arrow_table(), output_format)
 
 
 def read_only_connection(warehouse: Warehouse) -> tuple[duckdb.DuckDBPyConnection, list[str]]:
@@ -77,7 +77,7 @@ def read_only_connection(warehouse: Warehouse) -> tuple[duckdb.DuckDBPyConnectio
 
 def run(con: duckdb.DuckDBPyConnection, names: list[str], query: str) -> Any:
     """One checked SELECT, run; its rows as Arrow."""
-    return con.sql(_checked(query, names)).fetch_arrow_table()
+    return con.sql(_checked(query, names)).to_arrow_table()
 
 
 def _checked(query: str, names: list[str]) -> str:

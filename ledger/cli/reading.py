@@ -79,7 +79,7 @@ def show(
         relation = relation.order(order)
     if limit is not None:
         relation = relation.limit(limit)
-    output.print_rows(relation.fetch_arrow_table(), output_format)
+    output.print_rows(relation.to_arrow_table(), output_format)
 
 
 def _checked_predicate(state: Any, where: str) -> str:
@@ -132,7 +132,7 @@ def totals(
     )
     if by:
         relation = relation.order(", ".join(ident(c) for c in by))
-    output.print_rows(relation.fetch_arrow_table(), output_format)
+    output.print_rows(relation.to_arrow_table(), output_format)
 
 
 @click.command(
@@ -244,7 +244,7 @@ def changes(
     relation = relation.order("_commit_version, trx_seq")
     if limit is not None:
         relation = relation.limit(limit)
-    result: pa.Table = relation.fetch_arrow_table()
+    result: pa.Table = relation.to_arrow_table()
     output.print_rows(result, output_format)
 
 

@@ -120,11 +120,14 @@ def merge_table(
     engine, :func:`write_query_result`)."""
     started_ms = int(time.time() * 1000)  # before the snapshot: see settled_trx_id
     base = table.handle.latest_state()
+    # Refused even when no file needs a rewrite: a schema no engine can read is no table to merge.
+    base.schema.check_usable()
     options: dict[str, Any] = {}
     if max_file_size is not None:
         options["max_file_size"] = max_file_size
     if max_files is not None:
         options["max_files"] = max_files
+    policy = load_policy(base.config.policy, base.schema, base.config)
     plans = plan_merge(
         base,
         partitions=partitions,
@@ -132,11 +135,11 @@ def merge_table(
         min_files=min_files,
         order=order,
         max_partitions=max_partitions,
+        unchanged=lambda marker: _merges_unchanged(marker, policy, base.config.key_columns),
         **options,
     )
     if not plans:
         return MergeResult(None, ())
-    policy = load_policy(base.config.policy, base.schema, base.config)
     settled = settled_trx_id(base, started_ms)
     outputs: dict[str, list[FileMarker]] = {}
     try:
@@ -160,6 +163,19 @@ def merge_table(
     # From here on, files are deleted only when the commit certainly did not land: a storage
     # error on the log write leaves it unknown, and deleting then could lose committed files.
     return _commit(table, base, plans, outputs, trx_id, started_ms, settled)
+
+
+def _merges_unchanged(
+    marker: FileMarker, policy: MergePolicy, key_columns: tuple[str, ...]
+) -> bool:
+    """Whether the policy's query returns the entries of this file, merged alone, as they are:
+    it holds no delete mark and the query passes keys without marks through, or no key of it
+    occurs twice either and the query keeps such entries (a rewrite would copy the file)."""
+    if marker.dml_sum != marker.rows:
+        return False
+    return policy.unmarked_keys_pass_through or (
+        marker.unique_keys and policy.unique_insertions_unchanged(key_columns)
+    )
 
 
 def settled_trx_id(state: TableState, now_ms: int) -> int | None:

@@ -86,7 +86,7 @@ def drop_partitions(
     base = table.handle.latest_state()
     _refuse_rollup(table, base, "drop_partitions")
     spec = _spec(table, base)
-    choose = _chooser(spec, partitions, where)
+    choose = _chooser(spec, partitions, where, caller="drop_partitions")
     outcome: dict[str, list[FileMarker]] = {"dropped": []}
 
     def build(latest: TableState) -> LogFile | None:
@@ -145,7 +145,9 @@ def rewrite_partitions(
     spec = _spec(table, base)
     # A rewrite keeps every row its query returns, so no choice means every file (a purge of
     # one user across all partitions), unlike a drop, where it would empty the table.
-    chosen = _chooser(spec, partitions, where, every_file_by_default=True)(base.alive_files)
+    chosen = _chooser(
+        spec, partitions, where, caller="rewrite_partitions", every_file_by_default=True
+    )(base.alive_files)
     check_query(sql, file_schema(base.schema, base.config), "rewrite query")
     if not chosen:
         return PartitionChange(None, 0, 0, 0)
@@ -273,9 +275,11 @@ def _chooser(
     partitions: PartitionChoice,
     where: str | None,
     *,
+    caller: str,
     every_file_by_default: bool = False,
 ) -> Any:
-    """A function from alive files to those in the chosen partitions."""
+    """A function from alive files to those in the chosen partitions (``caller`` names the
+    call they were chosen for, in refusals)."""
     if partitions is not None and where is not None:
         raise InvalidArgumentError("choose partitions by values or by where=, not both")
     if partitions is None and where is None:
@@ -292,9 +296,10 @@ def _chooser(
         return lambda files: prune_by_partitions(list(files), filters)
     if not isinstance(where, str):
         raise InvalidPredicateError(
-            f"where must be a SQL predicate string over the partition fields, got {where!r}"
+            f"{caller} needs where= as a SQL predicate string over the partition fields, got "
+            f"{where!r}"
         )
-    predicate = check_predicate(where)
+    predicate = check_predicate(where, f"{caller}(where=...)")
 
     def by_predicate(files: list[FileMarker]) -> list[FileMarker]:
         names = spec.names

@@ -8,7 +8,7 @@ or descending order of their path, so a frequent small merge can keep the newest
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ledger.errors import InvalidArgumentError
@@ -47,8 +47,11 @@ def plan_merge(
     min_files: int = 2,
     order: str = "ascending",
     max_partitions: int | None = None,
+    unchanged: Callable[[FileMarker], bool] | None = None,
 ) -> list[PartitionPlan]:
-    """The partitions to merge and their input files, in merge order."""
+    """The partitions to merge and their input files, in merge order. A partition whose one
+    input is a file the merge would return as it is (``unchanged``: the policy's answer for it)
+    is left out: it has nothing to merge."""
     if order not in ORDERS:
         raise InvalidArgumentError(f"order must be one of {list(ORDERS)}, got {order!r}")
     for name, value, least in (
@@ -100,6 +103,8 @@ def plan_merge(
     for folder in sorted(candidates, reverse=order == "descending"):
         inputs = sorted(candidates[folder], key=lambda m: (m.size, m.path))[:max_files]
         if len(inputs) < min_files:
+            continue
+        if len(inputs) == 1 and files is None and unchanged is not None and unchanged(inputs[0]):
             continue
         plans.append(
             PartitionPlan(
