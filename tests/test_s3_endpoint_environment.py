@@ -61,7 +61,7 @@ def test_a_warehouse_on_s3_reached_through_the_environment_reads_what_it_wrote(
 
 
 def test_a_missing_data_file_on_s3_is_a_storage_error(
-    s3_endpoint: S3Endpoint, monkeypatch: pytest.MonkeyPatch
+    s3_endpoint: S3Endpoint, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     _environment(monkeypatch, s3_endpoint, "AWS_ENDPOINT_URL")
     prefix = uuid.uuid4().hex
@@ -72,7 +72,14 @@ def test_a_missing_data_file_on_s3_is_a_storage_error(
     with pytest.raises(StorageError):
         views.rows(table)
     with pytest.raises(StorageError):
+        table.to_arrow()
+    with pytest.raises(StorageError):
         table.update([{"id": 1, "v": "5"}])
+    warehouse = f"s3://{BUCKET}/{prefix}"
+    for command in (["show", "t"], ["totals", "t", "--sum", "v"], ["sql", "SELECT * FROM t"]):
+        result = run_ledger("-w", warehouse, *command, cwd=tmp_path, expect=1)
+        assert result.stderr.startswith("Error: StorageError: "), (command, result.stderr)
+        assert "could not be read" in result.stderr, (command, result.stderr)
 
 
 # --- one resolution for every client -----------------------------------------------------------
