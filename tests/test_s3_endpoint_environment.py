@@ -189,3 +189,26 @@ def test_the_cli_loads_s3_sources_into_a_local_warehouse(
         table = wh.create_table(fmt, SCHEMA, primary_key="id")
         run_ledger("-w", "wh", *flags, "load", fmt, uri, cwd=tmp_path)
         assert _visible(table) == [(1, Decimal("1.10")), (2, Decimal("-2.50"))], fmt
+
+
+def test_a_store_shipped_to_another_process_keeps_the_endpoint_of_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Executors of a distributed engine unpickle the store where the variables may be unset."""
+    import pickle
+
+    from ledger.storage.s3 import S3Store
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9000")
+    monkeypatch.setenv("AWS_REGION", "eu-west-3")
+    store = S3Store("s3://b/wh")
+    store.source_settings = s3_settings({"endpoint_url": "http://127.0.0.1:9001"})
+    shipped = pickle.dumps(store)
+    for name in ("AWS_ENDPOINT_URL", "AWS_REGION", "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    copy = pickle.loads(shipped)
+    assert (copy.settings.endpoint_url, copy.settings.region) == (
+        "http://127.0.0.1:9000",
+        "eu-west-3",
+    )
+    assert copy.source_settings == store.source_settings
