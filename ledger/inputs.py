@@ -75,6 +75,7 @@ from ledger.schema import (
     without_zero_nanoseconds,
 )
 from ledger.storage.base import Store
+from ledger.storage.s3_settings import S3Settings, s3_settings
 
 ACCEPTED_SOURCES = (
     "a list of dicts",
@@ -1875,13 +1876,22 @@ def _filesystem_of(location: str, store: Store | None) -> tuple[pafs.FileSystem,
 
 
 def _s3_filesystem(store: Store | None) -> pafs.FileSystem:
-    """The table's own S3 connection (endpoint, region, credentials) when it lives on S3; the
-    standard AWS chain otherwise."""
+    """The connection ``s3://`` sources are read through: the settings given for sources
+    (``connect(..., source_options=...)``), else the table's own when it lives on S3, else the
+    environment's (``AWS_ENDPOINT_URL_S3``, ``AWS_ENDPOINT_URL``, the standard AWS chain)."""
+    if store is not None and store.source_settings is not None:
+        return _source_filesystem(store.source_settings)
     if store is not None:
         filesystem = store.filesystem
         if isinstance(filesystem, pafs.S3FileSystem):
             return filesystem
-    return pafs.S3FileSystem()
+    return _source_filesystem(s3_settings())
+
+
+@functools.lru_cache(maxsize=8)
+def _source_filesystem(settings: S3Settings) -> pafs.FileSystem:
+    filesystem: pafs.FileSystem = settings.filesystem()
+    return filesystem
 
 
 def _exists(filesystem: pafs.FileSystem, path: str, location: str) -> bool:

@@ -21,17 +21,29 @@ from ledger.lifecycle import DEFAULT_CHECKPOINT_INTERVAL, DEFAULT_TRANSACTION_TI
 from ledger.log.handle import clock as log_clock
 from ledger.rollup import Rollup, open_rollup
 from ledger.storage import Store, open_store
+from ledger.storage.s3_settings import s3_settings
 from ledger.table import Table
 
 
-def connect(uri: str = "./warehouse", **options: Any) -> Warehouse:
+def connect(
+    uri: str = "./warehouse",
+    *,
+    source_options: Mapping[str, Any] | None = None,
+    **options: Any,
+) -> Warehouse:
     """Open (or start) a warehouse at a local path (text or ``pathlib.Path``), ``file://`` URI
     or ``s3://bucket/prefix``.
 
     S3 options: ``endpoint_url``, ``region``, ``access_key_id``, ``secret_access_key``,
-    ``session_token`` (else the standard AWS credential chain).
+    ``session_token``; what is not given comes from the environment (``AWS_ENDPOINT_URL_S3``,
+    ``AWS_ENDPOINT_URL``, ``AWS_REGION``) and the standard AWS credential chain.
+
+    ``source_options`` (the same five names) are the S3 options ``s3://`` load sources are read
+    with; by default a warehouse on S3 reads them with its own options, any other with the
+    environment's.
 
     >>> wh = connect("./warehouse")                                        # doctest: +SKIP
+    >>> wh = connect("./wh", source_options={"endpoint_url": "http://minio:9000"})  # doctest: +SKIP
     """
     if isinstance(uri, os.PathLike):
         uri = os.fspath(uri)
@@ -40,7 +52,10 @@ def connect(uri: str = "./warehouse", **options: Any) -> Warehouse:
             f"connect takes the warehouse's location as text (a path, file:// or s3:// URI), "
             f"not {type(uri).__name__} {uri!r}"
         )
-    return Warehouse(open_store(uri, **options))
+    sources = None if source_options is None else s3_settings(source_options)
+    store = open_store(uri, **options)
+    store.source_settings = sources
+    return Warehouse(store)
 
 
 class Warehouse:

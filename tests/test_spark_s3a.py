@@ -58,9 +58,26 @@ def test_session_tokens_use_the_temporary_provider_and_https_keeps_tls() -> None
     assert settings["fs.s3a.bucket.b.endpoint.region"] == "us-east-1"
 
 
-def test_a_store_on_aws_with_the_default_chain_sets_nothing() -> None:
+def test_a_store_on_aws_with_the_default_chain_sets_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """No endpoint and no keys: Hadoop's own defaults (instance profile, environment) apply."""
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
+        monkeypatch.delenv(name, raising=False)
     assert s3a.s3a_settings(S3Store("s3://prod-bucket/wh")) == {}
+
+
+def test_the_endpoint_and_region_of_the_environment_reach_s3a(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """S3A gets the endpoint and region the store's own clients found in the environment."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9000")
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", "http://127.0.0.1:9001")
+    monkeypatch.setenv("AWS_REGION", "eu-west-3")
+    settings = s3a.s3a_settings(S3Store("s3://b/wh"))
+    assert settings["fs.s3a.bucket.b.endpoint"] == "http://127.0.0.1:9001"
+    assert settings["fs.s3a.bucket.b.endpoint.region"] == "eu-west-3"
+    assert settings["fs.s3a.bucket.b.path.style.access"] == "true"
 
 
 def _accounts(location: Location) -> ledger.Table:

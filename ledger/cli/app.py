@@ -78,8 +78,9 @@ def _one_line(error: BaseException) -> str:
 @click.option(
     "--endpoint-url",
     envvar=["AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"],
-    help="S3 endpoint (MinIO, R2, a test server); env AWS_ENDPOINT_URL. Credentials come from "
-    "AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN or the usual AWS chain.",
+    help="S3 endpoint (MinIO, R2, a test server) of the warehouse and of s3:// load sources; env "
+    "AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL. Credentials come from AWS_ACCESS_KEY_ID / "
+    "AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN or the usual AWS chain.",
 )
 @click.option("--region", envvar=["AWS_REGION", "AWS_DEFAULT_REGION"], help="S3 region.")
 @click.option("--debug", is_flag=True, help="Show tracebacks and the library's log.")

@@ -15,6 +15,7 @@ from ledger.cli.parsing import Duration, key_values, partition_filter
 from ledger.cli.progress import activity
 from ledger.cli.session import Session, is_s3, pass_session
 from ledger.publish.delta_rs import publish_delta
+from ledger.storage.s3_settings import s3_settings
 
 DEFAULT_GRACE = "7d"
 
@@ -235,12 +236,13 @@ def _delta_s3_options(session: Session, target: str) -> dict[str, str]:
     if not is_s3(target):
         return {}
     options: dict[str, str] = {}
-    endpoint = session.s3_options.get("endpoint_url")
+    settings = s3_settings(session.s3_options)
+    endpoint = settings.endpoint_url
     if endpoint:
         options["AWS_ENDPOINT_URL"] = endpoint
         if urlparse(endpoint).scheme == "http":
             options["AWS_ALLOW_HTTP"] = "true"
-    region = session.s3_options.get("region")
+    region = settings.region
     if region:
         options["AWS_REGION"] = region
     return options

@@ -21,6 +21,7 @@ from sqlglot import exp
 from ledger.cli import output
 from ledger.cli.output import output_options
 from ledger.cli.session import CommandError, Session, is_s3, local_path, pass_session
+from ledger.engines.duckdb.errors import storage_errors
 from ledger.engines.duckdb.session import connect
 from ledger.errors import LedgerError, TableNotFoundError, UnsafeSqlError
 from ledger.reads.catalog import register as register_tables
@@ -59,7 +60,7 @@ def sql(session: Session, query: str | None, output_format: str | None) -> None:
     # leave the earlier ones' output behind as if the text had been taken.
     checked = [_checked(statement, names) for statement in statements]
     for statement in checked:
-        output.print_rows(con.sql(statement).to_arrow_table(), output_format)
+        output.print_rows(run_checked(con, statement), output_format)
 
 
 def read_only_connection(warehouse: Warehouse) -> tuple[duckdb.DuckDBPyConnection, list[str]]:
@@ -77,7 +78,13 @@ def read_only_connection(warehouse: Warehouse) -> tuple[duckdb.DuckDBPyConnectio
 
 def run(con: duckdb.DuckDBPyConnection, names: list[str], query: str) -> Any:
     """One checked SELECT, run; its rows as Arrow."""
-    return con.sql(_checked(query, names)).to_arrow_table()
+    return run_checked(con, _checked(query, names))
+
+
+def run_checked(con: duckdb.DuckDBPyConnection, statement: str) -> Any:
+    """A statement already checked, run; a data file that cannot be read is a StorageError."""
+    with storage_errors("running the query"):
+        return con.sql(statement).to_arrow_table()
 
 
 def _checked(query: str, names: list[str]) -> str:

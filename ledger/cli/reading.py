@@ -13,6 +13,7 @@ from ledger.cli import output
 from ledger.cli.output import output_options
 from ledger.cli.parsing import point_in_time
 from ledger.cli.session import Session, pass_session
+from ledger.engines.duckdb.errors import storage_errors
 from ledger.errors import UnsafePredicateError
 from ledger.reads import front
 from ledger.sql import ident
@@ -79,7 +80,9 @@ def show(
         relation = relation.order(order)
     if limit is not None:
         relation = relation.limit(limit)
-    output.print_rows(relation.to_arrow_table(), output_format)
+    with storage_errors(f"reading {table!r}"):
+        rows = relation.to_arrow_table()
+    output.print_rows(rows, output_format)
 
 
 def _checked_predicate(state: Any, where: str) -> str:
@@ -132,7 +135,9 @@ def totals(
     )
     if by:
         relation = relation.order(", ".join(ident(c) for c in by))
-    output.print_rows(relation.to_arrow_table(), output_format)
+    with storage_errors(f"reading {table!r}"):
+        rows = relation.to_arrow_table()
+    output.print_rows(rows, output_format)
 
 
 @click.command(
@@ -244,7 +249,8 @@ def changes(
     relation = relation.order("_commit_version, trx_seq")
     if limit is not None:
         relation = relation.limit(limit)
-    result: pa.Table = relation.to_arrow_table()
+    with storage_errors(f"reading {table!r}"):
+        result: pa.Table = relation.to_arrow_table()
     output.print_rows(result, output_format)
 
 

@@ -37,8 +37,11 @@ class Session:
     debug: bool = False
 
     def connect_options(self, uri: str) -> dict[str, Any]:
-        """S3 options apply to ``s3://`` URIs only (local stores take none)."""
-        return dict(self.s3_options) if is_s3(uri) else {}
+        """S3 options are the store's own for an ``s3://`` URI; a local store takes them for
+        its ``s3://`` load sources."""
+        if is_s3(uri):
+            return dict(self.s3_options)
+        return {"source_options": dict(self.s3_options)} if self.s3_options else {}
 
     def create_warehouse(self, uri: str | None = None) -> Warehouse:
         """Open the warehouse at ``uri`` (default: ``--warehouse``), making its folder."""
@@ -62,8 +65,8 @@ class Session:
                     f"no warehouse at {uri!r}: create it with `ledger init {uri}` or point "
                     "--warehouse (or LEDGER_WAREHOUSE) at an existing one"
                 )
-            return connect(uri)
-        warehouse = connect(uri, **self.s3_options)
+            return connect(uri, **self.connect_options(uri))
+        warehouse = connect(uri, **self.connect_options(uri))
         check_bucket(warehouse, uri)
         return warehouse
 

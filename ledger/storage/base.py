@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import pyarrow.fs as pafs
 
+from ledger.storage.s3_settings import S3Settings
+
 
 @dataclass(frozen=True)
 class ObjectInfo:
@@ -32,6 +34,9 @@ class Store(ABC):
     """
 
     uri: str
+    # The S3 settings ``s3://`` load sources are read with when given apart from the store's own
+    # (``connect(..., source_options=...)``); None: the store's own on S3, else the environment.
+    source_settings: S3Settings | None = None
 
     @abstractmethod
     def get(self, key: str) -> bytes:

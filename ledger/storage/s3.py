@@ -2,8 +2,10 @@
 
 Commits use a conditional PutObject with ``If-None-Match: *``; small data files are one
 PutObject through the same client, larger ones stream through ``pyarrow.fs.S3FileSystem``.
-Bodies up to ``CONTINUE_ABOVE_BYTES`` are sent without ``Expect: 100-continue``. Credentials
-come from explicit options or the standard AWS chain.
+Bodies up to ``CONTINUE_ABOVE_BYTES`` are sent without ``Expect: 100-continue``. Both clients
+take their endpoint, region and credentials from :func:`ledger.storage.s3_settings.s3_settings`:
+explicit options, then the environment (``AWS_ENDPOINT_URL_S3``, ``AWS_ENDPOINT_URL``), then the
+standard AWS chain.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 from urllib.parse import urlparse
 
@@ -20,6 +23,7 @@ import pyarrow.fs as pafs
 
 from ledger.errors import InvalidArgumentError, StorageError
 from ledger.storage.base import ObjectInfo, Store
+from ledger.storage.s3_settings import CLIENT_OPTIONS, S3Settings, s3_settings
 
 _MISSING = frozenset({"NoSuchKey", "404", "NotFound"})
 _NO_BUCKET = "NoSuchBucket"
@@ -28,16 +32,7 @@ _LOST_RACE = frozenset({"PreconditionFailed", "ConditionalRequestConflict", "412
 # "100 Continue" first, so that a refused request (a lost put-if-absent, a bad credential) does
 # not upload them for nothing.
 CONTINUE_ABOVE_BYTES = 1 << 20
-S3_OPTIONS = frozenset(
-    {
-        "endpoint_url",
-        "region",
-        "access_key_id",
-        "secret_access_key",
-        "session_token",
-        "check_conditional_writes",
-    }
-)
+S3_OPTIONS = CLIENT_OPTIONS | {"check_conditional_writes"}
 
 
 class S3Store(Store):
@@ -56,17 +51,26 @@ class S3Store(Store):
         self.bucket = parsed.netloc
         self.prefix = parsed.path.strip("/")
         self._options = options
+        self.settings: S3Settings = s3_settings(
+            {k: v for k, v in options.items() if k in CLIENT_OPTIONS}
+        )
         self._client_lock = threading.Lock()
         self._client: Any = None
         self._fs: pafs.S3FileSystem | None = None
         self._conditional_writes_checked = not options.get("check_conditional_writes", True)
 
     def __getstate__(self) -> dict[str, Any]:
-        # Executors of a distributed engine open their own clients: ship only the address.
-        return {"uri": self.uri, "options": self._options}
+        # Executors of a distributed engine open their own clients: ship only the address, with
+        # the endpoint and region found in this process's environment (theirs may lack them).
+        options = dict(self._options)
+        for name in ("endpoint_url", "region"):
+            if getattr(self.settings, name):
+                options[name] = getattr(self.settings, name)
+        return {"uri": self.uri, "options": options, "sources": self.source_settings}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["uri"], **state["options"])  # type: ignore[misc]
+        self.source_settings = state.get("sources")
 
     @property
     def options(self) -> dict[str, Any]:
@@ -82,15 +86,10 @@ class S3Store(Store):
                 import boto3
                 from botocore.config import Config
 
-                session = boto3.session.Session(
-                    aws_access_key_id=self._options.get("access_key_id"),
-                    aws_secret_access_key=self._options.get("secret_access_key"),
-                    aws_session_token=self._options.get("session_token"),
-                    region_name=self._options.get("region"),
-                )
+                session = boto3.session.Session(**self.settings.boto3_session_kwargs())
                 self._client = session.client(
                     "s3",
-                    endpoint_url=self._options.get("endpoint_url"),
+                    **self.settings.boto3_client_kwargs(),
                     config=Config(
                         retries={"max_attempts": 5, "mode": "standard"},
                         max_pool_connections=32,  # the log is read with up to 16 threads
@@ -104,24 +103,11 @@ class S3Store(Store):
     @property
     def filesystem(self) -> pafs.FileSystem:
         if self._fs is None:
-            kwargs: dict[str, Any] = {}
-            endpoint = self._options.get("endpoint_url")
-            if endpoint:
-                parsed = urlparse(endpoint)
-                kwargs["endpoint_override"] = parsed.netloc or parsed.path
-                kwargs["scheme"] = parsed.scheme or "https"
-            if self._options.get("access_key_id"):
-                kwargs["access_key"] = self._options["access_key_id"]
-                kwargs["secret_key"] = self._options.get("secret_access_key")
-                if self._options.get("session_token"):
-                    kwargs["session_token"] = self._options["session_token"]
-            region = self._options.get("region") or self.client.meta.region_name
-            if region:
-                kwargs["region"] = region
-            # A delayed open sends a stream smaller than one upload part (a merged file, say)
-            # as a single PutObject when it is closed, instead of a multipart upload's three
-            # requests.
-            self._fs = pafs.S3FileSystem(allow_delayed_open=True, **kwargs)
+            settings = self.settings
+            if not settings.region:
+                # A region from the AWS config file or profile: boto3 reads it, pyarrow may not.
+                settings = replace(settings, region=self.client.meta.region_name)
+            self._fs = settings.filesystem(allow_delayed_open=True)
         return self._fs
 
     def _key(self, key: str) -> str:

@@ -37,27 +37,27 @@ def s3a_settings(store: S3Store) -> dict[str, str]:
     An explicit endpoint (MinIO, moto, R2, ...) also turns on path-style access, which
     S3-compatible servers on an IP address or ``localhost`` need.
     """
-    options: dict[str, Any] = store.options
+    options = store.settings
     prefix = f"fs.s3a.bucket.{store.bucket}."
     settings: dict[str, str] = {}
-    endpoint = options.get("endpoint_url")
+    endpoint = options.endpoint_url
     if endpoint:
         settings[prefix + "endpoint"] = str(endpoint)
         settings[prefix + "path.style.access"] = "true"
         settings[prefix + "connection.ssl.enabled"] = str(
             str(endpoint).lower().startswith("https")
         ).lower()
-    region = options.get("region")
+    region = options.region
     if region:
         settings[prefix + "endpoint.region"] = str(region)
     elif endpoint:
         # Without a region the SDK would probe AWS to find one, which a private endpoint lacks.
         settings[prefix + "endpoint.region"] = "us-east-1"
-    if options.get("access_key_id"):
-        settings[prefix + "access.key"] = str(options["access_key_id"])
-        settings[prefix + "secret.key"] = str(options.get("secret_access_key") or "")
-        if options.get("session_token"):
-            settings[prefix + "session.token"] = str(options["session_token"])
+    if options.access_key_id:
+        settings[prefix + "access.key"] = options.access_key_id
+        settings[prefix + "secret.key"] = options.secret_access_key or ""
+        if options.session_token:
+            settings[prefix + "session.token"] = options.session_token
             settings[prefix + "aws.credentials.provider"] = _TEMPORARY_PROVIDER
         else:
             settings[prefix + "aws.credentials.provider"] = _SIMPLE_PROVIDER
