@@ -13,6 +13,7 @@ from ledger.cli import output
 from ledger.cli.output import output_options
 from ledger.cli.parsing import point_in_time
 from ledger.cli.session import Session, pass_session
+from ledger.engines.duckdb.errors import predicate_failures
 from ledger.errors import UnsafePredicateError
 from ledger.reads import front
 from ledger.sql import ident
@@ -79,7 +80,9 @@ def show(
         relation = relation.order(order)
     if limit is not None:
         relation = relation.limit(limit)
-    output.print_rows(relation.fetch_arrow_table(), output_format)
+    with predicate_failures(where, table):
+        rows = relation.fetch_arrow_table()
+    output.print_rows(rows, output_format)
 
 
 def _checked_predicate(state: Any, where: str) -> str:
