@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 import ledger
 import views
 from ledger.errors import (
+    InsertTransformError,
     InvalidArgumentError,
     InvalidPredicateError,
     LedgerError,
@@ -226,3 +227,23 @@ def test_the_cli_names_a_predicate_failing_on_the_rows(tmp_path: Path, predicate
     _table(ledger.connect(str(tmp_path / "wh")), "t")
     shown = run_ledger("-w", "wh", "show", "t", "--where", predicate, cwd=tmp_path, expect=1)
     assert "InvalidPredicateError" in shown.stderr and predicate in shown.stderr
+
+
+@pytest.mark.parametrize(
+    "transform",
+    [
+        "SELECT * FROM rows WHERE error('x') IS NULL",
+        "SELECT * REPLACE (CAST(s AS INTEGER)::VARCHAR AS s) FROM rows",
+        "SELECT * REPLACE (k // 0 AS k) FROM rows",
+    ],
+)
+def test_an_insert_transform_failing_on_the_rows_is_an_insert_transform_error(
+    local_location: Location, transform: str
+) -> None:
+    table = local_location.connect().create_table(
+        "t", SCHEMA, primary_key="k", insert_transform=transform
+    )
+    with pytest.raises(InsertTransformError, match="failed on the rows written") as raised:
+        table.insert(ROWS)
+    assert isinstance(raised.value.__cause__, duckdb.Error)
+    assert table.refresh().version == 0
