@@ -244,11 +244,13 @@ class Table:
         where: str | None = None,
         columns: Sequence[str] | str | None = None,
     ) -> pd.DataFrame:
-        """:meth:`to_arrow` as a pandas DataFrame. DECIMAL columns hold Python ``Decimal``
-        values (object dtype), never floats; TIMESTAMPTZ columns are in UTC; an integer
-        column holding NULL is in pandas' nullable integer dtype (``Int64``, ``<NA>`` for
-        NULL), as DuckDB's ``relation.df()`` gives it, never float64 (which rounds integers
-        beyond 2**53); one without NULL stays ``int64``.
+        """:meth:`to_arrow` as a pandas DataFrame, in the dtypes DuckDB's ``relation.df()``
+        gives except DECIMAL: DECIMAL columns hold Python ``Decimal`` values (object dtype),
+        never floats; TIMESTAMPTZ columns are in UTC; DATE columns are ``datetime64[us]``
+        (midnights); an integer or BOOLEAN column holding NULL is in pandas' nullable dtype of
+        its width (``Int64`` for BIGINT, ``Int32`` for INTEGER, ..., ``boolean``; ``<NA>`` for
+        NULL), never float64 (which rounds integers beyond 2**53) or object; one without NULL
+        stays numpy's (``int64``, ``int32``, ``bool``).
 
         >>> payments.to_pandas(version=3)                                     # doctest: +SKIP
         """
@@ -763,15 +765,20 @@ def _readable_again(data: Any) -> bool:
 
 
 def arrow_to_pandas(arrow: pa.Table) -> pd.DataFrame:
-    """``arrow`` as a pandas DataFrame, an integer column holding NULL in pandas' nullable
-    integer dtype (``Int64``...) rather than float64, whose 53 bits would round big integers.
+    """``arrow`` as a pandas DataFrame in the dtypes DuckDB's ``relation.df()`` gives, except
+    DECIMAL: an integer or BOOLEAN column holding NULL in pandas' nullable dtype of its width
+    (``Int64``, ``Int32``, ``boolean``...) rather than float64, whose 53 bits would round big
+    integers, or object; one without NULL in numpy's (``int64``, ``int32``, ``bool``); DATE as
+    ``datetime64[us]`` (midnights, which write back into a DATE column); DECIMAL as Python
+    ``Decimal`` values (object), never floats.
 
     >>> arrow_to_pandas(pa.table({"n": pa.array([2**53 + 1, None])}))["n"].tolist()
     [9007199254740993, <NA>]
     """
     import pandas
 
-    nullable_integers = {
+    nullable: dict[pa.DataType, Any] = {
+        pa.bool_(): pandas.BooleanDtype(),
         pa.int8(): pandas.Int8Dtype(),
         pa.int16(): pandas.Int16Dtype(),
         pa.int32(): pandas.Int32Dtype(),
@@ -781,9 +788,22 @@ def arrow_to_pandas(arrow: pa.Table) -> pd.DataFrame:
         pa.uint32(): pandas.UInt32Dtype(),
         pa.uint64(): pandas.UInt64Dtype(),
     }
+    arrow = pa.table([_dates_as_timestamps(c) for c in arrow.columns], names=arrow.column_names)
     frame = arrow.to_pandas()
     for index, column in enumerate(arrow.columns):
-        if column.type in nullable_integers and column.null_count:
-            nullable = column.to_pandas(types_mapper=nullable_integers.get)
-            frame.isetitem(index, nullable.set_axis(frame.index))
+        if column.type in nullable and column.null_count:
+            converted = column.to_pandas(types_mapper=nullable.get)
+            frame.isetitem(index, converted.set_axis(frame.index))
     return frame
+
+
+def _dates_as_timestamps(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    """A DATE column as midnights in microseconds (``datetime64[us]`` in pandas, as DuckDB's
+    ``relation.df()`` gives it); one holding a date beyond that type's years (about 294,000)
+    stays dates (Python ``date`` objects)."""
+    if not pa.types.is_date(column.type):
+        return column
+    try:
+        return column.cast(pa.timestamp("us"))
+    except (pa.ArrowInvalid, OverflowError):
+        return column

@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 from ledger import arguments, hooks
 from ledger import insert_transform as transforms
 from ledger.engines.duckdb import rmw
-from ledger.engines.duckdb.errors import QUERY_ERRORS, engine_reason
+from ledger.engines.duckdb.errors import QUERY_ERRORS, RUNNING_ERRORS, engine_reason
 from ledger.engines.duckdb.key_scan import distinct_integer_keys
 from ledger.errors import (
     ConflictError,
@@ -928,6 +928,13 @@ class Transaction:
             raise InvalidPredicateError(
                 f"predicate {shown or predicate!r} does not apply to table "
                 f"{self._table.name!r} (columns {self._schema.names}): {engine_reason(e)}"
+            ) from e
+        except RUNNING_ERRORS as e:
+            if predicate is None:
+                raise
+            raise InvalidPredicateError(
+                f"predicate {shown or predicate!r} failed on the rows of table "
+                f"{self._table.name!r}: {engine_reason(e)}; nothing was written"
             ) from e
 
     @functools.cached_property

@@ -13,7 +13,7 @@ from ledger.cli import output
 from ledger.cli.output import output_options
 from ledger.cli.parsing import point_in_time
 from ledger.cli.session import Session, pass_session
-from ledger.engines.duckdb.errors import storage_errors
+from ledger.engines.duckdb.errors import predicate_failures, storage_errors
 from ledger.errors import UnsafePredicateError
 from ledger.reads import front
 from ledger.sql import ident
@@ -80,7 +80,7 @@ def show(
         relation = relation.order(order)
     if limit is not None:
         relation = relation.limit(limit)
-    with storage_errors(f"reading {table!r}"):
+    with predicate_failures(where, table), storage_errors(f"reading {table!r}"):
         rows = relation.to_arrow_table()
     output.print_rows(rows, output_format)
 

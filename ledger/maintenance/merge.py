@@ -14,6 +14,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -22,9 +23,21 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ledger.engines.duckdb import rewrite as embedded_rewrite
-from ledger.engines.duckdb.errors import QUERY_ERRORS
+from ledger.engines.duckdb.errors import (
+    QUERY_ERRORS,
+    RUNNING_ERRORS,
+    VALUE_ERRORS,
+    failed_column,
+    user_sql_failures,
+)
 from ledger.engines.duckdb.rewrite import COPY_ROW_GROUP_STEP, copy_entries, query_result_schema
-from ledger.errors import ConflictError, SchemaError, TypeMismatchError, UnknownColumnError
+from ledger.errors import (
+    ConflictError,
+    InvalidArgumentError,
+    SchemaError,
+    TypeMismatchError,
+    UnknownColumnError,
+)
 from ledger.log.commit import next_timestamp
 from ledger.log.entries import FileMarker, LogFile, TableConfig, json_value
 from ledger.log.state import TableState
@@ -209,7 +222,50 @@ def _merge_partition(
     )
     sql, what = policy.merge_sql(context), f"merge policy {policy.name!r}"
     if rewrite is not None:
-        return rewrite(table, base, plan.partition, plan.inputs, sql, what)
+        outputs = rewrite(table, base, plan.partition, plan.inputs, sql, what)
+    else:
+        outputs = _write_merged(table, base, policy, plan, sql, what, schema)
+    if policy.signs_consistent:
+        _check_no_entries_added(table, plan, outputs, what)
+    return outputs
+
+
+def _check_no_entries_added(
+    table: Table, plan: PartitionPlan, outputs: list[FileMarker], what: str
+) -> None:
+    """Refuse a merge whose output holds more insertions or more delete marks than its inputs
+    (a custom query that repeats entries, invents them, or turns insertions into marks): the
+    count and totals of a signed table are sums of ``dml_type`` over its entries, which a merge
+    may lower only by cancelling or dropping entries. Counted from the files' markers (an
+    entry count and a sign sum each), so nothing is read."""
+
+    def signs(markers: Sequence[FileMarker]) -> tuple[int, int]:
+        rows, total = sum(m.rows for m in markers), sum(m.dml_sum for m in markers)
+        return (rows + total) // 2, (rows - total) // 2
+
+    (insertions_in, marks_in), (insertions_out, marks_out) = signs(plan.inputs), signs(outputs)
+    if insertions_out > insertions_in or marks_out > marks_in:
+        delete_uncommitted(table, outputs)
+        raise SchemaError(
+            f"{what} turned {insertions_in} insertions and {marks_in} delete marks into "
+            f"{insertions_out} insertions and {marks_out} delete marks in partition "
+            f"{plan.folder or '(unpartitioned)'} of table {table.name!r}; a merge may cancel "
+            "or drop entries and change their values, never repeat, add or negate entries "
+            "(count() and the totals are sums of dml_type). Nothing was committed"
+        )
+
+
+def _write_merged(
+    table: Table,
+    base: TableState,
+    policy: MergePolicy,
+    plan: PartitionPlan,
+    sql: str,
+    what: str,
+    schema: pa.Schema,
+) -> list[FileMarker]:
+    """The merged files of one partition, on the embedded engine."""
+    config = base.config
     passing = passing_files(plan.inputs, policy, [schema.field(k).type for k in config.key_columns])
     if passing:
         log.debug(
@@ -348,7 +404,7 @@ def copy_query_result(
     try:
         # The store makes the file (and may refuse to); DuckDB then fills it in place.
         table.store.filesystem.open_output_stream(table.store.fs_path(key)).close()
-        try:
+        with query_failures(what, table.name):
             copied = copy_entries(
                 table.store,
                 table.prefix,
@@ -360,8 +416,6 @@ def copy_query_result(
                 copy_row_group_rows(),
                 passing,
             )
-        except QUERY_ERRORS as e:
-            raise SchemaError(f"{what} does not apply to table {table.name!r}: {e}") from e
         if not copied:
             _delete_keys(table, [key])
             return None
@@ -456,9 +510,10 @@ def stream_query_result(
         expected_rows=rows,
     )
     try:
-        try:
-            # Through the module, so that wrapping its function (to time it) wraps this call.
-            with embedded_rewrite.rewrite_entries(
+        # Through the module, so that wrapping its function (to time it) wraps this call.
+        with (
+            query_failures(what, table.name),
+            embedded_rewrite.rewrite_entries(
                 table.store,
                 table.prefix,
                 _queried(inputs, passing),
@@ -467,18 +522,17 @@ def stream_query_result(
                 sort_columns(config),
                 _BATCH_ROWS,
                 passing,
-            ) as reader:
-                _check_result_schema(reader.schema, schema, what)
-                for batch in reader:
-                    _check_result_entries(batch, base, spec, partition, what)
-                    try:
-                        sink.write(_converted(batch, schema, what))
-                    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-                        raise TypeMismatchError(
-                            f"{what}: its result does not fit the table's column types: {e}"
-                        ) from e
-        except QUERY_ERRORS as e:
-            raise SchemaError(f"{what} does not apply to table {table.name!r}: {e}") from e
+            ) as reader,
+        ):
+            _check_result_schema(reader.schema, schema, what)
+            for batch in reader:
+                _check_result_entries(batch, base, spec, partition, what)
+                try:
+                    sink.write(_converted(batch, schema, what))
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+                    raise TypeMismatchError(
+                        f"{what}: its result does not fit the table's column types: {e}"
+                    ) from e
         return sink.close()
     except BaseException:
         sink.abort()
@@ -513,6 +567,33 @@ def file_layout(inputs: Sequence[FileMarker]) -> tuple[int, int]:
     bytes_per_row = max(1.0, sum(m.size for m in inputs) / rows)
     row_group_rows = int(min(1 << 20, max(ROW_GROUP_ROWS, _TARGET_ROW_GROUP_BYTES / bytes_per_row)))
     return row_group_rows, int(max(row_group_rows, _TARGET_FILE_BYTES / bytes_per_row))
+
+
+def query_failures(what: str, table_name: str) -> AbstractContextManager[None]:
+    """Report an error of a merge or rewrite query running over a table's entries as a typed
+    error naming the query and the table (nothing is committed after it): a query that does
+    not bind raises :class:`SchemaError`; a value it computes that its column cannot hold (a
+    failed cast, an overflow) :class:`TypeMismatchError`, naming the column where DuckDB names
+    it; any other failure on the entries (a division by zero, ``error()``, a bad regular
+    expression) :class:`InvalidArgumentError`."""
+
+    def failed(reason: str, error: BaseException) -> Exception:
+        if isinstance(error, VALUE_ERRORS):
+            column = failed_column(error)
+            named = f" column {column!r}:" if column else ""
+            return TypeMismatchError(
+                f"{what} computes a value its column cannot hold on the entries of table "
+                f"{table_name!r}:{named} {reason}; nothing was committed. Cast, round or "
+                "filter the values in the query"
+            )
+        if isinstance(error, RUNNING_ERRORS):
+            return InvalidArgumentError(
+                f"{what} failed on the entries of table {table_name!r}: {reason}; nothing was "
+                "committed"
+            )
+        return SchemaError(f"{what} does not apply to table {table_name!r}: {reason}")
+
+    return user_sql_failures(failed)
 
 
 def check_query(sql: str, target: pa.Schema, what: str) -> None:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from ledger.engines.duckdb.errors import QUERY_ERRORS, engine_reason
+from ledger.engines.duckdb.errors import USER_SQL_ERRORS, engine_reason
 from ledger.engines.duckdb.query import partition_values_matching
 from ledger.engines.duckdb.rewrite import entries_not_kept_once, query_changes_entries
 from ledger.engines.duckdb.rmw import unmatched_marks_of_files
@@ -31,7 +31,12 @@ from ledger.errors import (
 from ledger.log.commit import next_timestamp
 from ledger.log.entries import FileMarker, LogFile, sum_markers
 from ledger.log.state import TableState
-from ledger.maintenance.merge import check_query, delete_uncommitted, write_query_result
+from ledger.maintenance.merge import (
+    check_query,
+    delete_uncommitted,
+    query_failures,
+    write_query_result,
+)
 from ledger.partitioning import PartitionSpec
 from ledger.predicates import check_predicate
 from ledger.pruning import prune_by_partitions
@@ -254,12 +259,10 @@ def _check_rewritten_entries(
 def _query_changes(table: Table, base: TableState, marker: FileMarker, sql: str) -> bool:
     """Whether ``sql`` returns anything but the entries of ``marker``'s file: a redaction keeps
     the row count and changes values, so counting rows cannot tell."""
-    try:
+    with query_failures("rewrite query", table.name):
         return query_changes_entries(
             table.store, table.prefix, [marker], file_schema(base.schema, base.config), sql
         )
-    except QUERY_ERRORS as e:
-        raise SchemaError(f"rewrite query does not apply to table {table.name!r}: {e}") from e
 
 
 def _rows(markers: list[FileMarker]) -> int:
@@ -309,7 +312,7 @@ def _chooser(
         )
         try:
             matching = partition_values_matching(values, predicate)
-        except QUERY_ERRORS as e:
+        except USER_SQL_ERRORS as e:
             raise InvalidPredicateError(
                 f"where={where!r} does not apply to the partition fields {names} (their values "
                 f"are text, e.g. '2026-11-21' for day(ts)): {engine_reason(e)}"

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import duckdb
 import pyarrow as pa
 
-from ledger.engines.duckdb.errors import VALUE_ERRORS
+from ledger.engines.duckdb.errors import VALUE_ERRORS, engine_reason
 from ledger.engines.duckdb.query import check_condition
 from ledger.engines.duckdb.session import read_connection
-from ledger.errors import InvalidArgumentError, TotalOverflowError
+from ledger.errors import InvalidArgumentError, InvalidPredicateError, TotalOverflowError
 from ledger.reads import changes as change_reads
 from ledger.reads import history as history_reads
 from ledger.reads import totals as total_reads
@@ -31,9 +32,6 @@ from ledger.sql.totals import TotalsRequest, check_totals_request
 from ledger.sql.trees import render
 from ledger.sql.view_text import view_text
 from ledger.table import Table
-
-if TYPE_CHECKING:
-    import duckdb
 
 
 def _snapshot(
@@ -140,7 +138,7 @@ def totals(
         )
     connection = _connection(con, snap)
     relation = total_reads.totals(snap, connection, request, partitions=partitions)
-    return _overflow_checked(relation, connection, snap, request, partitions)
+    return _overflow_checked(relation, connection, snap, request, partitions, where)
 
 
 def _overflow_checked(
@@ -149,6 +147,7 @@ def _overflow_checked(
     snap: Snapshot,
     request: TotalsRequest,
     partitions: PartitionFilter,
+    where: str | None,
 ) -> duckdb.DuckDBPyRelation:
     """``relation``, computed at once when a DECIMAL sum may exceed 38 digits (a wide column
     over enough entries), so that an overflow is a :class:`TotalOverflowError` here rather than
@@ -164,12 +163,20 @@ def _overflow_checked(
         return relation
     try:
         result = relation.to_arrow_table()
+    except duckdb.InvalidInputException as e:  # a sum does not fail so: the predicate did
+        if where is None:
+            raise
+        raise InvalidPredicateError(
+            f"predicate {where!r} failed on the rows of table {snap.name!r}: {engine_reason(e)}"
+        ) from e
     except VALUE_ERRORS as e:
         raise TotalOverflowError(
             f"totals: the sum of {' or '.join(map(repr, wide))} over the table's entries does "
             "not fit a DECIMAL(38); total fewer rows at a time (by=..., where=...), merge the "
             "table (a corrected value counts until a merge cancels it), or keep the column "
             "with a smaller scale, which leaves more whole digits"
+            + (f" (or where={where!r} failed on a value)" if where is not None else "")
+            + f": {engine_reason(e)}"
         ) from e
     return con.from_arrow(result)
 

@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 from sqlglot import exp
 
-from ledger.engines.duckdb.errors import storage_errors
+from ledger.engines.duckdb.errors import predicate_failures, storage_errors
 from ledger.engines.duckdb.query import check_condition
 from ledger.engines.duckdb.scan import (
     ParquetSource,
@@ -349,23 +349,35 @@ def rows(
     read = None if partitions is None else snap.partition_read(partitions)
     connection = read_sessions(snap.store).cursor()
     try:
-        if read is not None and not read.exact:
-            with storage_errors(f"reading {snap.name!r}"):
-                return restricted_rows(
-                    snap, connection, read, columns=tuple(chosen), condition=condition
-                )
-        text, params = visible_statement(
-            snap,
-            connection,
-            markers=None if read is None else read.markers,
-            columns=tuple(chosen),
-            condition=condition,
-        )
-        relation = lazy_sql(connection, text, params)
-        with storage_errors(f"reading {snap.name!r}"):
-            return relation.to_arrow_table()
+        with predicate_failures(where, snap.name):
+            return _rows(snap, connection, read, chosen, condition)
     finally:
         connection.close()
+
+
+def _rows(
+    snap: Snapshot,
+    connection: duckdb.DuckDBPyConnection,
+    read: PartitionRead | None,
+    chosen: list[str],
+    condition: exp.Expr | None,
+) -> pa.Table:
+    """:func:`rows` on an open connection."""
+    if read is not None and not read.exact:
+        with storage_errors(f"reading {snap.name!r}"):
+            return restricted_rows(
+                snap, connection, read, columns=tuple(chosen), condition=condition
+            )
+    text, params = visible_statement(
+        snap,
+        connection,
+        markers=None if read is None else read.markers,
+        columns=tuple(chosen),
+        condition=condition,
+    )
+    relation = lazy_sql(connection, text, params)
+    with storage_errors(f"reading {snap.name!r}"):
+        return relation.to_arrow_table()
 
 
 def _integer_storage(key_type: pa.DataType) -> pa.DataType | None:
