@@ -129,6 +129,16 @@ class Rows:
         )
 
 
+@dataclass(frozen=True)
+class SourceFiles:
+    """Some of the data files a read of ``location`` (a folder or glob) takes: those of
+    ``paths`` (absolute, as :func:`local_source_files` gives them) it still finds. How
+    ``ledger load`` reads only the files of a folder it has not loaded yet."""
+
+    location: str
+    paths: tuple[str, ...]
+
+
 def concat_rows(parts: Sequence[Rows]) -> Rows:
     """One :class:`Rows` from several (columns absent from a part are NULL there, and count as
     not given in its rows when another part names them)."""
@@ -172,12 +182,12 @@ def read_rows(
     JSON-lines file says which columns it gives, as each dict of a list does (an absent key
     keeps the row's value, an explicit ``null`` sets NULL); inserts need no such masks.
     """
-    if isinstance(data, str | os.PathLike):
-        location = os.fspath(data)
+    if isinstance(data, str | os.PathLike | SourceFiles):
+        files = data if isinstance(data, SourceFiles) else SourceFiles(os.fspath(data), ())
         if row_presence:
-            yield from _file_rows_with_presence(location, schema, store)
+            yield from _file_rows_with_presence(files, schema, store)
         else:
-            yield from _gather(_file_batches(location, schema, store), chunk_rows)
+            yield from _gather(_file_batches(files, schema, store), chunk_rows)
     elif isinstance(data, pa.RecordBatchReader):
         yield from _gather(iter(data), chunk_rows)
     elif _is_duckdb_relation(data):
@@ -191,7 +201,9 @@ def read_rows(
 
 def is_rows_source(data: Any) -> bool:
     """Whether ``data`` is in a form :func:`read_rows` takes (it may still fail to read)."""
-    if isinstance(data, list | Mapping | str | os.PathLike | pa.Table | pa.RecordBatch):
+    if isinstance(data, list | Mapping | str | os.PathLike | SourceFiles):
+        return True
+    if isinstance(data, pa.Table | pa.RecordBatch):
         return True
     if isinstance(data, pa.RecordBatchReader) or _is_duckdb_relation(data):
         return True
@@ -297,9 +309,10 @@ def _rows_of_batches(batches: list[pa.RecordBatch]) -> Rows:
 
 
 def _file_batches(
-    location: str, schema: TableSchema, store: Store | None
+    files: SourceFiles, schema: TableSchema, store: Store | None
 ) -> Iterator[pa.RecordBatch]:
-    filesystem, paths, file_format = _resolve_files(location, store)
+    location = files.location
+    filesystem, paths, file_format = _resolve_source_files(files, store)
     read_file = _FILE_READERS[file_format]
     for path in paths:
         yield from _reading(
@@ -308,11 +321,12 @@ def _file_batches(
 
 
 def _file_rows_with_presence(
-    location: str, schema: TableSchema, store: Store | None
+    files: SourceFiles, schema: TableSchema, store: Store | None
 ) -> Iterator[Rows]:
     """Files as :class:`Rows`; JSON lines with each line's own presence masks, other formats
     with the fixed columns of each file."""
-    filesystem, paths, file_format = _resolve_files(location, store)
+    location = files.location
+    filesystem, paths, file_format = _resolve_source_files(files, store)
     for path in paths:
         if file_format == "json":
             rows = _json_rows_with_presence(filesystem, path, _types(schema))
@@ -1787,6 +1801,17 @@ def _resolve_files(location: str, store: Store | None) -> tuple[pafs.FileSystem,
     # A zero-byte file holds no rows (and no CSV header to parse): it is empty data.
     paths = sorted(info.path for info in infos if info.size)
     return filesystem, paths, formats.pop()
+
+
+def _resolve_source_files(
+    files: SourceFiles, store: Store | None
+) -> tuple[pafs.FileSystem, list[str], str]:
+    """As :func:`_resolve_files`, keeping only ``files.paths`` when it names any."""
+    filesystem, paths, file_format = _resolve_files(files.location, store)
+    if files.paths:
+        wanted = set(files.paths)
+        paths = [path for path in paths if path in wanted]
+    return filesystem, paths, file_format
 
 
 def local_source_files(location: str) -> list[str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import random
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -348,12 +348,14 @@ class Table:
         *,
         app_id: str | None = None,
         batch: int | None = None,
+        apps: Mapping[str, int] | None = None,
         evolve_schema: bool = False,
     ) -> Transaction:
         """Group writes under one ``trx_id``; commits on leaving the ``with`` block, aborts on an
         exception. With ``app_id`` and ``batch``, committing a batch already committed for that
-        app (or an older one) is a no-op."""
-        return Transaction(self, app_id=app_id, batch=batch, evolve_schema=evolve_schema)
+        app (or an older one) is a no-op; with ``apps`` (app id -> batch, several at once), the
+        commit is a no-op when any of them is."""
+        return Transaction(self, app_id=app_id, batch=batch, apps=apps, evolve_schema=evolve_schema)
 
     def insert(
         self,
@@ -542,6 +544,7 @@ class Table:
         retries: int = AUTO_RETRIES,
         app_id: str | None = None,
         batch: int | None = None,
+        apps: Mapping[str, int] | None = None,
     ) -> CommitInfo:
         """Run ``operation`` in a new transaction and commit it; on a conflict, abort, wait a
         random while and run it again in a fresh transaction (against the newer snapshot), up
@@ -560,7 +563,9 @@ class Table:
             raise InvalidArgumentError(f"retries must be a whole number >= 0, not {retries!r}")
         for attempt in range(retries + 1):
             started = time.monotonic()
-            tx = self.transaction(app_id=app_id, batch=batch, evolve_schema=evolve_schema)
+            tx = self.transaction(
+                app_id=app_id, batch=batch, apps=apps, evolve_schema=evolve_schema
+            )
             try:
                 operation(tx)
                 return tx.commit()

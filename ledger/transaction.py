@@ -18,7 +18,7 @@ import functools
 import logging
 import os
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -124,6 +124,7 @@ class Transaction:
         *,
         app_id: str | None = None,
         batch: int | None = None,
+        apps: Mapping[str, int] | None = None,
         evolve_schema: bool = False,
         follows_batch: int | None = None,
         commit_empty: bool = False,
@@ -136,6 +137,9 @@ class Transaction:
             batch = arguments.whole_number(batch, "batch")
         if app_id is not None and (not isinstance(app_id, str) or not app_id):
             raise InvalidArgumentError(f"app_id must be non-empty text, not {app_id!r}")
+        tokens = _app_batches(apps)
+        if tokens and app_id is not None:
+            raise InvalidArgumentError("pass app_id and batch, or apps, not both")
         arguments.flag(evolve_schema, "evolve_schema")
         self._table = table
         self._started_ms = int(time.time() * 1000)  # before the snapshot: see check_timeout
@@ -157,13 +161,14 @@ class Transaction:
         self._config = self._base.config
         self._evolve = evolve_schema
         self._app = None if app_id is None else AppBatch(str(app_id), int(batch or 0))
+        # Every app batch the commit carries (one, or several: one per file of a load); it is
+        # written only while none of them is committed (docs/format.md 5.4).
+        self._tokens = {self._app.app_id: self._app.batch} if self._app is not None else tokens
         # Commit only if the app's last committed batch is this one (-1: none yet): how a rollup
         # refresh commits its watermark exactly once (see ledger.rollup).
         self._follows = follows_batch
         self._commit_empty = commit_empty
-        self._replay = self._app is not None and self._base.apps.get(self._app.app_id, -1) >= (
-            self._app.batch
-        )
+        self._replay = _any_committed(self._tokens, self._base)
         self._next_seq = 0
         self._next_row = 0
         self._added: list[FileMarker] = []
@@ -426,7 +431,7 @@ class Transaction:
         operation = self._operations[0] if len(set(self._operations)) == 1 else "transaction"
 
         def build(latest: TableState) -> LogFile | None:
-            if self._app is not None and latest.apps.get(self._app.app_id, -1) >= self._app.batch:
+            if _any_committed(self._tokens, latest):
                 return None
             if self._app is not None and self._follows is not None:
                 last = latest.apps.get(self._app.app_id, -1)
@@ -454,6 +459,7 @@ class Transaction:
                 files=tuple(self._added),
                 trx_id=self.trx_id,
                 app=self._app,
+                apps=None if self._app is not None else self._tokens or None,
                 info={"inserted": self._inserted, "deleted": self._deleted},
             )
 
@@ -1100,6 +1106,25 @@ def check_timeout(latest: TableState, started_ms: int, table_name: str) -> None:
             f"the table's transaction_timeout ({latest.config.transaction_timeout_ms / 1000} s); "
             "nothing was committed. Retry it in smaller pieces"
         )
+
+
+def _app_batches(apps: Mapping[str, int] | None) -> dict[str, int]:
+    """``apps`` checked: non-empty app ids, each with a whole batch number."""
+    if apps is None:
+        return {}
+    if not isinstance(apps, Mapping):
+        raise InvalidArgumentError(f"apps must map app ids to batches, not {apps!r}")
+    checked: dict[str, int] = {}
+    for app_id, batch in apps.items():
+        if not isinstance(app_id, str) or not app_id:
+            raise InvalidArgumentError(f"an app id must be non-empty text, not {app_id!r}")
+        checked[app_id] = arguments.whole_number(batch, "batch")
+    return checked
+
+
+def _any_committed(tokens: Mapping[str, int], state: TableState) -> bool:
+    """Whether ``state`` holds any of these app batches (or a later batch of its app)."""
+    return any(state.apps.get(app_id, -1) >= batch for app_id, batch in tokens.items())
 
 
 # Plain values (a number, a tuple, a set, ...) that are no form of rows: given as keys, the
