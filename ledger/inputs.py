@@ -171,10 +171,14 @@ def read_rows(
     chunk_rows: int = 1 << 20,
     in_memory_chunk_rows: int = 1 << 22,
     row_presence: bool = False,
+    empty_files: bool = False,
 ) -> Iterator[Rows]:
     """Yield ``data`` as :class:`Rows`: streams and files gathered into chunks of about
     ``chunk_rows`` rows, data already in memory cut into slices of ``in_memory_chunk_rows``.
-    Empty chunks are skipped, so empty data yields nothing.
+    Empty chunks are skipped, so empty data yields nothing; with ``empty_files``, a file that
+    holds columns and no rows (a CSV of a header alone, which a single row written without a
+    header is) yields a chunk of no rows with its columns, so that they are checked as those of
+    a file with rows are.
 
     ``schema`` gives the types CSV and JSON text is parsed into; ``store`` (the table's) gives
     the S3 options for ``s3://`` sources. Anything else raises :class:`TypeMismatchError`
@@ -185,9 +189,9 @@ def read_rows(
     if isinstance(data, str | os.PathLike | SourceFiles):
         files = data if isinstance(data, SourceFiles) else SourceFiles(os.fspath(data), ())
         if row_presence:
-            yield from _file_rows_with_presence(files, schema, store)
+            yield from _file_rows_with_presence(files, schema, store, empty_files)
         else:
-            yield from _gather(_file_batches(files, schema, store), chunk_rows)
+            yield from _gather(_file_batches(files, schema, store), chunk_rows, empty_files)
     elif isinstance(data, pa.RecordBatchReader):
         yield from _gather(iter(data), chunk_rows)
     elif _is_duckdb_relation(data):
@@ -281,12 +285,17 @@ def _slices(rows: Rows, chunk_rows: int) -> Iterator[Rows]:
         yield rows.slice(start, chunk_rows)
 
 
-def _gather(batches: Iterator[pa.RecordBatch], chunk_rows: int) -> Iterator[Rows]:
-    """Streamed batches gathered into chunks of about ``chunk_rows`` rows."""
+def _gather(
+    batches: Iterator[pa.RecordBatch], chunk_rows: int, keep_empty: bool = False
+) -> Iterator[Rows]:
+    """Streamed batches gathered into chunks of about ``chunk_rows`` rows; with
+    ``keep_empty``, a batch of columns and no rows is a chunk of its own."""
     pending: list[pa.RecordBatch] = []
     count = 0
     for batch in batches:
         if not batch.num_rows:
+            if keep_empty and batch.num_columns:
+                yield Rows(pa.Table.from_batches([batch]))
             continue
         pending.append(batch)
         count += batch.num_rows
@@ -321,7 +330,7 @@ def _file_batches(
 
 
 def _file_rows_with_presence(
-    files: SourceFiles, schema: TableSchema, store: Store | None
+    files: SourceFiles, schema: TableSchema, store: Store | None, empty_files: bool
 ) -> Iterator[Rows]:
     """Files as :class:`Rows`; JSON lines with each line's own presence masks, other formats
     with the fixed columns of each file."""
@@ -333,7 +342,8 @@ def _file_rows_with_presence(
             yield from _reading(location, path, file_format, rows)
         else:
             batches = _FILE_READERS[file_format](filesystem, path, _types(schema))
-            yield from _gather(_reading(location, path, file_format, batches), READ_BATCH_ROWS)
+            read = _reading(location, path, file_format, batches)
+            yield from _gather(read, READ_BATCH_ROWS, empty_files)
 
 
 def _types(schema: TableSchema) -> dict[str, pa.DataType]:
@@ -378,7 +388,15 @@ def _parquet_batches(
     with filesystem.open_input_file(path) as source:
         file = pq.ParquetFile(source)
         kept = _without_pandas_numbering(file.schema_arrow, table_types)
+        if not file.metadata.num_rows:  # its columns, for the caller to check (read_rows)
+            schema = file.schema_arrow
+            yield pa.RecordBatch.from_pylist([], schema=_selected(schema, kept))
+            return
         yield from file.iter_batches(batch_size=READ_BATCH_ROWS, columns=kept)
+
+
+def _selected(schema: pa.Schema, names: list[str] | None) -> pa.Schema:
+    return schema if names is None else pa.schema([schema.field(name) for name in names])
 
 
 def _without_pandas_numbering(
@@ -454,6 +472,10 @@ def _csv_batches(
                     converted = _csv_dates(converted, dates, rows_before, path)
                 yield _csv_blobs(converted, blobs, rows_before) if blobs else converted
                 rows_before += batch.num_rows
+            if not rows_before:
+                # A header and no row (a single row written without a header is one): its
+                # columns, for the caller to check as it checks those of rows (read_rows).
+                yield pa.RecordBatch.from_pylist([], schema=batches.schema)
     except pa.ArrowInvalid as e:
         refusal = _csv_refusal(filesystem, path, str(e), table_types)
         if refusal is None:

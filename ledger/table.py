@@ -438,7 +438,8 @@ class Table:
         """
         state = self.handle.state
         config = state.config
-        for chunk in read_rows(data, state.schema, store=self.store):
+        # A file of columns without rows comes as a chunk of no rows: its columns are checked.
+        for chunk in read_rows(data, state.schema, store=self.store, empty_files=True):
             rows = chunk.table
             if config.insert_transform is not None:
                 rows = transforms.apply(config.insert_transform, rows)  # as insert shapes them
@@ -451,7 +452,7 @@ class Table:
             keys = (
                 () if config.generated_row_id or config.rollup is not None else config.key_columns
             )
-            conform(rows, state.schema, key_columns=keys)
+            conform(rows, state.schema, key_columns=keys, require_all_keys=bool(rows.num_rows))
             if row_ids is not None:
                 # As insert checks them: ids the table generated (committed ones end before
                 # the next transaction's first).

@@ -18,7 +18,7 @@ import functools
 import logging
 import os
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -235,7 +235,7 @@ class Transaction:
         if self._begin("insert"):
             return 0
         total = 0
-        for chunk in self._chunks(data):
+        for chunk in self._chunks(data, check_empty=self._check_columns):
             shaped = self._transformed(chunk.table)
             if not shaped.num_rows:
                 continue  # the transform's WHERE kept none of them
@@ -262,7 +262,7 @@ class Transaction:
         if self._begin("append_entries"):
             return 0
         total = 0
-        for given in self._chunks(data):
+        for given in self._chunks(data, check_empty=self._check_entry_columns):
             chunk = given.table
             if DML_TYPE not in chunk.column_names:
                 raise SchemaError("append_entries needs a dml_type column (+1 insert, -1 mark)")
@@ -553,17 +553,35 @@ class Transaction:
                 "insert for new rows, or update/delete by _row_id"
             )
 
-    def _chunks(self, data: Any, *, row_presence: bool = False) -> Iterator[Rows]:
+    def _chunks(
+        self,
+        data: Any,
+        *,
+        row_presence: bool = False,
+        check_empty: Callable[[pa.Table], object] | None = None,
+    ) -> Iterator[Rows]:
         """User data as Arrow tables of bounded size (streams and files stay streams); with
-        ``row_presence``, JSON lines say line by line which columns they give."""
-        return read_rows(
+        ``row_presence``, JSON lines say line by line which columns they give. A file holding
+        columns and no rows (a CSV of a header alone) is given to ``check_empty`` and not
+        yielded, or yielded as a chunk of no rows without ``check_empty``."""
+        for rows in read_rows(
             data,
             self._schema,
             store=self._table.store,
             chunk_rows=STREAM_CHUNK_ROWS,
             in_memory_chunk_rows=STREAM_CHUNK_ROWS * 4,
             row_presence=row_presence,
-        )
+            empty_files=True,
+        ):
+            if rows.num_rows or check_empty is None:
+                yield rows
+            else:
+                check_empty(rows.table)
+
+    def _check_columns(self, table: pa.Table) -> None:
+        """The columns of a file without rows checked as those of its rows would be (a column
+        the table lacks is refused), without requiring the key: it writes nothing."""
+        self._conform(self._transformed(table), require_keys=False)
 
     def _conform(self, table: pa.Table, *, require_keys: bool, null_keys: bool = False) -> pa.Table:
         row_ids = None
@@ -586,6 +604,12 @@ class Transaction:
             rows = rows.append_column(ROW_ID, row_ids)
         return rows
 
+    def _check_entry_columns(self, table: pa.Table) -> None:
+        """As :meth:`_check_columns`, for entries, which carry their own ``dml_type``."""
+        if DML_TYPE in table.column_names:
+            table = table.drop_columns([DML_TYPE])
+        self._conform(table, require_keys=False)
+
     def _transformed(self, table: pa.Table) -> pa.Table:
         """The rows as the table's insert transform shapes them (as given without one)."""
         if self._config.insert_transform is None:
@@ -596,7 +620,7 @@ class Transaction:
         """The rows of a keyed operation, checked, with which rows named which columns; None
         when there are none."""
         # A partial row keeps the values it does not give: only these operations read them.
-        chunks = list(self._chunks(data, row_presence=True))
+        chunks = list(self._chunks(data, row_presence=True, check_empty=self._check_columns))
         if not chunks:
             return None
         given = concat_rows(chunks)
