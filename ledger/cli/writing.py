@@ -14,7 +14,8 @@ from ledger.cli.output import output_options
 from ledger.cli.progress import activity
 from ledger.cli.session import CommandError, Session, pass_session
 from ledger.errors import InvalidArgumentError, KeyNotFoundError, UnknownColumnError
-from ledger.inputs import SourceFiles, local_source_files
+from ledger.inputs import SourceFiles, local_source_files, read_rows
+from ledger.schema import ROW_ID
 from ledger.table import Table
 from ledger.transaction import CommitInfo
 
@@ -179,7 +180,24 @@ def _write(
         return target.retrying(lambda tx: tx.update(data), evolve_schema=evolve_schema, apps=apps)
     if evolve_schema:
         raise click.UsageError("--evolve-schema does not apply to --mode delete")
+    _refuse_columns_the_table_lacks(target, data)
     return target.retrying(lambda tx: tx.delete(data), apps=apps)
+
+
+def _refuse_columns_the_table_lacks(target: Table, data: str | SourceFiles) -> None:
+    """A delete file holds the keys and may hold the table's other columns: a column the table
+    lacks is most likely a mistake (another table's file, a misspelt key), refused as every
+    other mode refuses it, though the library's delete ignores such columns. Reads the file
+    (its names and values checked as a delete reads them) before the delete reads it again."""
+    schema = target.handle.latest_state().schema
+    known = {*schema.names, ROW_ID}
+    for rows in read_rows(data, schema, store=target.store, empty_files=True):
+        unknown = [name for name in rows.table.column_names if name not in known]
+        if unknown:
+            raise UnknownColumnError(
+                f"unknown column(s) {unknown} in the delete file; the table has {schema.names}. "
+                "A delete file holds the keys to delete and may hold other columns of the table"
+            )
 
 
 COMMANDS = [load]
