@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ledger
+from ledger.cli import writing
 from ledger.transaction import CommitInfo, Transaction
 from tests.conftest import examples
 from tests.test_cli import as_json, run_ledger
@@ -234,3 +235,26 @@ def test_repeated_folder_loads_load_each_version_of_each_file_once(
             else:
                 assert as_json(result)["skipped"] is True
         assert ledger.connect(str(cwd / "wh")).table("t").count() == expected_rows
+
+
+def test_a_file_landing_while_a_load_runs_waits_for_the_next_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A load reads exactly the files it named when it looked, so a file landing after that is
+    not read under no app id (and loaded again by the next load)."""
+    cwd = _warehouse(tmp_path)
+    (cwd / "in").mkdir()
+    (cwd / "in" / "a.csv").write_text("id,amount\n1,10\n")
+    looked = writing.load_tokens
+
+    def look_then_land(source: str, mode: str) -> dict[str, str]:
+        tokens = looked(source, mode)
+        (cwd / "in" / "b.csv").write_text("id,amount\n2,20\n")
+        return tokens
+
+    monkeypatch.setattr(writing, "load_tokens", look_then_land)
+    assert as_json(run_ledger("-w", "wh", "load", "t", "in", "--json", cwd=cwd))["inserted"] == 1
+    monkeypatch.undo()
+    assert as_json(run_ledger("-w", "wh", "load", "t", "in", "--json", cwd=cwd))["inserted"] == 1
+    assert as_json(run_ledger("-w", "wh", "load", "t", "in", "--json", cwd=cwd))["skipped"]
+    assert _total(cwd) == (2, 30)

@@ -71,9 +71,9 @@ def load(
         if tokens and not pending:
             _skipped(table, source, mode, output_format)
             return
-        data: str | SourceFiles = source
-        if len(pending) < len(tokens):
-            data = SourceFiles(source, tuple(pending))
+        # Exactly the files named by the app ids committed: a file landing in the folder
+        # meanwhile waits for the next load.
+        data = SourceFiles(source, tuple(pending)) if pending else source
         info = _load_once(target, table, mode, source, data, evolve_schema, pending)
         if info.version is not None or not _any_loaded(target, pending):
             break
