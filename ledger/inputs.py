@@ -132,6 +132,16 @@ class Rows:
         )
 
 
+@dataclass(frozen=True)
+class SourceFiles:
+    """Some of the data files a read of ``location`` (a folder or glob) takes: those of
+    ``paths`` (absolute, as :func:`local_source_files` gives them) it still finds. How
+    ``ledger load`` reads only the files of a folder it has not loaded yet."""
+
+    location: str
+    paths: tuple[str, ...]
+
+
 def concat_rows(parts: Sequence[Rows]) -> Rows:
     """One :class:`Rows` from several (columns absent from a part are NULL there, and count as
     not given in its rows when another part names them)."""
@@ -164,10 +174,14 @@ def read_rows(
     chunk_rows: int = 1 << 20,
     in_memory_chunk_rows: int = 1 << 22,
     row_presence: bool = False,
+    empty_files: bool = False,
 ) -> Iterator[Rows]:
     """Yield ``data`` as :class:`Rows`: streams and files gathered into chunks of about
     ``chunk_rows`` rows, data already in memory cut into slices of ``in_memory_chunk_rows``.
-    Empty chunks are skipped, so empty data yields nothing.
+    Empty chunks are skipped, so empty data yields nothing; with ``empty_files``, a file that
+    holds columns and no rows (a CSV of a header alone, which a single row written without a
+    header is) yields a chunk of no rows with its columns, so that they are checked as those of
+    a file with rows are.
 
     ``schema`` gives the types CSV and JSON text is parsed into; ``store`` (the table's) gives
     the S3 options for ``s3://`` sources. Anything else raises :class:`TypeMismatchError`
@@ -175,12 +189,12 @@ def read_rows(
     JSON-lines file says which columns it gives, as each dict of a list does (an absent key
     keeps the row's value, an explicit ``null`` sets NULL); inserts need no such masks.
     """
-    if isinstance(data, str | os.PathLike):
-        location = os.fspath(data)
+    if isinstance(data, str | os.PathLike | SourceFiles):
+        files = data if isinstance(data, SourceFiles) else SourceFiles(os.fspath(data), ())
         if row_presence:
-            yield from _file_rows_with_presence(location, schema, store)
+            yield from _file_rows_with_presence(files, schema, store, empty_files)
         else:
-            yield from _gather(_file_batches(location, schema, store), chunk_rows)
+            yield from _gather(_file_batches(files, schema, store), chunk_rows, empty_files)
     elif isinstance(data, pa.RecordBatchReader):
         yield from _gather(iter(data), chunk_rows)
     elif _is_duckdb_relation(data):
@@ -194,7 +208,9 @@ def read_rows(
 
 def is_rows_source(data: Any) -> bool:
     """Whether ``data`` is in a form :func:`read_rows` takes (it may still fail to read)."""
-    if isinstance(data, list | Mapping | str | os.PathLike | pa.Table | pa.RecordBatch):
+    if isinstance(data, list | Mapping | str | os.PathLike | SourceFiles):
+        return True
+    if isinstance(data, pa.Table | pa.RecordBatch):
         return True
     if isinstance(data, pa.RecordBatchReader) or _is_duckdb_relation(data):
         return True
@@ -307,12 +323,17 @@ def _slices(rows: Rows, chunk_rows: int) -> Iterator[Rows]:
         yield rows.slice(start, chunk_rows)
 
 
-def _gather(batches: Iterator[pa.RecordBatch], chunk_rows: int) -> Iterator[Rows]:
-    """Streamed batches gathered into chunks of about ``chunk_rows`` rows."""
+def _gather(
+    batches: Iterator[pa.RecordBatch], chunk_rows: int, keep_empty: bool = False
+) -> Iterator[Rows]:
+    """Streamed batches gathered into chunks of about ``chunk_rows`` rows; with
+    ``keep_empty``, a batch of columns and no rows is a chunk of its own."""
     pending: list[pa.RecordBatch] = []
     count = 0
     for batch in batches:
         if not batch.num_rows:
+            if keep_empty and batch.num_columns:
+                yield Rows(pa.Table.from_batches([batch]))
             continue
         pending.append(batch)
         count += batch.num_rows
@@ -335,9 +356,10 @@ def _rows_of_batches(batches: list[pa.RecordBatch]) -> Rows:
 
 
 def _file_batches(
-    location: str, schema: TableSchema, store: Store | None
+    files: SourceFiles, schema: TableSchema, store: Store | None
 ) -> Iterator[pa.RecordBatch]:
-    filesystem, paths, file_format = _resolve_files(location, store)
+    location = files.location
+    filesystem, paths, file_format = _resolve_source_files(files, store)
     read_file = _FILE_READERS[file_format]
     for path in paths:
         yield from _reading(
@@ -346,18 +368,20 @@ def _file_batches(
 
 
 def _file_rows_with_presence(
-    location: str, schema: TableSchema, store: Store | None
+    files: SourceFiles, schema: TableSchema, store: Store | None, empty_files: bool
 ) -> Iterator[Rows]:
     """Files as :class:`Rows`; JSON lines with each line's own presence masks, other formats
     with the fixed columns of each file."""
-    filesystem, paths, file_format = _resolve_files(location, store)
+    location = files.location
+    filesystem, paths, file_format = _resolve_source_files(files, store)
     for path in paths:
         if file_format == "json":
             rows = _json_rows_with_presence(filesystem, path, _types(schema))
             yield from _reading(location, path, file_format, rows)
         else:
             batches = _FILE_READERS[file_format](filesystem, path, _types(schema))
-            yield from _gather(_reading(location, path, file_format, batches), READ_BATCH_ROWS)
+            read = _reading(location, path, file_format, batches)
+            yield from _gather(read, READ_BATCH_ROWS, empty_files)
 
 
 def _types(schema: TableSchema) -> dict[str, pa.DataType]:
@@ -402,7 +426,15 @@ def _parquet_batches(
     with filesystem.open_input_file(path) as source:
         file = pq.ParquetFile(source)
         kept = _without_pandas_numbering(file.schema_arrow, table_types)
+        if not file.metadata.num_rows:  # its columns, for the caller to check (read_rows)
+            schema = file.schema_arrow
+            yield pa.RecordBatch.from_pylist([], schema=_selected(schema, kept))
+            return
         yield from file.iter_batches(batch_size=READ_BATCH_ROWS, columns=kept)
+
+
+def _selected(schema: pa.Schema, names: list[str] | None) -> pa.Schema:
+    return schema if names is None else pa.schema([schema.field(name) for name in names])
 
 
 def _without_pandas_numbering(
@@ -478,6 +510,10 @@ def _csv_batches(
                     converted = _csv_dates(converted, dates, rows_before, path)
                 yield _csv_blobs(converted, blobs, rows_before) if blobs else converted
                 rows_before += batch.num_rows
+            if not rows_before:
+                # A header and no row (a single row written without a header is one): its
+                # columns, for the caller to check as it checks those of rows (read_rows).
+                yield pa.RecordBatch.from_pylist([], schema=batches.schema)
     except pa.ArrowInvalid as e:
         refusal = _csv_refusal(filesystem, path, str(e), table_types)
         if refusal is None:
@@ -1843,6 +1879,17 @@ def _resolve_files(location: str, store: Store | None) -> tuple[pafs.FileSystem,
     # A zero-byte file holds no rows (and no CSV header to parse): it is empty data.
     paths = sorted(info.path for info in infos if info.size)
     return filesystem, paths, formats.pop()
+
+
+def _resolve_source_files(
+    files: SourceFiles, store: Store | None
+) -> tuple[pafs.FileSystem, list[str], str]:
+    """As :func:`_resolve_files`, keeping only ``files.paths`` when it names any."""
+    filesystem, paths, file_format = _resolve_files(files.location, store)
+    if files.paths:
+        wanted = set(files.paths)
+        paths = [path for path in paths if path in wanted]
+    return filesystem, paths, file_format
 
 
 def local_source_files(location: str) -> list[str]:

@@ -866,7 +866,7 @@ def _numbers_as_text(rows: list[Any], table: pa.Table, schema: TableSchema) -> p
     whether or not text is among them, so a row's value never depends on its neighbours."""
     for index, field in enumerate(table.schema):
         numeric = pa.types.is_integer(field.type) or pa.types.is_floating(field.type)
-        if not (numeric or pa.types.is_boolean(field.type)):
+        if not (numeric or pa.types.is_boolean(field.type) or pa.types.is_decimal(field.type)):
             continue
         if field.name not in schema.names or schema.type_of(field.name) != pa.string():
             continue
@@ -924,20 +924,30 @@ def _from_pylist_as_structs(rows: list[Any], schema: TableSchema) -> pa.Table:
 
 def _as_text(values: list[Any]) -> pa.Array | None:
     """Text, numbers and booleans for a VARCHAR column, as text: each number or boolean as its
-    JSON text (``7``, ``7.5``, ``true``), as a JSON document would spell it. None when another
-    kind of value is among them (a date, a list): those are refused."""
+    JSON text (``7``, ``7.5``, ``true``), as a JSON document would spell it, and a ``Decimal``
+    as its own text (``Decimal("1.50")`` is ``"1.50"``, as a JSON-lines file writing ``1.50``
+    stores it). None when another kind of value is among them (a date, a list): those are
+    refused."""
     values = [_python_scalar(v) for v in values]  # numpy's numbers as the same Python values
     if not all(v is None or type(v) in _JSON_SCALARS for v in values):
         return None
     try:
         return pa.array(
-            [v if v is None or type(v) is str else json.dumps(v) for v in values], pa.string()
+            [
+                v
+                if v is None or type(v) is str
+                else str(v)
+                if type(v) is decimal.Decimal
+                else json.dumps(v)
+                for v in values
+            ],
+            pa.string(),
         )
     except _CONVERSION_ERRORS:  # text that is no UTF-8 (a lone surrogate): refused as it was
         return None
 
 
-_JSON_SCALARS = frozenset({str, int, float, bool})
+_JSON_SCALARS = frozenset({str, int, float, bool, decimal.Decimal})
 
 
 def _python_scalar(value: Any) -> Any:

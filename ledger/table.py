@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import random
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -350,12 +350,14 @@ class Table:
         *,
         app_id: str | None = None,
         batch: int | None = None,
+        apps: Mapping[str, int] | None = None,
         evolve_schema: bool = False,
     ) -> Transaction:
         """Group writes under one ``trx_id``; commits on leaving the ``with`` block, aborts on an
         exception. With ``app_id`` and ``batch``, committing a batch already committed for that
-        app (or an older one) is a no-op."""
-        return Transaction(self, app_id=app_id, batch=batch, evolve_schema=evolve_schema)
+        app (or an older one) is a no-op; with ``apps`` (app id -> batch, several at once), the
+        commit is a no-op when any of them is."""
+        return Transaction(self, app_id=app_id, batch=batch, apps=apps, evolve_schema=evolve_schema)
 
     def insert(
         self,
@@ -438,7 +440,8 @@ class Table:
         """
         state = self.handle.state
         config = state.config
-        for chunk in read_rows(data, state.schema, store=self.store):
+        # A file of columns without rows comes as a chunk of no rows: its columns are checked.
+        for chunk in read_rows(data, state.schema, store=self.store, empty_files=True):
             rows = chunk.table
             if config.insert_transform is not None:
                 rows = transforms.apply(config.insert_transform, rows)  # as insert shapes them
@@ -451,7 +454,7 @@ class Table:
             keys = (
                 () if config.generated_row_id or config.rollup is not None else config.key_columns
             )
-            conform(rows, state.schema, key_columns=keys)
+            conform(rows, state.schema, key_columns=keys, require_all_keys=bool(rows.num_rows))
             if row_ids is not None:
                 # As insert checks them: ids the table generated (committed ones end before
                 # the next transaction's first).
@@ -544,6 +547,7 @@ class Table:
         retries: int = AUTO_RETRIES,
         app_id: str | None = None,
         batch: int | None = None,
+        apps: Mapping[str, int] | None = None,
     ) -> CommitInfo:
         """Run ``operation`` in a new transaction and commit it; on a conflict, abort, wait a
         random while and run it again in a fresh transaction (against the newer snapshot), up
@@ -562,7 +566,9 @@ class Table:
             raise InvalidArgumentError(f"retries must be a whole number >= 0, not {retries!r}")
         for attempt in range(retries + 1):
             started = time.monotonic()
-            tx = self.transaction(app_id=app_id, batch=batch, evolve_schema=evolve_schema)
+            tx = self.transaction(
+                app_id=app_id, batch=batch, apps=apps, evolve_schema=evolve_schema
+            )
             try:
                 operation(tx)
                 return tx.commit()

@@ -19,7 +19,7 @@ import functools
 import logging
 import os
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -125,6 +125,7 @@ class Transaction:
         *,
         app_id: str | None = None,
         batch: int | None = None,
+        apps: Mapping[str, int] | None = None,
         evolve_schema: bool = False,
         follows_batch: int | None = None,
         commit_empty: bool = False,
@@ -137,6 +138,9 @@ class Transaction:
             batch = arguments.whole_number(batch, "batch")
         if app_id is not None and (not isinstance(app_id, str) or not app_id):
             raise InvalidArgumentError(f"app_id must be non-empty text, not {app_id!r}")
+        tokens = _app_batches(apps)
+        if tokens and app_id is not None:
+            raise InvalidArgumentError("pass app_id and batch, or apps, not both")
         arguments.flag(evolve_schema, "evolve_schema")
         self._table = table
         self._started_ms = int(time.time() * 1000)  # before the snapshot: see check_timeout
@@ -158,13 +162,14 @@ class Transaction:
         self._config = self._base.config
         self._evolve = evolve_schema
         self._app = None if app_id is None else AppBatch(str(app_id), int(batch or 0))
+        # Every app batch the commit carries (one, or several: one per file of a load); it is
+        # written only while none of them is committed (docs/format.md 5.4).
+        self._tokens = {self._app.app_id: self._app.batch} if self._app is not None else tokens
         # Commit only if the app's last committed batch is this one (-1: none yet): how a rollup
         # refresh commits its watermark exactly once (see ledger.rollup).
         self._follows = follows_batch
         self._commit_empty = commit_empty
-        self._replay = self._app is not None and self._base.apps.get(self._app.app_id, -1) >= (
-            self._app.batch
-        )
+        self._replay = _any_committed(self._tokens, self._base)
         self._next_seq = 0
         self._next_row = 0
         self._added: list[FileMarker] = []
@@ -235,7 +240,7 @@ class Transaction:
 
     def _insert(self, data: Any) -> int:
         total = 0
-        for chunk in self._chunks(data):
+        for chunk in self._chunks(data, check_empty=self._check_columns):
             shaped = self._transformed(chunk.table)
             if not shaped.num_rows:
                 continue  # the transform's WHERE kept none of them
@@ -266,7 +271,7 @@ class Transaction:
 
     def _append_entries(self, data: Any) -> int:
         total = 0
-        for given in self._chunks(data):
+        for given in self._chunks(data, check_empty=self._check_entry_columns):
             chunk = given.table
             if DML_TYPE not in chunk.column_names:
                 raise SchemaError("append_entries needs a dml_type column (+1 insert, -1 mark)")
@@ -435,7 +440,7 @@ class Transaction:
         operation = self._operations[0] if len(set(self._operations)) == 1 else "transaction"
 
         def build(latest: TableState) -> LogFile | None:
-            if self._app is not None and latest.apps.get(self._app.app_id, -1) >= self._app.batch:
+            if _any_committed(self._tokens, latest):
                 return None
             if self._app is not None and self._follows is not None:
                 last = latest.apps.get(self._app.app_id, -1)
@@ -463,6 +468,7 @@ class Transaction:
                 files=tuple(self._added),
                 trx_id=self.trx_id,
                 app=self._app,
+                apps=None if self._app is not None else self._tokens or None,
                 info={"inserted": self._inserted, "deleted": self._deleted},
             )
 
@@ -570,17 +576,35 @@ class Transaction:
                 raise
             raise located from refused
 
-    def _chunks(self, data: Any, *, row_presence: bool = False) -> Iterator[Rows]:
+    def _chunks(
+        self,
+        data: Any,
+        *,
+        row_presence: bool = False,
+        check_empty: Callable[[pa.Table], object] | None = None,
+    ) -> Iterator[Rows]:
         """User data as Arrow tables of bounded size (streams and files stay streams); with
-        ``row_presence``, JSON lines say line by line which columns they give."""
-        return read_rows(
+        ``row_presence``, JSON lines say line by line which columns they give. A file holding
+        columns and no rows (a CSV of a header alone) is given to ``check_empty`` and not
+        yielded, or yielded as a chunk of no rows without ``check_empty``."""
+        for rows in read_rows(
             data,
             self._schema,
             store=self._table.store,
             chunk_rows=STREAM_CHUNK_ROWS,
             in_memory_chunk_rows=STREAM_CHUNK_ROWS * 4,
             row_presence=row_presence,
-        )
+            empty_files=True,
+        ):
+            if rows.num_rows or check_empty is None:
+                yield rows
+            else:
+                check_empty(rows.table)
+
+    def _check_columns(self, table: pa.Table) -> None:
+        """The columns of a file without rows checked as those of its rows would be (a column
+        the table lacks is refused), without requiring the key: it writes nothing."""
+        self._conform(self._transformed(table), require_keys=False)
 
     def _conform(self, table: pa.Table, *, require_keys: bool, null_keys: bool = False) -> pa.Table:
         row_ids = None
@@ -603,6 +627,12 @@ class Transaction:
             rows = rows.append_column(ROW_ID, row_ids)
         return rows
 
+    def _check_entry_columns(self, table: pa.Table) -> None:
+        """As :meth:`_check_columns`, for entries, which carry their own ``dml_type``."""
+        if DML_TYPE in table.column_names:
+            table = table.drop_columns([DML_TYPE])
+        self._conform(table, require_keys=False)
+
     def _transformed(self, table: pa.Table) -> pa.Table:
         """The rows as the table's insert transform shapes them (as given without one)."""
         if self._config.insert_transform is None:
@@ -617,7 +647,7 @@ class Transaction:
             return self._checked_keyed_rows(data)
 
     def _checked_keyed_rows(self, data: Any) -> Rows | None:
-        chunks = list(self._chunks(data, row_presence=True))
+        chunks = list(self._chunks(data, row_presence=True, check_empty=self._check_columns))
         if not chunks:
             return None
         given = concat_rows(chunks)
@@ -1134,6 +1164,25 @@ def check_timeout(latest: TableState, started_ms: int, table_name: str) -> None:
             f"the table's transaction_timeout ({latest.config.transaction_timeout_ms / 1000} s); "
             "nothing was committed. Retry it in smaller pieces"
         )
+
+
+def _app_batches(apps: Mapping[str, int] | None) -> dict[str, int]:
+    """``apps`` checked: non-empty app ids, each with a whole batch number."""
+    if apps is None:
+        return {}
+    if not isinstance(apps, Mapping):
+        raise InvalidArgumentError(f"apps must map app ids to batches, not {apps!r}")
+    checked: dict[str, int] = {}
+    for app_id, batch in apps.items():
+        if not isinstance(app_id, str) or not app_id:
+            raise InvalidArgumentError(f"an app id must be non-empty text, not {app_id!r}")
+        checked[app_id] = arguments.whole_number(batch, "batch")
+    return checked
+
+
+def _any_committed(tokens: Mapping[str, int], state: TableState) -> bool:
+    """Whether ``state`` holds any of these app batches (or a later batch of its app)."""
+    return any(state.apps.get(app_id, -1) >= batch for app_id, batch in tokens.items())
 
 
 # Plain values (a number, a tuple, a set, ...) that are no form of rows: given as keys, the

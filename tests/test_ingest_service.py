@@ -221,3 +221,17 @@ def test_a_batch_giving_two_events_one_event_id_gets_422_naming_it(
         )
         assert post_json(f"{running.url}/events", batch[:2]) == (200, {"accepted": 2})
     assert _entries_per_event(table) == Counter({"d-1": 1, "d-2": 1})
+
+
+def test_a_number_in_a_text_field_is_stored_as_written(local_location: Location) -> None:
+    """The service reads JSON numbers as Decimals: one in a text field is stored as its text,
+    as an integer there is (`1.50` stays `"1.50"`)."""
+    import views
+
+    table = open_events(local_location.connect())
+    with RunningService(table, QUIET) as running:
+        for event_id, kind in (("n-1", b"1.50"), ("n-2", b"12")):
+            body = b'{"event_id": "%s", "kind": %s}' % (event_id.encode(), kind)
+            assert _post_raw(f"{running.url}/events", body) == (200, {"accepted": 1})
+    kinds = views.visible(table).project("event_id, kind").order("event_id").fetchall()
+    assert kinds == [("n-1", "1.50"), ("n-2", "12")]

@@ -6,6 +6,7 @@ TypeMismatchError naming the file, line, column, value and the column's type."""
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -89,3 +90,46 @@ def test_an_object_or_array_is_refused_naming_file_line_column_and_value(
     assert json.dumps(json.loads(value), separators=(",", ":")) in message
     assert "(line 3: " in message
     assert table.version == 0
+
+
+_DECIMALS = st.decimals(allow_nan=False, allow_infinity=False, places=None).filter(
+    lambda d: abs(d.adjusted()) < 400  # a JSON reader's double holds its exponent
+)
+
+
+@settings(max_examples=examples(25))
+@given(
+    values=st.lists(
+        st.one_of(st.none(), _DECIMALS, st.text(max_size=3), st.integers(-99, 99)),
+        min_size=1,
+        max_size=6,
+    ).filter(lambda vs: any(isinstance(v, Decimal) for v in vs)),
+    through_writer=st.booleans(),
+)
+def test_decimals_are_stored_as_the_text_json_lines_store(tmp_path_factory, values, through_writer):
+    """A Decimal from a dict (or the buffered writer) into a VARCHAR column is its text,
+    ``str(Decimal("1.50"))`` = ``"1.50"``: what a JSON-lines file writing the number so stores."""
+    tmp = tmp_path_factory.mktemp("d")
+    rows = [{"id": i, "note": v} for i, v in enumerate(values)]
+    path = tmp / "in.jsonl"
+    lines = [
+        f'{{"id": {i}, "note": {v}}}' if isinstance(v, Decimal) else json.dumps(row)
+        for i, (v, row) in enumerate(zip(values, rows, strict=True))
+    ]
+    path.write_text("".join(line + "\n" for line in lines))
+    from_file, from_dicts = _table(tmp / "a"), _table(tmp / "b")
+    from_file.insert(str(path))
+    if through_writer:
+        with from_dicts.writer() as writer:
+            writer.write(rows)
+    else:
+        from_dicts.insert(rows)
+    assert _stored(from_dicts) == _stored(from_file)
+    decimals = {i: str(v) for i, v in enumerate(values) if isinstance(v, Decimal)}
+    assert {i: _stored(from_dicts)[i] for i in decimals} == decimals
+
+
+def test_a_decimal_alone_is_its_text(tmp_path):
+    table = _table(tmp_path)
+    table.insert([{"id": 1, "note": Decimal("1.50")}, {"id": 2, "note": Decimal("-2E+3")}])
+    assert _stored(table) == {1: "1.50", 2: "-2E+3"}

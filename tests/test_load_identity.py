@@ -1,13 +1,14 @@
-"""A `ledger load` is recognised as a repeat by the data files the read takes, however the
-source is spelled: a folder, the same folder with a stray non-data file, a glob matching the
-same files, a relative or absolute path. Files the read skips never change the identity."""
+"""A `ledger load` knows each data file the read takes by one app id (its path, size,
+modification time and the mode), however the source is spelled: a folder, the same folder with
+a stray non-data file, a glob matching the same files, a relative or absolute path. Files the
+read skips have none; a new file adds its own and leaves the others' alone."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from ledger.cli.writing import load_token
+from ledger.cli.writing import load_tokens
 from ledger.inputs import local_source_files
 
 
@@ -21,7 +22,8 @@ def _folder(tmp_path: Path) -> Path:
 
 def test_every_spelling_of_the_same_data_files_is_one_load(tmp_path: Path) -> None:
     folder = _folder(tmp_path)
-    first = load_token(str(folder), "insert")
+    first = load_tokens(str(folder), "insert")
+    assert len(first) == len(set(first.values())) == 2
     (folder / "_SUCCESS").write_text("")
     (folder / "README.txt").write_text("notes")
     (folder / ".hidden.csv").write_text("id,amount\n9,90\n")
@@ -31,29 +33,34 @@ def test_every_spelling_of_the_same_data_files_is_one_load(tmp_path: Path) -> No
     os.chdir(tmp_path)
     try:
         spellings += ["mixed", "./mixed", "mixed/*.csv"]
-        assert {load_token(s, "insert") for s in spellings} == {first}
+        assert all(load_tokens(s, "insert") == first for s in spellings)
     finally:
         os.chdir(cwd)
     (folder / "README.txt").unlink()
-    assert load_token(str(folder), "insert") == first
-    assert load_token(str(folder), "upsert") != first
+    assert load_tokens(str(folder), "insert") == first
+    assert not set(load_tokens(str(folder), "upsert").values()) & set(first.values())
 
 
 def test_another_data_file_or_a_changed_one_is_another_load(tmp_path: Path) -> None:
     folder = _folder(tmp_path)
-    first = load_token(str(folder), "insert")
-    assert load_token(f"{folder}/part0.csv", "insert") != first
+    first = load_tokens(str(folder), "insert")
+    part0 = str(folder / "part0.csv")
+    assert load_tokens(part0, "insert") == {part0: first[part0]}
     (folder / "part2.csv").write_text("id,amount\n3,30\n")
-    second = load_token(str(folder), "insert")
-    assert second != first
+    second = load_tokens(str(folder), "insert")
+    assert len(second) == 3 and {p: second[p] for p in first} == first
     stamp = os.stat(folder / "part0.csv").st_mtime_ns + 10**9
     os.utime(folder / "part0.csv", ns=(stamp, stamp))
-    assert load_token(str(folder), "insert") not in (first, second)
+    third = load_tokens(str(folder), "insert")
+    assert third[part0] not in second.values()
+    assert {p: t for p, t in third.items() if p != part0} == {
+        p: t for p, t in second.items() if p != part0
+    }
 
 
 def test_a_source_naming_no_data_file_has_no_identity(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("x")
     assert local_source_files(str(tmp_path / "missing")) == []
     assert local_source_files(str(tmp_path / "notes.txt")) == []
-    assert load_token(str(tmp_path / "nothing*.csv"), "insert") is None
-    assert load_token("s3://bucket/rows.csv", "insert") is None
+    assert load_tokens(str(tmp_path / "nothing*.csv"), "insert") == {}
+    assert load_tokens("s3://bucket/rows.csv", "insert") == {}

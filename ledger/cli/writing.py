@@ -14,7 +14,8 @@ from ledger.cli.output import output_options
 from ledger.cli.progress import activity
 from ledger.cli.session import CommandError, Session, pass_session
 from ledger.errors import InvalidArgumentError, KeyNotFoundError, UnknownColumnError
-from ledger.inputs import local_source_files
+from ledger.inputs import SourceFiles, local_source_files, read_rows
+from ledger.schema import ROW_ID
 from ledger.table import Table
 from ledger.transaction import CommitInfo
 
@@ -59,16 +60,54 @@ def load(
     """Load SOURCE (CSV, JSON lines or Parquet; a file, folder or glob; local or s3://) into
     TABLE in one commit. The data is converted as the library converts it; a row that does not
     fit the table's schema fails the whole load before anything is written. Local files already
-    loaded into TABLE in this mode (same paths, sizes and modification times) are skipped with
-    a warning, unless --force."""
+    loaded into TABLE in this mode (same paths, sizes and modification times) are skipped: a
+    folder or glob loads only its new or changed files, and a load with nothing new writes
+    nothing and warns, unless --force."""
     target = session.table(table)
-    token = None if force else load_token(source, mode)
-    if token is not None and token in target.handle.latest_state().apps:
-        _skipped(table, source, mode, output_format)
-        return
+    tokens = {} if force else load_tokens(source, mode)
+    while True:
+        loaded = target.handle.latest_state().apps
+        pending = {path: token for path, token in tokens.items() if token not in loaded}
+        if tokens and not pending:
+            _skipped(table, source, mode, output_format)
+            return
+        # Exactly the files named by the app ids committed: a file landing in the folder
+        # meanwhile waits for the next load.
+        data = SourceFiles(source, tuple(pending)) if pending else source
+        info = _load_once(target, table, mode, source, data, evolve_schema, pending)
+        if info.version is not None or not _any_loaded(target, pending):
+            break
+        # A load running beside this one committed some of these files first: nothing was
+        # committed; load what is left.
+    output.print_object(
+        {
+            "table": table,
+            "version": info.version,
+            "trx_id": info.trx_id,
+            "inserted": info.inserted,
+            "deleted": info.deleted,
+        },
+        output_format,
+    )
+
+
+def _any_loaded(target: Table, tokens: dict[str, str]) -> bool:
+    loaded = target.handle.latest_state().apps
+    return any(token in loaded for token in tokens.values())
+
+
+def _load_once(
+    target: Table,
+    table: str,
+    mode: str,
+    source: str,
+    data: str | SourceFiles,
+    evolve_schema: bool,
+    tokens: dict[str, str],
+) -> CommitInfo:
     with activity(f"{mode} {source} into {table}"):
         try:
-            info = _write(target, mode, source, evolve_schema, token)
+            return _write(target, mode, data, evolve_schema, tokens)
         except UnknownColumnError as e:
             # The library's advice names its own argument; here the flag is what adds them.
             found, evolve, advice = str(e).partition(" Pass evolve_schema=True to add ")
@@ -83,19 +122,6 @@ def load(
             if advice == str(e):
                 raise
             raise CommandError(f"{type(e).__name__}: {advice}") from e
-    if token is not None and info.version is None and token in target.handle.latest_state().apps:
-        _skipped(table, source, mode, output_format)  # a load running beside this one won
-        return
-    output.print_object(
-        {
-            "table": table,
-            "version": info.version,
-            "trx_id": info.trx_id,
-            "inserted": info.inserted,
-            "deleted": info.deleted,
-        },
-        output_format,
-    )
 
 
 # The library's advice names its operations ("use upsert to insert new keys"); the command
@@ -103,20 +129,19 @@ def load(
 _LOAD_MODE_ADVICE = re.compile(r"\b(use )(upsert|insert|update|delete)\b")
 
 
-def load_token(source: str, mode: str) -> str | None:
-    """The app id a load of ``source`` in ``mode`` commits under (its batch is 1), naming the
-    local files it reads by path, size and modification time: a table's log keeps every app id
-    it committed, so a second load of the same files is recognised, and two loads racing each
-    other commit once. None for a source on object storage or one matching no file."""
-    files = local_source_files(source)
-    if not files:
-        return None
-    identity = [mode]
-    for path in files:
+def load_tokens(source: str, mode: str) -> dict[str, str]:
+    """The app id under which a load in ``mode`` commits each local data file of ``source``
+    (its batch is 1), by path: the file's path, size and modification time and the mode. A
+    table's log keeps every app id it committed, so a file already loaded is recognised
+    whatever source named it, and two loads racing each other commit each file once. Empty for
+    a source on object storage or one matching no file."""
+    tokens = {}
+    for path in local_source_files(source):
         status = os.stat(path)
-        identity.append(f"{os.path.abspath(path)}\0{status.st_size}\0{status.st_mtime_ns}")
-    digest = hashlib.sha256(json.dumps(identity).encode()).hexdigest()[:32]
-    return f"ledger-load-{digest}"
+        identity = [mode, f"{os.path.abspath(path)}\0{status.st_size}\0{status.st_mtime_ns}"]
+        digest = hashlib.sha256(json.dumps(identity).encode()).hexdigest()[:32]
+        tokens[path] = f"ledger-load-{digest}"
+    return tokens
 
 
 def _skipped(table: str, source: str, mode: str, output_format: str | None) -> None:
@@ -138,18 +163,41 @@ def _skipped(table: str, source: str, mode: str, output_format: str | None) -> N
 
 
 def _write(
-    target: Table, mode: str, source: str, evolve_schema: bool, token: str | None
+    target: Table,
+    mode: str,
+    data: str | SourceFiles,
+    evolve_schema: bool,
+    tokens: dict[str, str],
 ) -> CommitInfo:
-    batch = None if token is None else 1
+    """One commit of ``data``, carrying the app id of each file it reads: it commits nothing if
+    another load committed any of them first."""
+    apps = dict.fromkeys(tokens.values(), 1)
     if mode == "insert":
-        return target.insert(source, evolve_schema=evolve_schema, app_id=token, batch=batch)
+        return target.retrying(lambda tx: tx.insert(data), evolve_schema=evolve_schema, apps=apps)
     if mode == "upsert":
-        return target.upsert(source, evolve_schema=evolve_schema, app_id=token, batch=batch)
+        return target.retrying(lambda tx: tx.upsert(data), evolve_schema=evolve_schema, apps=apps)
     if mode == "update":
-        return target.update(source, evolve_schema=evolve_schema, app_id=token, batch=batch)
+        return target.retrying(lambda tx: tx.update(data), evolve_schema=evolve_schema, apps=apps)
     if evolve_schema:
         raise click.UsageError("--evolve-schema does not apply to --mode delete")
-    return target.delete(source, app_id=token, batch=batch)
+    _refuse_columns_the_table_lacks(target, data)
+    return target.retrying(lambda tx: tx.delete(data), apps=apps)
+
+
+def _refuse_columns_the_table_lacks(target: Table, data: str | SourceFiles) -> None:
+    """A delete file holds the keys and may hold the table's other columns: a column the table
+    lacks is most likely a mistake (another table's file, a misspelt key), refused as every
+    other mode refuses it, though the library's delete ignores such columns. Reads the file
+    (its names and values checked as a delete reads them) before the delete reads it again."""
+    schema = target.handle.latest_state().schema
+    known = {*schema.names, ROW_ID}
+    for rows in read_rows(data, schema, store=target.store, empty_files=True):
+        unknown = [name for name in rows.table.column_names if name not in known]
+        if unknown:
+            raise UnknownColumnError(
+                f"unknown column(s) {unknown} in the delete file; the table has {schema.names}. "
+                "A delete file holds the keys to delete and may hold other columns of the table"
+            )
 
 
 COMMANDS = [load]

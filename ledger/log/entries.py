@@ -227,6 +227,9 @@ class LogFile:
     checkpoint: bool = False
     # State carried by checkpoints only.
     max_trx_id: int | None = None
+    # A checkpoint's: the highest batch of every app of the state. A commit's: the app batches
+    # it carries when it carries more than one (``app`` holds a single one), e.g. one per file
+    # of a ``ledger load``.
     apps: Mapping[str, int] | None = None
     info: Mapping[str, Any] = field(default_factory=dict)
     # Paths of tombstoned files whose markers vacuum removed from the state (files deleted).
@@ -256,6 +259,8 @@ class LogFile:
             meta["checkpoint"] = True
             meta["max_trx_id"] = self.max_trx_id
             meta["apps"] = dict(self.apps or {})
+        elif self.apps:
+            meta["apps"] = dict(self.apps)
         if self.config is not None:
             meta["config"] = self.config.to_json()
         if self.info:
@@ -310,7 +315,9 @@ class LogFile:
                 app=None if app is None else AppBatch(str(app["id"]), int(app["batch"])),
                 checkpoint=bool(meta.get("checkpoint", False)),
                 max_trx_id=None if meta.get("max_trx_id") is None else int(meta["max_trx_id"]),
-                apps=None if meta.get("apps") is None else dict(meta["apps"]),
+                apps=None
+                if meta.get("apps") is None
+                else {str(k): int(b) for k, b in meta["apps"].items()},
                 info=dict(meta.get("info", {})),
                 expunged=tuple(str(p) for p in meta.get("expunged", ())),
             )

@@ -82,6 +82,8 @@ class TableState:
                 max_trx_id = max(max_trx_id, commit.trx_id)
             if commit.app is not None:
                 apps[commit.app.app_id] = max(apps.get(commit.app.app_id, -1), commit.app.batch)
+            for app_id, batch in (commit.apps or {}).items():
+                apps[app_id] = max(apps.get(app_id, -1), batch)
         return TableState(version, timestamp_ms, config, schema, files, max_trx_id, apps, dropped)
 
     def checkpoint(self, timestamp_ms: int, superseded: Sequence[str]) -> LogFile:
