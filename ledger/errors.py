@@ -138,6 +138,11 @@ class FlushError(LedgerError):
     app batch) and the next flush tries again; the cause is chained."""
 
 
+class BatchTakenError(FlushError):
+    """A buffered writer's app batch was already committed by another writer with the same
+    ``app_id``: an app_id belongs to one writer at a time. The rows stay buffered."""
+
+
 class WriterClosedError(LedgerError):
     """A buffered writer was closed; open a new one with ``table.writer()``."""
 

@@ -1256,6 +1256,9 @@ def _separator_hint(unknown: list[str], schema: TableSchema) -> str:
     return ""
 
 
+NEW_COLUMN_ADVICE = "Pass evolve_schema=True to add {columns} as new nullable columns"
+
+
 def conform(
     table: pa.Table,
     schema: TableSchema,
@@ -1263,11 +1266,14 @@ def conform(
     key_columns: Iterable[str] = (),
     allow_new_columns: bool = False,
     require_all_keys: bool = True,
+    new_column_advice: str = NEW_COLUMN_ADVICE,
 ) -> tuple[pa.Table, TableSchema]:
     """Check user data against the schema and cast it to the table's types.
 
     Returns the data with the (possibly evolved) schema's user columns present in the input,
-    in schema order, and the schema to commit. Raises before anything is written.
+    in schema order, and the schema to commit. Raises before anything is written. An unknown
+    column's error ends with ``new_column_advice``, its ``{columns}`` the names that could be
+    added (a caller that cannot evolve the schema gives its own way).
     """
     check_data_names(table.column_names)
     present = [n for n in table.column_names if n not in RESERVED]
@@ -1287,11 +1293,7 @@ def conform(
             for n in unknown
             if not _spelling_of(n, schema) and n.strip() and not _separator_hint([n], schema)
         ]
-        evolve = (
-            f" Pass evolve_schema=True to add {new_columns} as new nullable columns"
-            if new_columns
-            else ""
-        )
+        evolve = " " + new_column_advice.format(columns=new_columns) if new_columns else ""
         raise UnknownColumnError(
             f"unknown column(s) {unknown}; the table has {schema.names}.{hint}{evolve}"
         )
