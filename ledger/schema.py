@@ -1445,7 +1445,17 @@ def _cast_column(name: str, column: pa.ChunkedArray, target: pa.DataType) -> pa.
             _check_whole_digits(name, column, target)
         converted = column.cast(target, safe=True)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-        bad = column[_first_failing(column, lambda part: part.cast(target, safe=True))].as_py()
+        row = _first_failing(column, lambda part: part.cast(target, safe=True))
+        bad = column[row].as_py()
+        if isinstance(bad, decimal.Decimal) and pa.types.is_decimal(target):
+            # The refusal text gets for the same number (Arrow says only "Rescaling Decimal
+            # value would cause data loss").
+            refusal = decimal_text_refusal(f"{bad:f}", target)
+            if refusal is not None:
+                raise TypeMismatchError(
+                    f"column {name!r} ({arrow_to_sql_or_str(target)}), row {row} (counted from "
+                    f"0): {refusal} before writing"
+                ) from None
         whole = (
             " (an integer column takes whole numbers within its range)"
             if pa.types.is_floating(source) and pa.types.is_integer(target)
