@@ -1758,6 +1758,43 @@ def _is_json_text(inferred: pa.DataType) -> bool:
 _FILE_READERS = {"parquet": _parquet_batches, "csv": _csv_batches, "json": _json_batches}
 
 
+def empty_key_field(
+    data: Any, key_columns: Sequence[str], store: Store | None = None
+) -> str | None:
+    """Where a CSV source ``data`` (a path, folder or glob) leaves a key column empty: the
+    file, column and row (counted from 1 after the header) of the first such field, for a
+    :class:`MissingKeyError` to name; None for any other source, or when no CSV field is empty
+    (the NULL key came another way). Read only once a key was found NULL: the fast path reads
+    nothing twice."""
+    if not isinstance(data, str | os.PathLike):
+        return None
+    location = os.fspath(data)
+    try:
+        filesystem, paths, file_format = _resolve_files(location, store)
+        if file_format != "csv":
+            return None
+        for path in paths:
+            with _open_stream(filesystem, path) as source:
+                header = set(_open_csv_text(source, []).schema.names)
+            for key in key_columns:
+                if key not in header:
+                    continue
+                found = _first_csv_text(filesystem, path, key, _first_null, empty_is_null=True)
+                if found is not None:
+                    return (
+                        f"{path!r}: primary-key column {key!r}, row {found[0]}: the field is empty"
+                    )
+    except (LedgerError, OSError, pa.ArrowException):
+        return None  # the file changed or went away meanwhile: the message stays as it was
+    return None
+
+
+def _first_null(texts: pa.Array) -> int | None:
+    if not texts.null_count:
+        return None
+    return int(pc.index(pc.is_null(texts), True).as_py())
+
+
 def _resolve_files(location: str, store: Store | None) -> tuple[pafs.FileSystem, list[str], str]:
     """The filesystem, the non-empty data files and their one format for a path, folder or
     glob."""
