@@ -803,6 +803,7 @@ def _from_pandas(frame: Any, schema: TableSchema) -> pa.Table:
     data. Arrow turns NaN in float columns and NaT into NULL; conform() then converts the
     values (floats into integer columns when whole, time zones into UTC)."""
     named = [name for name in frame.index.names if name is not None and name in schema.names]
+    _refuse_misspelt_index_levels(frame, schema)
     for name in named:
         # set_index(..., drop=False) keeps the column beside the level: fine while they agree.
         level = frame.index.get_level_values(name).to_series().reset_index(drop=True)
@@ -819,6 +820,25 @@ def _from_pandas(frame: Any, schema: TableSchema) -> pa.Table:
         return pa.Table.from_pandas(frame, preserve_index=False)
     except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
         raise TypeMismatchError(f"the DataFrame does not convert to Arrow: {e}") from e
+
+
+def _refuse_misspelt_index_levels(frame: Any, schema: TableSchema) -> None:
+    """An index level named like a table column but for case or spaces (``ID`` for ``id``)
+    that the frame does not also hold as a column: it would be dropped as no data, and its
+    column left without values (a key refused as missing), so it is refused as a column of
+    that spelling is, saying it is the index."""
+    for level in frame.index.names:
+        if not isinstance(level, str) or level in schema.names or level in frame.columns:
+            continue
+        spelling = _spelling_of(level, schema)
+        if spelling is None or spelling in frame.columns:
+            continue
+        raise UnknownColumnError(
+            f"the DataFrame's index is named {level!r}, which matches no column of the table "
+            f"(names are matched exactly, spaces and case included), so it is not written; the "
+            f"table has {spelling!r}: rename it (df.rename_axis(index={{{level!r}: "
+            f"{spelling!r}}})) or reset_index() and rename the column"
+        )
 
 
 def _from_pylist(rows: list[Any], schema: TableSchema) -> pa.Table:
