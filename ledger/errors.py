@@ -80,7 +80,8 @@ class InsertTransformError(InvalidArgumentError):
 
 
 class SourceNotFoundError(LedgerError, FileNotFoundError):
-    """A path, folder or glob given as data names no data file."""
+    """A path given as data names no existing file or folder, or a glob matches no file (an
+    existing folder with no data file in it is empty data, not this error)."""
 
 
 class MalformedSourceError(SchemaError):

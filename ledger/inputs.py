@@ -1813,9 +1813,9 @@ def _resolve_files(location: str, store: Store | None) -> tuple[pafs.FileSystem,
             )
         infos = [info] if info.type == pafs.FileType.File else _folder_files(filesystem, path)
         if not infos:
-            raise SourceNotFoundError(
-                f"folder {location!r} holds no data files ({', '.join(FILE_FORMATS)})"
-            )
+            # A folder that exists and holds no data file (empty, or only a _SUCCESS marker or
+            # hidden files: a job that wrote no rows) is empty data, as a zero-byte file is.
+            return filesystem, [], _EMPTY_FOLDER_FORMAT
     formats = {_format_of(info.path, location) for info in infos}
     if len(formats) > 1:
         raise InvalidArgumentError(
@@ -1824,6 +1824,9 @@ def _resolve_files(location: str, store: Store | None) -> tuple[pafs.FileSystem,
     # A zero-byte file holds no rows (and no CSV header to parse): it is empty data.
     paths = sorted(info.path for info in infos if info.size)
     return filesystem, paths, formats.pop()
+
+
+_EMPTY_FOLDER_FORMAT = "parquet"  # any format: no file is read
 
 
 def local_source_files(location: str) -> list[str]:
