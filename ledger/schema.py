@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import functools
 import json
 import operator
 import re
@@ -874,7 +875,7 @@ def dicts_to_arrow(rows: list[Any], schema: TableSchema) -> tuple[pa.Table, bool
         table = pa.table({name: pa.array(column) for name, column in values.items()})
     except _CONVERSION_ERRORS:
         table = _from_pylist_as_structs(rows, schema)
-    _refuse_mixed_times(rows, table)
+    _refuse_mixed_times(rows, table, values)
     table = _kinds_apart(values, table, schema)
     return _numbers_as_text(rows, table, schema), same_names
 
@@ -973,17 +974,30 @@ def _python_scalar(value: Any) -> Any:
     return value.item()
 
 
-def _refuse_mixed_times(rows: list[Any], table: pa.Table) -> None:
+def _refuse_mixed_times(rows: list[Any], table: pa.Table, gathered: dict[str, list[Any]]) -> None:
     """Arrow types a column of Python dates and datetimes by its first value and converts the
     rest silently: a datetime after a date loses its time of day, a naive datetime after an
-    aware one is taken as UTC. Each of those values alone is refused, so a mix is too."""
+    aware one is taken as UTC. Each of those values alone is refused, so a mix is too.
+
+    A column of plain dates, or of plain datetimes, is proved clean by C-speed passes over its
+    values (their types, then the datetimes' zones); only a column holding other kinds (pandas'
+    Timestamp or NaT, numpy datetimes) is looked at value by value."""
     for field in table.schema:
         is_date = pa.types.is_date(field.type)
         if not (is_date or pa.types.is_timestamp(field.type)):
             continue
-        values = [
-            v for v in (row.get(field.name) for row in rows) if v is not None and not _missing(v)
-        ]
+        column = gathered.get(field.name)
+        if column is None:
+            column = [row.get(field.name) for row in rows]
+        kinds = set(map(type, column))
+        kinds.discard(type(None))
+        if is_date and kinds <= {dt.date}:
+            continue  # dates alone: nothing to lose
+        if kinds <= {dt.datetime}:
+            zones = set(map(_TZINFO, filter(_IS_VALUE, column)))
+            if not (None in zones and len(zones) > 1) and not is_date:
+                continue
+        values = [v for v in column if v is not None and not _missing(v)]
         # A naive datetime at midnight among dates is that date (as alone into a DATE column).
         if is_date and any(isinstance(v, dt.datetime) and not _is_midnight(v) for v in values):
             raise TypeMismatchError(
@@ -996,6 +1010,10 @@ def _refuse_mixed_times(rows: list[Any], table: pa.Table) -> None:
                 f"column {field.name!r} mixes datetimes with and without a time zone; give "
                 "every value a zone (or none)"
             )
+
+
+_TZINFO = operator.attrgetter("tzinfo")
+_IS_VALUE = functools.partial(operator.is_not, None)
 
 
 def _is_midnight(value: dt.datetime) -> bool:
