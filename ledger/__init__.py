@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ledger.buffered_writer import BufferedWriter
     from ledger.errors import (
+        BatchTakenError,
         ConflictError,
         CorruptLogError,
         DuplicateKeyError,
@@ -65,6 +66,7 @@ _PUBLIC: dict[str, str] = {
     "BufferedWriter": "ledger.buffered_writer",
     "CommitInfo": "ledger.transaction",
     "CommitRecord": "ledger.table",
+    "BatchTakenError": "ledger.errors",
     "ConflictError": "ledger.errors",
     "CorruptLogError": "ledger.errors",
     "DuplicateKeyError": "ledger.errors",
@@ -99,6 +101,7 @@ _PUBLIC: dict[str, str] = {
 }
 
 __all__ = [
+    "BatchTakenError",
     "BufferedWriter",
     "CommitInfo",
     "CommitRecord",

@@ -52,6 +52,7 @@ import pyarrow as pa
 
 from ledger import arguments
 from ledger.errors import (
+    BatchTakenError,
     FlushError,
     InvalidArgumentError,
     LedgerError,
@@ -514,7 +515,12 @@ class BufferedWriter:
     def _convert_with(self, state: TableState, data: Any) -> list[pa.Table]:
         key_columns = () if state.config.generated_row_id else state.config.key_columns
         return [
-            conform(chunk.table, state.schema, key_columns=key_columns)[0]
+            conform(
+                chunk.table,
+                state.schema,
+                key_columns=key_columns,
+                new_column_advice=_WRITER_NEW_COLUMN_ADVICE,
+            )[0]
             for chunk in read_rows(data, state.schema, store=self._table.store)
         ]
 
@@ -641,7 +647,7 @@ class BufferedWriter:
                     with self._state:
                         # A batch another writer's commit already took was certainly not
                         # committed by this one: its retry must not count as a replay.
-                        head.attempted = head.attempted or not isinstance(e, _BatchTakenError)
+                        head.attempted = head.attempted or not isinstance(e, BatchTakenError)
                         self._failures += 1
                         self._last_failure = e
                         if in_background:
@@ -670,7 +676,7 @@ class BufferedWriter:
         if info.version is None and not head.attempted:
             # Never tried before, yet already committed: another writer commits batches under
             # this app_id, and these rows would be dropped as a replay.
-            raise _BatchTakenError(
+            raise BatchTakenError(
                 f"batch {head.batch} of app {self._app_id!r} on table {self._table.name!r} was "
                 "already committed by another writer; an app_id must belong to one writer at a "
                 "time. The rows stay buffered"
@@ -976,8 +982,11 @@ def _encodes(text: str) -> bool:
     return True
 
 
-class _BatchTakenError(FlushError):
-    """Another writer committed this app batch first."""
+_WRITER_NEW_COLUMN_ADVICE = (
+    "A writer adds no columns: add {columns} with table.insert(rows, evolve_schema=True) (or in "
+    "a table.transaction(evolve_schema=True)), then write them here: the writer reads the new "
+    "schema"
+)
 
 
 def _is_one_row(data: Mapping[Any, Any]) -> bool:

@@ -80,7 +80,8 @@ class InsertTransformError(InvalidArgumentError):
 
 
 class SourceNotFoundError(LedgerError, FileNotFoundError):
-    """A path, folder or glob given as data names no data file."""
+    """A path given as data names no existing file or folder, or a glob matches no file (an
+    existing folder with no data file in it is empty data, not this error)."""
 
 
 class MalformedSourceError(SchemaError):
@@ -136,6 +137,11 @@ class TransactionClosedError(LedgerError):
 class FlushError(LedgerError):
     """A buffered writer could not commit rows it had accepted. They stay buffered (with their
     app batch) and the next flush tries again; the cause is chained."""
+
+
+class BatchTakenError(FlushError):
+    """A buffered writer's app batch was already committed by another writer with the same
+    ``app_id``: an app_id belongs to one writer at a time. The rows stay buffered."""
 
 
 class WriterClosedError(LedgerError):

@@ -27,7 +27,7 @@ import functools
 import json
 import os
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -393,8 +393,9 @@ def _reading(location: str, path: str, file_format: str, items: Iterator[_Item])
     try:
         yield from items
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
+        source = repr(path) if location == path else f"{path!r} (from {location!r})"
         raise MalformedSourceError(
-            f"{path!r} (from {location!r}) could not be read as {file_format}: {e}. Fix the "
+            f"{source} could not be read as {file_format}: {e}. Fix the "
             "file (or pass the data another way); nothing was written"
         ) from e
     except OSError as e:
@@ -1144,18 +1145,20 @@ def _json_batches_of(
                 rows_read += batch.num_rows
         return
     except pa.ArrowInvalid as e:
-        if not _is_text_column_kind_change(str(e), table_types):
+        if _json_mixed_column(str(e), table_types) is None:
             raise
-    # A VARCHAR column holds a number or boolean somewhere past the rows already read: the rest
-    # of the file is read again block by block, such values taken as their JSON text.
+    # A column mixes JSON kinds (a number or boolean in a VARCHAR column, or numbers and text
+    # in another) somewhere past the rows already read: the rest of the file is read again
+    # block by block, such values taken as their JSON text (see _json_block). Only a file
+    # that mixes kinds pays for it, and only a block at a time.
     lines_before = 0
+    mixed: set[str] = set()
     for block in _line_blocks(filesystem, path):
         rows = sum(1 for line in block.splitlines() if line.strip())
         if rows <= rows_read:
             rows_read -= rows
         else:
-            text_block = _with_json_text(block, table_types, path, lines_before)
-            table = pajson.read_json(pa.BufferReader(text_block), parse_options=parse)
+            table = _json_block(filesystem, path, block, typed, table_types, lines_before, mixed)
             yield from table.slice(rows_read).to_batches()
             rows_read = 0
         lines_before += block.count(b"\n")
@@ -1172,7 +1175,7 @@ def _json_schema(
         with _open_stream(filesystem, path) as source:
             inferred = pajson.open_json(source, read_options=read_options).schema
     except pa.ArrowInvalid as e:
-        if _is_text_column_kind_change(str(e), table_types):
+        if _json_mixed_column(str(e), table_types) is not None:
             inferred = _text_block_schema(filesystem, path, table_types)
         elif _starts_with_array(filesystem, path):
             raise pa.ArrowInvalid(
@@ -1195,11 +1198,90 @@ def _json_schema(
 def _text_block_schema(
     filesystem: pafs.FileSystem, path: str, table_types: Mapping[str, pa.DataType]
 ) -> pa.Schema:
-    """The types inferred from the file's first block once its VARCHAR columns' numbers and
-    booleans are text."""
+    """The types inferred from the file's first block once the values of its columns that mix
+    JSON kinds (and its VARCHAR columns' numbers and booleans) are text."""
     block = next(_line_blocks(filesystem, path), b"")
-    text_block = _with_json_text(block, table_types, path, 0)
-    return pajson.read_json(pa.BufferReader(text_block)).schema
+    return _json_block(filesystem, path, block, pa.schema([]), table_types, 0, set()).schema
+
+
+def _json_block(
+    filesystem: pafs.FileSystem,
+    path: str,
+    block: bytes,
+    typed: pa.Schema,
+    table_types: Mapping[str, pa.DataType],
+    lines_before: int,
+    mixed: set[str],
+) -> pa.Table:
+    """A block of JSON lines read into ``typed``, where Arrow's reader refuses a column whose
+    values mix JSON kinds. A VARCHAR column's numbers and booleans are taken as their JSON text
+    (:func:`_with_json_text`); a column of another type that mixes numbers, booleans and text
+    (an event feed's ``1.5`` and ``"1.50"``; ``mixed``, updated here, holds those found) is read
+    as text, each number as written, and parsed into its column's type by the rule for text
+    (``ledger.schema.parse_text``), as a list of dicts holding the same values converts them,
+    then held in the type ``typed`` gives it, as in the blocks read before."""
+    textual = bool(mixed)
+    while True:
+        schema = pa.schema([f for f in typed if f.name not in mixed])
+        parse = pajson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="infer")
+        source = (
+            _with_json_text(block, table_types, path, lines_before, mixed) if textual else block
+        )
+        try:
+            table = pajson.read_json(pa.BufferReader(source), parse_options=parse)
+            break
+        except pa.ArrowInvalid as e:
+            name = _json_mixed_column(str(e), table_types)
+            if name is None or (textual and (name in mixed or _is_varchar(table_types[name]))):
+                raise
+            textual = True
+            if not _is_varchar(table_types[name]):
+                mixed.add(name)
+    for name in mixed:
+        if name not in table.column_names or name not in typed.names:
+            continue
+        kind = typed.field(name).type
+        if pa.types.is_string(kind):
+            continue  # text in the blocks before too: parsed when written
+        index = table.column_names.index(name)
+        parsed = _parsed_json_text(filesystem, path, name, table.column(index), table_types[name])
+        table = table.set_column(index, name, parsed.cast(kind))
+    return table
+
+
+def _parsed_json_text(
+    filesystem: pafs.FileSystem,
+    path: str,
+    name: str,
+    texts: pa.ChunkedArray,
+    target: pa.DataType,
+) -> pa.ChunkedArray:
+    """JSON text of column ``name`` parsed into ``target``; a refused value named with its
+    line."""
+    try:
+        return parse_text(name, texts, target)
+    except TypeMismatchError as e:
+        where = _first_json_line(
+            filesystem, path, functools.partial(_refused_value_text, name=name, target=target)
+        )
+        raise TypeMismatchError(f"{path!r}: {e}" + ("" if where is None else f" ({where})")) from e
+
+
+def _refused_value_text(row: dict[str, Any], name: str, target: pa.DataType) -> bool:
+    """Whether ``row``'s number, boolean or text for ``name``, taken as text, is refused."""
+    value = row.get(name)
+    if value is None or isinstance(value, dict | list):
+        return False
+    text = value if isinstance(value, str) else _json_text(value)
+    try:
+        parse_text(name, pa.chunked_array([[str.__str__(text)]], pa.string()), target)
+    except TypeMismatchError:
+        return True
+    return False
+
+
+def _is_varchar(kind: pa.DataType) -> bool:
+    return bool(pa.types.is_string(kind) or pa.types.is_large_string(kind))
 
 
 def _json_read_type(kind: pa.DataType) -> pa.DataType:
@@ -1315,16 +1397,10 @@ def _json_rows_of(
     keys of each line are read with :mod:`json`. Lines are taken in blocks of about
     ``TEXT_BLOCK_BYTES``, so memory per block stays bounded."""
     typed = _json_schema(filesystem, path, table_types)
-    parse = pajson.ParseOptions(explicit_schema=typed, unexpected_field_behavior="infer")
     lines_before = 0
+    mixed: set[str] = set()
     for block in _line_blocks(filesystem, path):
-        try:
-            table = pajson.read_json(pa.BufferReader(block), parse_options=parse)
-        except pa.ArrowInvalid as e:
-            if not _is_text_column_kind_change(str(e), table_types):
-                raise
-            text_block = _with_json_text(block, table_types, path, lines_before)
-            table = pajson.read_json(pa.BufferReader(text_block), parse_options=parse)
+        table = _json_block(filesystem, path, block, typed, table_types, lines_before, mixed)
         lines_before += block.count(b"\n")
         shapes = [_keys_of_line(line) for line in block.splitlines() if line.strip()]
         if len(shapes) != table.num_rows:
@@ -1332,27 +1408,42 @@ def _json_rows_of(
         yield Rows(table, _presence_masks(table.column_names, shapes))
 
 
-def _is_text_column_kind_change(message: str, table_types: Mapping[str, pa.DataType]) -> bool:
-    """Whether Arrow's JSON reader failed on a value of another kind in a VARCHAR column."""
+def _json_mixed_column(message: str, table_types: Mapping[str, pa.DataType]) -> str | None:
+    """The table column on whose value of another kind Arrow's JSON reader failed, if it is
+    one that takes numbers and text alike: text, a number or a boolean column (a date or
+    timestamp column takes no number, and is refused asking for text)."""
     change = _JSON_KIND_CHANGE.search(message)
     if change is None:
-        return False
-    kind = table_types.get(change.group(1).lstrip("/"))
-    return kind is not None and (pa.types.is_string(kind) or pa.types.is_large_string(kind))
+        return None
+    name = change.group(1).lstrip("/")
+    kind = table_types.get(name)
+    if kind is None or not (
+        _is_varchar(kind)
+        or pa.types.is_integer(kind)
+        or pa.types.is_floating(kind)
+        or pa.types.is_decimal(kind)
+        or pa.types.is_boolean(kind)
+    ):
+        return None
+    return name
 
 
 def _with_json_text(
-    block: bytes, table_types: Mapping[str, pa.DataType], path: str, lines_before: int
+    block: bytes,
+    table_types: Mapping[str, pa.DataType],
+    path: str,
+    lines_before: int,
+    mixed: Collection[str] = (),
 ) -> bytes:
     """``block`` with the numbers and booleans its lines give VARCHAR columns turned into their
     JSON text as written (``1.50`` stays ``"1.50"``, ``true`` is ``"true"``), as a list of dicts
-    stores them. An object or array for a VARCHAR column is refused naming the file, line,
-    column and value. A line that is no JSON object is left for Arrow's reader to refuse."""
-    text_columns = [
-        name
-        for name, kind in table_types.items()
-        if pa.types.is_string(kind) or pa.types.is_large_string(kind)
-    ]
+    stores them, and so are those of the ``mixed`` columns. An object or array for a VARCHAR
+    column is refused naming the file, line, column and value. A line that is no JSON object is
+    left for Arrow's reader to refuse."""
+    varchar = [name for name, kind in table_types.items() if _is_varchar(kind)]
+    # A column of another type whose values mix kinds: its numbers and booleans as text too (an
+    # object or array is left for Arrow's reader to refuse).
+    text_columns = [*varchar, *(name for name in mixed if name not in varchar)]
     lines = block.split(b"\n")
     for index, line in enumerate(lines):
         if not line.strip():
@@ -1366,7 +1457,7 @@ def _with_json_text(
         changed = False
         for name in text_columns:
             value = row.get(name)
-            if isinstance(value, dict | list):
+            if isinstance(value, dict | list) and name in varchar:
                 shown = _shown(_json_text(value).encode(), 60)
                 raise TypeMismatchError(
                     f"{path!r}: column {name!r} (VARCHAR): value {shown} is a JSON "
@@ -1733,22 +1824,11 @@ def _check_json_text(
             parse_text(name, pa.chunked_array([column]), target)
         except TypeMismatchError as e:
             where = _first_json_line(
-                filesystem, path, functools.partial(_refused_text, name=name, target=target)
+                filesystem, path, functools.partial(_refused_value_text, name=name, target=target)
             )
             raise TypeMismatchError(
                 f"{path!r}: {e}" + ("" if where is None else f" ({where})")
             ) from e
-
-
-def _refused_text(row: dict[str, Any], name: str, target: pa.DataType) -> bool:
-    value = row.get(name)
-    if not isinstance(value, str) or isinstance(value, _JsonNumber):
-        return False
-    try:
-        parse_text(name, pa.chunked_array([[str(value)]]), target)
-    except TypeMismatchError:
-        return True
-    return False
 
 
 def _json_error_line(
@@ -1850,6 +1930,43 @@ def _is_json_text(inferred: pa.DataType) -> bool:
 _FILE_READERS = {"parquet": _parquet_batches, "csv": _csv_batches, "json": _json_batches}
 
 
+def empty_key_field(
+    data: Any, key_columns: Sequence[str], store: Store | None = None
+) -> str | None:
+    """Where a CSV source ``data`` (a path, folder or glob) leaves a key column empty: the
+    file, column and row (counted from 1 after the header) of the first such field, for a
+    :class:`MissingKeyError` to name; None for any other source, or when no CSV field is empty
+    (the NULL key came another way). Read only once a key was found NULL: the fast path reads
+    nothing twice."""
+    if not isinstance(data, str | os.PathLike):
+        return None
+    location = os.fspath(data)
+    try:
+        filesystem, paths, file_format = _resolve_files(location, store)
+        if file_format != "csv":
+            return None
+        for path in paths:
+            with _open_stream(filesystem, path) as source:
+                header = set(_open_csv_text(source, []).schema.names)
+            for key in key_columns:
+                if key not in header:
+                    continue
+                found = _first_csv_text(filesystem, path, key, _first_null, empty_is_null=True)
+                if found is not None:
+                    return (
+                        f"{path!r}: primary-key column {key!r}, row {found[0]}: the field is empty"
+                    )
+    except (LedgerError, OSError, pa.ArrowException):
+        return None  # the file changed or went away meanwhile: the message stays as it was
+    return None
+
+
+def _first_null(texts: pa.Array) -> int | None:
+    if not texts.null_count:
+        return None
+    return int(pc.index(pc.is_null(texts), True).as_py())
+
+
 def _resolve_files(location: str, store: Store | None) -> tuple[pafs.FileSystem, list[str], str]:
     """The filesystem, the non-empty data files and their one format for a path, folder or
     glob."""
@@ -1868,9 +1985,9 @@ def _resolve_files(location: str, store: Store | None) -> tuple[pafs.FileSystem,
             )
         infos = [info] if info.type == pafs.FileType.File else _folder_files(filesystem, path)
         if not infos:
-            raise SourceNotFoundError(
-                f"folder {location!r} holds no data files ({', '.join(FILE_FORMATS)})"
-            )
+            # A folder that exists and holds no data file (empty, or only a _SUCCESS marker or
+            # hidden files: a job that wrote no rows) is empty data, as a zero-byte file is.
+            return filesystem, [], _EMPTY_FOLDER_FORMAT
     formats = {_format_of(info.path, location) for info in infos}
     if len(formats) > 1:
         raise InvalidArgumentError(
@@ -1879,6 +1996,9 @@ def _resolve_files(location: str, store: Store | None) -> tuple[pafs.FileSystem,
     # A zero-byte file holds no rows (and no CSV header to parse): it is empty data.
     paths = sorted(info.path for info in infos if info.size)
     return filesystem, paths, formats.pop()
+
+
+_EMPTY_FOLDER_FORMAT = "parquet"  # any format: no file is read
 
 
 def _resolve_source_files(

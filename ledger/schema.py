@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import functools
 import json
 import operator
 import re
@@ -805,6 +806,7 @@ def _from_pandas(frame: Any, schema: TableSchema) -> pa.Table:
     data. Arrow turns NaN in float columns and NaT into NULL; conform() then converts the
     values (floats into integer columns when whole, time zones into UTC)."""
     named = [name for name in frame.index.names if name is not None and name in schema.names]
+    _refuse_misspelt_index_levels(frame, schema)
     for name in named:
         # set_index(..., drop=False) keeps the column beside the level: fine while they agree.
         level = frame.index.get_level_values(name).to_series().reset_index(drop=True)
@@ -821,6 +823,25 @@ def _from_pandas(frame: Any, schema: TableSchema) -> pa.Table:
         return pa.Table.from_pandas(frame, preserve_index=False)
     except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
         raise TypeMismatchError(f"the DataFrame does not convert to Arrow: {e}") from e
+
+
+def _refuse_misspelt_index_levels(frame: Any, schema: TableSchema) -> None:
+    """An index level named like a table column but for case or spaces (``ID`` for ``id``)
+    that the frame does not also hold as a column: it would be dropped as no data, and its
+    column left without values (a key refused as missing), so it is refused as a column of
+    that spelling is, saying it is the index."""
+    for level in frame.index.names:
+        if not isinstance(level, str) or level in schema.names or level in frame.columns:
+            continue
+        spelling = _spelling_of(level, schema)
+        if spelling is None or spelling in frame.columns:
+            continue
+        raise UnknownColumnError(
+            f"the DataFrame's index is named {level!r}, which matches no column of the table "
+            f"(names are matched exactly, spaces and case included), so it is not written; the "
+            f"table has {spelling!r}: rename it (df.rename_axis(index={{{level!r}: "
+            f"{spelling!r}}})) or reset_index() and rename the column"
+        )
 
 
 def _from_pylist(rows: list[Any], schema: TableSchema) -> pa.Table:
@@ -856,7 +877,7 @@ def dicts_to_arrow(rows: list[Any], schema: TableSchema) -> tuple[pa.Table, bool
         table = pa.table({name: pa.array(column) for name, column in values.items()})
     except _CONVERSION_ERRORS:
         table = _from_pylist_as_structs(rows, schema)
-    _refuse_mixed_times(rows, table)
+    _refuse_mixed_times(rows, table, values)
     table = _kinds_apart(values, table, schema)
     return _numbers_as_text(rows, table, schema), same_names
 
@@ -965,17 +986,30 @@ def _python_scalar(value: Any) -> Any:
     return value.item()
 
 
-def _refuse_mixed_times(rows: list[Any], table: pa.Table) -> None:
+def _refuse_mixed_times(rows: list[Any], table: pa.Table, gathered: dict[str, list[Any]]) -> None:
     """Arrow types a column of Python dates and datetimes by its first value and converts the
     rest silently: a datetime after a date loses its time of day, a naive datetime after an
-    aware one is taken as UTC. Each of those values alone is refused, so a mix is too."""
+    aware one is taken as UTC. Each of those values alone is refused, so a mix is too.
+
+    A column of plain dates, or of plain datetimes, is proved clean by C-speed passes over its
+    values (their types, then the datetimes' zones); only a column holding other kinds (pandas'
+    Timestamp or NaT, numpy datetimes) is looked at value by value."""
     for field in table.schema:
         is_date = pa.types.is_date(field.type)
         if not (is_date or pa.types.is_timestamp(field.type)):
             continue
-        values = [
-            v for v in (row.get(field.name) for row in rows) if v is not None and not _missing(v)
-        ]
+        column = gathered.get(field.name)
+        if column is None:
+            column = [row.get(field.name) for row in rows]
+        kinds = set(map(type, column))
+        kinds.discard(type(None))
+        if is_date and kinds <= {dt.date}:
+            continue  # dates alone: nothing to lose
+        if kinds <= {dt.datetime}:
+            zones = set(map(_TZINFO, filter(_IS_VALUE, column)))
+            if not (None in zones and len(zones) > 1) and not is_date:
+                continue
+        values = [v for v in column if v is not None and not _missing(v)]
         # A naive datetime at midnight among dates is that date (as alone into a DATE column).
         if is_date and any(isinstance(v, dt.datetime) and not _is_midnight(v) for v in values):
             raise TypeMismatchError(
@@ -988,6 +1022,10 @@ def _refuse_mixed_times(rows: list[Any], table: pa.Table) -> None:
                 f"column {field.name!r} mixes datetimes with and without a time zone; give "
                 "every value a zone (or none)"
             )
+
+
+_TZINFO = operator.attrgetter("tzinfo")
+_IS_VALUE = functools.partial(operator.is_not, None)
 
 
 def _is_midnight(value: dt.datetime) -> bool:
@@ -1268,6 +1306,9 @@ def _separator_hint(unknown: list[str], schema: TableSchema) -> str:
     return ""
 
 
+NEW_COLUMN_ADVICE = "Pass evolve_schema=True to add {columns} as new nullable columns"
+
+
 def conform(
     table: pa.Table,
     schema: TableSchema,
@@ -1275,11 +1316,14 @@ def conform(
     key_columns: Iterable[str] = (),
     allow_new_columns: bool = False,
     require_all_keys: bool = True,
+    new_column_advice: str = NEW_COLUMN_ADVICE,
 ) -> tuple[pa.Table, TableSchema]:
     """Check user data against the schema and cast it to the table's types.
 
     Returns the data with the (possibly evolved) schema's user columns present in the input,
-    in schema order, and the schema to commit. Raises before anything is written.
+    in schema order, and the schema to commit. Raises before anything is written. An unknown
+    column's error ends with ``new_column_advice``, its ``{columns}`` the names that could be
+    added (a caller that cannot evolve the schema gives its own way).
     """
     check_data_names(table.column_names)
     present = [n for n in table.column_names if n not in RESERVED]
@@ -1307,11 +1351,7 @@ def conform(
         ]
         if nested:
             new_columns = []  # adding the others cannot make the write work
-        evolve = (
-            f" Pass evolve_schema=True to add {new_columns} as new nullable columns"
-            if new_columns
-            else ""
-        )
+        evolve = " " + new_column_advice.format(columns=new_columns) if new_columns else ""
         raise UnknownColumnError(
             f"unknown column(s) {unknown}; the table has {schema.names}.{hint}{evolve}"
         )
@@ -1474,7 +1514,17 @@ def _cast_column(name: str, column: pa.ChunkedArray, target: pa.DataType) -> pa.
             _check_whole_digits(name, column, target)
         converted = column.cast(target, safe=True)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-        bad = column[_first_failing(column, lambda part: part.cast(target, safe=True))].as_py()
+        row = _first_failing(column, lambda part: part.cast(target, safe=True))
+        bad = column[row].as_py()
+        if isinstance(bad, decimal.Decimal) and pa.types.is_decimal(target):
+            # The refusal text gets for the same number (Arrow says only "Rescaling Decimal
+            # value would cause data loss").
+            refusal = decimal_text_refusal(f"{bad:f}", target)
+            if refusal is not None:
+                raise TypeMismatchError(
+                    f"column {name!r} ({arrow_to_sql_or_str(target)}), row {row} (counted from "
+                    f"0): {refusal} before writing"
+                ) from None
         whole = (
             " (an integer column takes whole numbers within its range)"
             if pa.types.is_floating(source) and pa.types.is_integer(target)

@@ -45,7 +45,14 @@ from ledger.errors import (
     TypeMismatchError,
     UnmatchedDeleteMarkError,
 )
-from ledger.inputs import Rows, concat_rows, is_rows_source, read_rows, refused_dict_row
+from ledger.inputs import (
+    Rows,
+    concat_rows,
+    empty_key_field,
+    is_rows_source,
+    read_rows,
+    refused_dict_row,
+)
 from ledger.log.commit import next_timestamp
 from ledger.log.entries import AppBatch, FileMarker, LogFile, TableConfig
 from ledger.log.handle import is_recent
@@ -240,6 +247,13 @@ class Transaction:
 
     def _insert(self, data: Any) -> int:
         total = 0
+        with self._empty_keys_located(data):
+            total = self._insert_chunks(data)
+        self._inserted += total
+        return total
+
+    def _insert_chunks(self, data: Any) -> int:
+        total = 0
         for chunk in self._chunks(data, check_empty=self._check_columns):
             shaped = self._transformed(chunk.table)
             if not shaped.num_rows:
@@ -252,8 +266,21 @@ class Transaction:
             if ROW_ID in rows.column_names:
                 self._refuse_ungenerated_row_ids(rows.column(ROW_ID))
             total += self._write(self._entries(rows, 1))
-        self._inserted += total
         return total
+
+    @contextlib.contextmanager
+    def _empty_keys_located(self, data: Any) -> Iterator[None]:
+        """A NULL key read from a CSV file is named by its file and row, as the file's other
+        refusals are (found by reading the key columns again, only once refused)."""
+        try:
+            yield
+        except MissingKeyError as e:
+            where = empty_key_field(data, self.key_columns, self._table.store)
+            if where is None:
+                raise
+            raise MissingKeyError(
+                f"{where}; every row needs a complete key. Nothing was written"
+            ) from e
 
     def _refuse_ungenerated_row_ids(self, ids: pa.ChunkedArray) -> None:
         """A ``_row_id`` given with an insertion must be one the table already generated (an
@@ -643,7 +670,7 @@ class Transaction:
         """The rows of a keyed operation, checked, with which rows named which columns; None
         when there are none."""
         # A partial row keeps the values it does not give: only these operations read them.
-        with self._naming_dict_rows(data):
+        with self._naming_dict_rows(data), self._empty_keys_located(data):
             return self._checked_keyed_rows(data)
 
     def _checked_keyed_rows(self, data: Any) -> Rows | None:

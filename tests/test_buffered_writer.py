@@ -482,8 +482,10 @@ def test_a_second_writer_under_the_same_app_id_is_refused_not_dropped(
     first.write(_event(1))
     first.flush()
     second.write(_event(2))
-    with pytest.raises(ledger.FlushError, match="one writer at a time"):
+    with pytest.raises(ledger.BatchTakenError, match="one writer at a time") as refused:
         second.flush()
+    assert isinstance(refused.value, ledger.FlushError)
+    assert type(refused.value).__name__ == "BatchTakenError"  # the name users see is public
     assert second.pending_rows == 1  # kept, not silently dropped as a replay
     first.close()
     with pytest.raises(ledger.FlushError):
@@ -542,8 +544,17 @@ def test_a_column_another_writer_added_is_accepted(location: Location) -> None:
         writer.write({"event_id": 4, "channel": "app"})  # and takes the plain path for it
     rows = table.refresh().scan().project("event_id, channel").order("event_id").fetchall()
     assert rows == [(1, None), (2, "web"), (3, "app"), (4, "app")]
-    with table.writer() as writer, pytest.raises(ledger.UnknownColumnError):
-        writer.write({"event_id": 5, "colour": "red"})
+    with table.writer() as writer:
+        with pytest.raises(ledger.UnknownColumnError) as refused:
+            writer.write({"event_id": 5, "colour": "red"})
+        # The advice is one the writer's caller can follow (write() takes no evolve_schema).
+        message = str(refused.value)
+        assert "Pass evolve_schema=True" not in message
+        assert "table.insert(rows, evolve_schema=True)" in message
+        table.insert([{"event_id": 5, "colour": "red"}], evolve_schema=True)
+        writer.write({"event_id": 6, "colour": "blue"})
+    colours = table.refresh().scan().project("event_id, colour").order("event_id").fetchall()
+    assert colours[-2:] == [(5, "red"), (6, "blue")]
 
 
 def test_empty_dicts_written_at_once_count_as_insert_counts_them(local_location: Location) -> None:

@@ -3,10 +3,16 @@ the file is read a second time as text to find it, and closed before the error i
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ledger
-from tests.conftest import Location
+from tests.conftest import Location, examples
+
+TABLE_NUMBERS = itertools.count()
 
 SCHEMA = {"id": "BIGINT", "name": "VARCHAR", "amount": "DECIMAL(18,2)"}
 
@@ -60,4 +66,39 @@ def test_a_timestamp_without_offset_for_a_timestamptz_column_is_named_with_what_
     ) as raised:
         table.insert(f"{location.uri}/incoming/at.csv")
     assert "assume_timezone" not in str(raised.value)  # Arrow's advice is for its own API
+    assert table.version == 0
+
+
+@given(
+    files=st.lists(st.integers(1, 30), min_size=1, max_size=3),
+    empty=st.data(),
+    quoted_name=st.booleans(),
+    operation=st.sampled_from(["insert", "upsert"]),
+)
+@settings(max_examples=examples(6), deadline=None)
+def test_an_empty_key_field_names_its_file_and_row(
+    local_location, files, empty, quoted_name, operation
+):
+    """Any CSV row whose key field is empty, in any file of a folder, is refused naming that
+    file and row (counted from 1 after the header), as every other CSV refusal is."""
+    table = local_location.connect().create_table(
+        f"keys{next(TABLE_NUMBERS)}", SCHEMA, primary_key="id"
+    )
+    bad_file = empty.draw(st.integers(0, len(files) - 1))
+    bad_row = empty.draw(st.integers(1, files[bad_file]))
+    folder = f"batch{next(TABLE_NUMBERS)}"
+    first_id = 0
+    for number, rows in enumerate(files):
+        lines = []
+        for row in range(1, rows + 1):
+            first_id += 1
+            key = "" if (number, row) == (bad_file, bad_row) else str(first_id)
+            name = f'"n {first_id}"' if quoted_name else f"n{first_id}"
+            lines.append(f"{key},{name},{first_id}.50")
+        _put_csv(local_location, table, f"{folder}/part-{number}.csv", lines)
+    with pytest.raises(ledger.MissingKeyError) as raised:
+        getattr(table, operation)(f"{local_location.uri}/{folder}")
+    message = str(raised.value)
+    assert f"part-{bad_file}.csv" in message, message
+    assert f"primary-key column 'id', row {bad_row}: the field is empty" in message, message
     assert table.version == 0

@@ -4,8 +4,12 @@ as a list of dicts names them (never Arrow's type names)."""
 
 from __future__ import annotations
 
+import itertools
 import json
+from decimal import Decimal
 
+import pandas as pd
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -84,3 +88,50 @@ def test_an_epoch_number_for_a_timestamptz_column_asks_for_timestamp_text(table,
     assert "timestamp text" in message and f"(line {lines}:" in message
     _no_arrow_words(message)
     assert table.version == 0
+
+
+@given(
+    digits=st.integers(0, 10**10 - 1),
+    places=st.integers(0, 4),
+    rows_before=st.integers(0, 3),
+    source=st.sampled_from(["dicts", "pandas", "arrow"]),
+)
+@settings(max_examples=examples(8), deadline=None)
+def test_a_decimal_with_more_places_than_the_scale_gets_the_text_forms_refusal(
+    local_location, digits, places, rows_before, source
+):
+    """A ``Decimal`` (or an Arrow decimal of a wider scale) goes in when the scale holds it
+    exactly, and is otherwise refused as its text would be, naming column, type, value and row;
+    never with Arrow's words."""
+    value = Decimal(digits).scaleb(-places)
+    if value.adjusted() >= 8:  # more whole digits than DECIMAL(10,2) holds: another refusal
+        value = value.scaleb(-2)
+    table = local_location.connect().create_table(
+        f"p{next(TABLE_NUMBERS)}", SCHEMA, primary_key="eid"
+    )
+    fits = value == value.quantize(Decimal("0.01"))
+    rows = [{"eid": f"r{i}", "amt": Decimal("1.25")} for i in range(rows_before)]
+    rows.append({"eid": "bad", "amt": value})
+    data: object = rows
+    if source == "pandas":
+        data = pd.DataFrame(rows)
+    elif source == "arrow":
+        data = pa.Table.from_pylist(rows, pa.schema([("eid", pa.string()), ("amt", WIDE)]))
+    if fits:
+        table.insert(data)
+        assert table.scan().filter("eid = 'bad'").project("amt").fetchall() == [(value,)]
+        return
+    with pytest.raises(ledger.TypeMismatchError) as raised:
+        table.insert(data)
+    message = str(raised.value)
+    assert "column 'amt' (DECIMAL(10,2))" in message, message
+    shown = value.quantize(Decimal("0.0001")) if source == "arrow" else value
+    assert f"value '{shown:f}' has more than 2 decimal place(s)" in message, message
+    assert f"row {rows_before} (counted from 0)" in message, message
+    assert "Rescaling" not in message
+    _no_arrow_words(message)
+    assert table.version == 0
+
+
+WIDE = pa.decimal128(14, 4)
+TABLE_NUMBERS = itertools.count()

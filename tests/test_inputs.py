@@ -496,3 +496,34 @@ def test_a_glob_matches_as_a_shell_does(local_location, tmp_path, monkeypatch, p
     )
     table.insert(pattern)
     assert sorted(table.to_arrow()["name"].to_pylist()) == sorted(read)
+
+
+FOLDER_NUMBERS = iter(range(10**6))
+
+
+@given(
+    skipped=st.sets(
+        st.sampled_from(["_SUCCESS", ".hidden.parquet", "_temporary/part-0.parquet", "notes.txt"])
+    ),
+    operation=st.sampled_from(["insert", "upsert", "delete", "append_entries"]),
+)
+@settings(max_examples=examples(6), deadline=None)
+def test_a_folder_holding_no_data_file_is_empty_data(location, skipped, operation):
+    """An existing folder (an S3 prefix holding objects) with no data file in it, such as the
+    output of a job that wrote no rows, commits nothing, as a zero-byte file does; a folder that
+    does not exist stays an error."""
+    table = location.connect().create_table(f"t{next(FOLDER_NUMBERS)}", SCHEMA, primary_key="id")
+    table.insert(ROWS)
+    folder = f"incoming-{next(FOLDER_NUMBERS)}"
+    if location.backend == "local":
+        Path(location.uri, folder).mkdir()  # an empty folder exists locally
+    elif not skipped:
+        skipped = {"_SUCCESS"}  # an S3 prefix exists only while it holds an object
+    for name in skipped:
+        table.store.put(f"{folder}/{name}", b"x")
+    info = getattr(table, operation)(f"{location.uri}/{folder}")
+    assert info.version is None
+    assert table.version == 1
+    assert _visible(table) == ROWS
+    with pytest.raises(ledger.SourceNotFoundError, match="no file or folder"):
+        getattr(table, operation)(f"{location.uri}/{folder}-missing")

@@ -227,6 +227,33 @@ def test_a_key_held_in_the_pandas_index_is_used(location: Location) -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("levels", "misspelt"),
+    [(["ID"], "ID"), ([" id"], " id"), (["Account", "ID"], "Account"), (["account", "Id"], "Id")],
+)
+def test_an_index_named_like_a_column_but_for_case_says_so(
+    tmp_path: Any, levels: list[str], misspelt: str
+) -> None:
+    """An index level that differs from a column only in case or spaces is no data: refused
+    saying the index's name did not match, with the table's spelling and the rename that
+    fixes it (which then goes in)."""
+    table = ledger.connect(str(tmp_path)).create_table(
+        "t", {"id": "BIGINT", "account": "VARCHAR", "n": "BIGINT"}, primary_key="id"
+    )
+    arrays = [[1, 2] if "id" in name.lower() else ["a", "b"] for name in levels]
+    frame = pd.DataFrame({"n": [5, 6]}, index=pd.MultiIndex.from_arrays(arrays, names=levels))
+    if len(levels) == 1:
+        frame.index = frame.index.get_level_values(0)
+    with pytest.raises(ledger.UnknownColumnError) as raised:
+        table.insert(frame)
+    message = str(raised.value)
+    spelling = misspelt.strip().lower()
+    assert f"index is named {misspelt!r}" in message, message
+    assert f"the table has {spelling!r}" in message, message
+    table.insert(frame.rename_axis(index={name: name.strip().lower() for name in levels}))
+    assert sorted(r[0] for r in visible_rows(table)) == [1, 2]
+
+
 def test_a_multi_index_key_is_used_and_an_unnamed_index_is_not_data(tmp_path: Any) -> None:
     table = ledger.connect(str(tmp_path)).create_table(
         "t",
