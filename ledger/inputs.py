@@ -266,7 +266,12 @@ def refused_dict_row(
     found = refusal(rows[start : start + 1])
     if found is None:
         return None
-    return TypeMismatchError(f"row {start} of the list (counting from 0): {found}")
+    # The refusal of the one-row slice numbers its row 0; the list's index replaces it.
+    reason = _SLICE_ROW.sub("", str(found))
+    return TypeMismatchError(f"row {start} of the list (counting from 0): {reason}")
+
+
+_SLICE_ROW = re.compile(r", row \d+ \(counted from 0\)")
 
 
 def _rows_from_dicts(rows: list[Any], schema: TableSchema) -> Rows:
