@@ -34,8 +34,9 @@ from ledger.errors import (
     SchemaError,
     SnapshotNotFoundError,
     TableDroppedError,
+    TypeMismatchError,
 )
-from ledger.inputs import read_rows
+from ledger.inputs import read_rows, refused_dict_row
 from ledger.log.entries import LogFile
 from ledger.log.handle import TableHandle
 from ledger.log.state import TableState
@@ -439,6 +440,20 @@ class Table:
         ledger.errors.TypeMismatchError: column 'amount' (DECIMAL(18,2)): text '19.999' ...
         """
         state = self.handle.state
+        try:
+            self._check(data, state)
+        except TypeMismatchError as refused:
+            # A list of dicts' refusal names its row, as insert's does.
+            located = (
+                refused_dict_row(data, state.schema, allow_new_columns=False)
+                if isinstance(data, list)
+                else None
+            )
+            if located is None:
+                raise
+            raise located from refused
+
+    def _check(self, data: Any, state: TableState) -> None:
         config = state.config
         # A file of columns without rows comes as a chunk of no rows: its columns are checked.
         for chunk in read_rows(data, state.schema, store=self.store, empty_files=True):

@@ -200,7 +200,9 @@ def test_a_custom_merge_adding_entries_is_refused(sql: str, writes: list[tuple[s
                 getattr(table, kind)([{"k": key, "s": f"v{key}", "d": "x"}])
         if len(table.files()) < 2:
             return  # nothing to merge
-        signs = "SELECT count_if(dml_type = 1), count_if(dml_type = -1) FROM"
+        signs = (
+            "SELECT coalesce(count_if(dml_type = 1), 0), coalesce(count_if(dml_type = -1), 0) FROM"
+        )
         with duckdb.connect() as con:
             con.register("entries", table.scan().to_arrow_table())
             before = con.sql(f"{signs} entries").fetchall()[0]

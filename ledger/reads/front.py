@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import duckdb
 import pyarrow as pa
 
-from ledger.engines.duckdb.errors import VALUE_ERRORS, engine_reason
+from ledger.engines.duckdb.errors import FAILED_ON_ROWS, VALUE_ERRORS, engine_reason
 from ledger.engines.duckdb.query import check_condition
 from ledger.engines.duckdb.session import read_connection
 from ledger.errors import InvalidArgumentError, InvalidPredicateError, TotalOverflowError
@@ -32,6 +31,9 @@ from ledger.sql.totals import TotalsRequest, check_totals_request
 from ledger.sql.trees import render
 from ledger.sql.view_text import view_text
 from ledger.table import Table
+
+if TYPE_CHECKING:
+    import duckdb
 
 
 def _snapshot(
@@ -163,7 +165,7 @@ def _overflow_checked(
         return relation
     try:
         result = relation.to_arrow_table()
-    except duckdb.InvalidInputException as e:  # a sum does not fail so: the predicate did
+    except FAILED_ON_ROWS as e:  # a sum does not fail so: the predicate did
         if where is None:
             raise
         raise InvalidPredicateError(

@@ -25,7 +25,8 @@ VALUE_ERRORS = (duckdb.ConversionException, duckdb.OutOfRangeException)
 # Errors of SQL a user wrote (a predicate, a merge or rewrite query) that binds but fails on
 # the rows it runs over: a cast or an arithmetic overflow (VALUE_ERRORS), a division by zero, a
 # bad regular expression, ``error('...')`` (DuckDB's InvalidInputException).
-RUNNING_ERRORS = (*VALUE_ERRORS, duckdb.InvalidInputException)
+FAILED_ON_ROWS = duckdb.InvalidInputException
+RUNNING_ERRORS = (*VALUE_ERRORS, FAILED_ON_ROWS)
 
 # Every error of user SQL, whether it does not bind or fails while running.
 USER_SQL_ERRORS = (*QUERY_ERRORS, *RUNNING_ERRORS)
