@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 
 from ledger.arguments import INT64_MAX
 from ledger.errors import InvalidArgumentError
-from ledger.schema import TableSchema
+from ledger.schema import CONVERSION_ERRORS, TableSchema
 
 NULL_PARTITION = "__null__"
 # Bytes of one ``name=value`` path segment (local file systems allow 255 per segment) and of the
@@ -348,14 +348,7 @@ def _identity_text(field: PartitionField, value: Any) -> str:
                 converted = None
         if converted is not None:
             text = canonical_text(converted).to_pylist()[0]
-    except (
-        pa.ArrowInvalid,
-        pa.ArrowTypeError,
-        pa.ArrowNotImplementedError,
-        OverflowError,
-        TypeError,
-        ValueError,
-    ):
+    except CONVERSION_ERRORS:
         text = None
     if text is not None and isinstance(value, str) and value != text:
         # A timestamp's text may leave out a fraction of zeros.

@@ -875,7 +875,7 @@ def dicts_to_arrow(rows: list[Any], schema: TableSchema) -> tuple[pa.Table, bool
         values, same_names = _gathered_values(rows)
     try:
         table = pa.table({name: pa.array(column) for name, column in values.items()})
-    except _CONVERSION_ERRORS:
+    except CONVERSION_ERRORS:
         table = _from_pylist_as_structs(rows, schema)
     _refuse_mixed_times(rows, table, values)
     table = _kinds_apart(values, table, schema)
@@ -899,7 +899,7 @@ def _numbers_as_text(rows: list[Any], table: pa.Table, schema: TableSchema) -> p
 
 # ArrowNotImplementedError: Arrow's inference met a numpy scalar of another kind than the one it
 # took first (`[datetime(...), np.int8(0)]`).
-_CONVERSION_ERRORS = (
+CONVERSION_ERRORS = (
     pa.ArrowInvalid,
     pa.ArrowTypeError,
     pa.ArrowNotImplementedError,
@@ -934,7 +934,7 @@ def _from_pylist_as_structs(rows: list[Any], schema: TableSchema) -> pa.Table:
     """Arrow's one pass over the rows as structs, or the column that does not convert named."""
     try:
         structs = pa.array(rows)
-    except _CONVERSION_ERRORS:
+    except CONVERSION_ERRORS:
         return _from_pylist_by_column(rows, schema)
     if not pa.types.is_struct(structs.type):  # Mappings that are not dicts convert otherwise
         return _from_pylist_by_column(rows, schema)
@@ -964,7 +964,7 @@ def _as_text(values: list[Any]) -> pa.Array | None:
             ],
             pa.string(),
         )
-    except _CONVERSION_ERRORS:  # text that is no UTF-8 (a lone surrogate): refused as it was
+    except CONVERSION_ERRORS:  # text that is no UTF-8 (a lone surrogate): refused as it was
         return None
 
 
@@ -1042,7 +1042,7 @@ def _from_pylist_by_column(rows: list[Any], schema: TableSchema) -> pa.Table:
         values = [_python_day(row.get(name)) for row in rows]
         try:
             columns[name] = pa.array(values)
-        except _CONVERSION_ERRORS as e:
+        except CONVERSION_ERRORS as e:
             is_text = name in known and schema.type_of(name) == pa.string()
             text = _as_text(values) if is_text else None
             if text is not None:
@@ -1095,7 +1095,7 @@ def _wide_ints_as_decimals(values: list[Any], target: pa.DataType) -> pa.Array |
         return None
     try:
         return pa.array([decimal.Decimal(v) for v in values])
-    except _CONVERSION_ERRORS:
+    except CONVERSION_ERRORS:
         return None
 
 
@@ -1146,7 +1146,7 @@ def _kind_array(name: str, values: list[Any], zoned: bool, schema: TableSchema) 
             # "+01:19:32"), which converts like any other offset once the type is given.
             return pa.array(values, pa.timestamp("us", tz="UTC"))
         return pa.array(values)
-    except _CONVERSION_ERRORS as e:
+    except CONVERSION_ERRORS as e:
         wide = _wide_ints_as_decimals(values, schema.type_of(name))
         if wide is not None:
             return wide

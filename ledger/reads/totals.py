@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import threading
-import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -35,8 +34,8 @@ from ledger.engines.duckdb.scan import (
 )
 from ledger.engines.duckdb.session import bind_relations, lazy_sql
 from ledger.log.entries import FileMarker
-from ledger.log.state import TableState
 from ledger.reads.files import insertions_only
+from ledger.reads.kept_statements import KeptStatements
 from ledger.reads.partitions import PartitionRead
 from ledger.reads.visible import restricted_rows
 from ledger.snapshot import PartitionFilter, Snapshot
@@ -95,7 +94,7 @@ def totals(
             request,
             (SPLIT_FROM_ENTRIES, SIGNS_GROUPED_FROM_ENTRIES, GROUPED_BY_NAME_FROM_ENTRIES),
         )
-        kept = _kept_statement(reuse_key, snap)
+        kept = _STATEMENTS.get(reuse_key, snap)
         if kept is not None:
             return lazy_sql(con, *kept)
     read = snap.partition_read(partitions, entries=True)
@@ -103,7 +102,7 @@ def totals(
         return restricted_totals(snap, con, spec, request, read)
     text, params, bound = _statement(snap, con, spec, request, read.markers)
     if reuse_key is not None and not bound:
-        _keep_statement(reuse_key, snap, text, params)
+        _STATEMENTS.keep(reuse_key, snap, text, params)
     return lazy_sql(con, text, params)
 
 
@@ -156,35 +155,8 @@ def _statement(
 # A statement made for one state and request: (id of the state, id of the store, the table's
 # prefix, the request, the plan thresholds it was made with).
 _StatementKey = tuple[int, int, str, TotalsRequest, tuple[int, int, int]]
-_STATEMENTS: OrderedDict[
-    _StatementKey, tuple[weakref.ref[TableState], str, dict[str, list[str]]]
-] = OrderedDict()
-_STATEMENTS_LOCK = threading.Lock()
 STATEMENTS_KEPT = 256  # statements kept with their files (one per table state and request)
-
-
-def _kept_statement(key: _StatementKey, snap: Snapshot) -> tuple[str, dict[str, list[str]]] | None:
-    """The statement kept for ``key``, if it was made for this very state object (an id can
-    be reused once its state is gone: the weak reference tells). The statement depends only on
-    the state's files (which never change, nor do the facts read from them), the request and
-    the plan thresholds."""
-    with _STATEMENTS_LOCK:
-        kept = _STATEMENTS.get(key)
-        if kept is None or kept[0]() is not snap.state:
-            return None
-        _STATEMENTS.move_to_end(key)
-    _, text, params = kept
-    return text, {name: list(paths) for name, paths in params.items()}
-
-
-def _keep_statement(
-    key: _StatementKey, snap: Snapshot, text: str, params: dict[str, list[str]]
-) -> None:
-    kept = (weakref.ref(snap.state), text, {name: list(paths) for name, paths in params.items()})
-    with _STATEMENTS_LOCK:
-        _STATEMENTS[key] = kept
-        while len(_STATEMENTS) > STATEMENTS_KEPT:
-            _STATEMENTS.popitem(last=False)
+_STATEMENTS = KeptStatements(STATEMENTS_KEPT)
 
 
 def parquet_read(

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import functools
 import threading
-import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import replace
@@ -26,8 +25,8 @@ from ledger.engines.duckdb.scan import (
 from ledger.engines.duckdb.session import bind_relations, lazy_sql, read_sessions
 from ledger.errors import InvalidArgumentError, UnknownColumnError
 from ledger.log.entries import FileMarker
-from ledger.log.state import TableState
 from ledger.reads.files import FileRoles, file_roles, split_by_age
+from ledger.reads.kept_statements import KeptStatements
 from ledger.reads.partitions import PartitionRead
 from ledger.snapshot import PartitionFilter, Snapshot
 from ledger.sql import ident, idents
@@ -117,8 +116,9 @@ def visible_statement(
 
     The statement depends only on the snapshot's state (its files never change), the request
     and the plan thresholds, so it is made once per state and request and kept
-    (:func:`_kept_statement`), unless it names a relation bound on ``con`` itself (files off
-    the local disk, keys lonely files share), which only that connection can read."""
+    (:mod:`ledger.reads.kept_statements`), unless it names a relation bound on ``con`` itself
+    (files off the local disk, keys lonely files share), which only that connection can
+    read."""
     reuse_key: _StatementKey | None = None
     if markers is None:
         reuse_key = (
@@ -130,13 +130,13 @@ def visible_statement(
             condition,
             (SMALL_TABLE_ENTRIES, GROUPED_TABLE_ENTRIES),
         )
-        kept = _kept_statement(reuse_key, snap)
+        kept = _STATEMENTS.get(reuse_key, snap)
         if kept is not None:
             return kept
     chosen = snap.markers() if markers is None else markers
     text, params, bound = _make_statement(snap, con, chosen, system_columns, columns, condition)
     if reuse_key is not None and not bound:
-        _keep_statement(reuse_key, snap, text, params)
+        _STATEMENTS.keep(reuse_key, snap, text, params)
     return text, params
 
 
@@ -207,32 +207,7 @@ def _make_statement(
 # A statement made for one state and request: (id of the state, id of the store, the table's
 # prefix, system_columns, columns, condition, the small-table thresholds it was planned with).
 _StatementKey = tuple[int, int, str, bool, tuple[str, ...] | None, exp.Expr | None, tuple[int, int]]
-_STATEMENTS: OrderedDict[
-    _StatementKey, tuple[weakref.ref[TableState], str, dict[str, list[str]]]
-] = OrderedDict()
-_STATEMENTS_LOCK = threading.Lock()
-
-
-def _kept_statement(key: _StatementKey, snap: Snapshot) -> tuple[str, dict[str, list[str]]] | None:
-    """The statement kept for ``key``, if it was made for this very state object (an id can
-    be reused once its state is gone: the weak reference tells)."""
-    with _STATEMENTS_LOCK:
-        kept = _STATEMENTS.get(key)
-        if kept is None or kept[0]() is not snap.state:
-            return None
-        _STATEMENTS.move_to_end(key)
-    _, text, params = kept
-    return text, {name: list(paths) for name, paths in params.items()}
-
-
-def _keep_statement(
-    key: _StatementKey, snap: Snapshot, text: str, params: dict[str, list[str]]
-) -> None:
-    kept = (weakref.ref(snap.state), text, {name: list(paths) for name, paths in params.items()})
-    with _STATEMENTS_LOCK:
-        _STATEMENTS[key] = kept
-        while len(_STATEMENTS) > STATEMENTS_KEPT:
-            _STATEMENTS.popitem(last=False)
+_STATEMENTS = KeptStatements(STATEMENTS_KEPT)
 
 
 def _reads_entries_thrice(spec: TableSpec, sources: Sources) -> bool:
