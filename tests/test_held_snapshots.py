@@ -252,7 +252,13 @@ def test_interleavings_of_held_writers_and_vacuum_keep_every_commit(
 ) -> None:
     """Every acknowledged row is in the table exactly once, and each commit's trx_id is above
     every id committed before it (the model: the acknowledged inserts, in order)."""
-    location = Location("local", tempfile.mkdtemp(prefix="held-") + "/warehouse")
+    with tempfile.TemporaryDirectory(prefix="held-") as root:
+        _run_rounds(Location("local", root + "/warehouse"), clock, rounds)
+
+
+def _run_rounds(
+    location: Location, clock: FakeClock, rounds: list[tuple[int, int, float, bool]]
+) -> None:
     tables = [_create(location.connect(), MODEL_TIMEOUT_S)]
     tables += [location.connect().table("events") for _ in range(2)]
     acknowledged: list[int] = []
