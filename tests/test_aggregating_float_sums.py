@@ -55,7 +55,7 @@ def _ordered_totals(entries: list[tuple[Any, ...]]) -> dict[int, tuple[int, int,
     return totals
 
 
-@settings(max_examples=examples(15), deadline=None)
+@settings(max_examples=examples(8), deadline=None)
 @given(
     partition_by=st.sampled_from([None, "bucket(2, k)"]),
     writes=st.lists(
