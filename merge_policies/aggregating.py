@@ -38,6 +38,7 @@ _EXAMPLE = '{"name": "aggregating", "measures": {"amount": "sum", "events": "cou
 class AggregatingPolicy(PolicyDefaults):
     measures: tuple[tuple[str, str, str], ...]  # (column, function, SQL type)
     insert_only: bool
+    floating: frozenset[str] = frozenset()  # the measures of a floating-point type
     name: str = NAME
 
     @property
@@ -51,6 +52,18 @@ class AggregatingPolicy(PolicyDefaults):
     def aggregates(self) -> tuple[tuple[str, str, str], ...]:
         return self.measures
 
+    def _signed_sum(self, column: str) -> str:
+        """``sum(dml_type * column)``; for a floating-point column, added in entry order:
+        floating-point addition is not associative, and a sum in the order the engine's threads
+        read the files would differ in its last bits from one merge of the same files to the
+        next (and a group netting to almost zero would be kept by one and dropped by another)."""
+        dml, col = ident(DML_TYPE), ident(column)
+        if column not in self.floating:
+            return f"sum({dml} * {col})"
+        # Entries of one group share no (trx_id, trx_seq) unless repeated; the sign and value
+        # order ties so that even then the sum is the same.
+        return f"sum({dml} * {col} ORDER BY {ENTRY_ORDER}, {dml}, {col})"
+
     def merge_sql(self, context: MergeContext) -> str:
         keys = idents(list(context.key_columns))
         dml = ident(DML_TYPE)
@@ -58,7 +71,7 @@ class AggregatingPolicy(PolicyDefaults):
         for column, function, sql_type in self.measures:
             col = ident(column)
             if function in UNDOABLE:
-                selected.append(f"CAST(sum({dml} * {col}) AS {sql_type}) AS {col}")
+                selected.append(f"CAST({self._signed_sum(column)} AS {sql_type}) AS {col}")
             else:
                 selected.append(f"{function}({col}) AS {col}")
         selected += [
@@ -72,10 +85,10 @@ class AggregatingPolicy(PolicyDefaults):
             # A group is dropped only when it holds no rows and every total it adds is zero: a
             # merge of some files may see a correction (same count, other values) whose count
             # nets to zero while its sums do not.
-            undoable = [ident(c) for c, f, _ in self.measures if f in UNDOABLE]
+            undoable = [c for c, f, _ in self.measures if f in UNDOABLE]
             having = (
                 " HAVING NOT ("
-                + " AND ".join(f"coalesce(sum({dml} * {col}), 0) = 0" for col in undoable)
+                + " AND ".join(f"coalesce({self._signed_sum(c)}, 0) = 0" for c in undoable)
                 + ")"
             )
         return f"SELECT {', '.join(selected)} FROM {context.source} GROUP BY {keys}{having}"
@@ -116,6 +129,7 @@ def build(
             f"non-key column is a measure ({list(FUNCTIONS)})"
         )
     out = []
+    floating = set()
     for column in others:
         function = measures[column]
         if function not in FUNCTIONS:
@@ -144,4 +158,6 @@ def build(
                 'say so with "insert_only": true (the table then refuses updates and deletes)'
             )
         out.append((column, function, arrow_to_sql(data_type)))
-    return AggregatingPolicy(tuple(out), insert_only)
+        if pa.types.is_floating(data_type):
+            floating.add(column)
+    return AggregatingPolicy(tuple(out), insert_only, frozenset(floating))

@@ -307,9 +307,23 @@ def _marks_for(oracle: InPlaceTable, picks: list[tuple[int, int, str]]) -> list[
     return marks
 
 
+@pytest.mark.parametrize("location", ["local"], indirect=True)
 @given(writes=st.lists(WRITES, min_size=1, max_size=8))
 @settings(max_examples=examples(8))
 def test_random_marks_agree_with_an_in_place_table(location, writes):
+    _check_random_marks(location, writes)
+
+
+# The same on S3, with fewer examples: one costs four local ones (every read and commit is HTTP
+# to the moto server), and the marks are matched in the engine, the same on either store.
+@pytest.mark.parametrize("location", ["s3"], indirect=True)
+@given(writes=st.lists(WRITES, min_size=1, max_size=8))
+@settings(max_examples=examples(3))
+def test_random_marks_agree_with_an_in_place_table_on_s3(location, writes):
+    _check_random_marks(location, writes)
+
+
+def _check_random_marks(location: Any, writes: list[Any]) -> None:
     table = location.connect().create_table(f"t{next(_TABLE_NUMBERS)}", SCHEMA, primary_key="id")
     oracle = InPlaceTable()
     for write in writes:

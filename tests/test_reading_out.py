@@ -147,6 +147,9 @@ def test_predicate_errors_quote_the_users_predicate_not_generated_sql(
     assert table.count() == 2  # nothing was deleted
 
 
+# Each example writes a table: 25 lists of up to 30 amounts each (hypothesis tries the bounds and
+# repeated values among them first; `make test-deep` runs hundreds).
+@settings(max_examples=examples(25))
 @given(cents=st.lists(st.integers(min_value=-(10**6), max_value=10**6), min_size=1, max_size=30))
 def test_pandas_sums_of_two_decimal_amounts_are_exact(
     tmp_path_factory: Any, cents: list[int]

@@ -251,14 +251,9 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float | decimal.Decimal) and not isinstance(value, bool)
 
 
-def _cell(value: Any) -> str:
-    return "[dim]NULL[/dim]" if value is None else _escape(text(value))
-
-
-def _escape(value: str) -> str:
-    from rich.markup import escape
-
-    return escape(value)
+def _cell(value: Any) -> Text:
+    # A Text, not a string: rich reads markup ("[b]") and emoji codes (":a:") in strings.
+    return Text("NULL", style="dim") if value is None else Text(text(value))
 
 
 def message(line: str) -> None:
