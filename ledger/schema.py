@@ -1522,8 +1522,8 @@ def _cast_column(name: str, column: pa.ChunkedArray, target: pa.DataType) -> pa.
             refusal = decimal_text_refusal(f"{bad:f}", target)
             if refusal is not None:
                 raise TypeMismatchError(
-                    f"column {name!r} ({arrow_to_sql_or_str(target)}), row {row} (counted from "
-                    f"0): {refusal} before writing"
+                    f"column {name!r} ({arrow_to_sql_or_str(target)}), {named_row(row)}: "
+                    f"{refusal} before writing"
                 ) from None
         whole = (
             " (an integer column takes whole numbers within its range)"
@@ -1536,6 +1536,29 @@ def _cast_column(name: str, column: pa.ChunkedArray, target: pa.DataType) -> pa.
         ) from e
     _check_lossless(name, column, converted, target)
     return converted
+
+
+def named_row(row: int) -> str:
+    """How a refusal of in-memory data (Arrow, pandas) names the row of its value."""
+    return f"row {row} (counted from 0)"
+
+
+_NAMED_ROW = re.compile(r"\brow (\d+) \(counted from 0\)")
+
+
+def renumbered_refusal(refused: TypeMismatchError, rows_before: int) -> TypeMismatchError | None:
+    """``refused``, raised for a part of the data that starts ``rows_before`` rows into it,
+    naming its value's row in the whole data instead of in the part; None when it names no
+    row (or the part is the start of the data).
+
+    >>> renumbered_refusal(TypeMismatchError("column 'd', row 3 (counted from 0): ..."), 8)
+    TypeMismatchError("column 'd', row 11 (counted from 0): ...")
+    """
+    message = str(refused)
+    renumbered = _NAMED_ROW.sub(lambda found: named_row(int(found[1]) + rows_before), message)
+    if not rows_before or renumbered == message:
+        return None
+    return TypeMismatchError(renumbered)
 
 
 def _is_all_missing(column: pa.ChunkedArray) -> bool:
