@@ -60,7 +60,15 @@ from ledger.log.state import TableState
 from ledger.partitioning import PartitionSpec
 from ledger.predicates import check_predicate
 from ledger.pruning import prune_by_keys
-from ledger.schema import DML_TYPE, ROW_ID, TRX_ID, TRX_SEQ, TableSchema, conform
+from ledger.schema import (
+    DML_TYPE,
+    ROW_ID,
+    TRX_ID,
+    TRX_SEQ,
+    TableSchema,
+    conform,
+    renumbered_refusal,
+)
 from ledger.sql import ident
 from ledger.sql.names import EXCESS
 from ledger.trx_ids import (
@@ -253,20 +261,23 @@ class Transaction:
         return total
 
     def _insert_chunks(self, data: Any) -> int:
-        total = 0
+        total = rows_before = 0
         for chunk in self._chunks(data, check_empty=self._check_columns):
-            shaped = self._transformed(chunk.table)
-            if not shaped.num_rows:
-                continue  # the transform's WHERE kept none of them
-            # A rollup's key is its group: rows with NULL in a by column are one group, as
-            # in SQL's GROUP BY (its reads and merges group by the key, NULLs together).
-            rows = self._conform(
-                shaped, require_keys=True, null_keys=self._config.rollup is not None
-            )
-            if ROW_ID in rows.column_names:
-                self._refuse_ungenerated_row_ids(rows.column(ROW_ID))
-            total += self._write(self._entries(rows, 1))
+            with _rows_named_in_whole_input(rows_before):
+                total += self._insert_chunk(chunk)
+            rows_before += chunk.num_rows
         return total
+
+    def _insert_chunk(self, chunk: Rows) -> int:
+        shaped = self._transformed(chunk.table)
+        if not shaped.num_rows:
+            return 0  # the transform's WHERE kept none of them
+        # A rollup's key is its group: rows with NULL in a by column are one group, as in SQL's
+        # GROUP BY (its reads and merges group by the key, NULLs together).
+        rows = self._conform(shaped, require_keys=True, null_keys=self._config.rollup is not None)
+        if ROW_ID in rows.column_names:
+            self._refuse_ungenerated_row_ids(rows.column(ROW_ID))
+        return self._write(self._entries(rows, 1))
 
     @contextlib.contextmanager
     def _empty_keys_located(self, data: Any) -> Iterator[None]:
@@ -297,46 +308,48 @@ class Transaction:
             return self._append_entries(data)
 
     def _append_entries(self, data: Any) -> int:
-        total = 0
+        total = rows_before = 0
         for given in self._chunks(data, check_empty=self._check_entry_columns):
-            chunk = given.table
-            if DML_TYPE not in chunk.column_names:
-                raise SchemaError("append_entries needs a dml_type column (+1 insert, -1 mark)")
-            signs = chunk.column(DML_TYPE)
-            _refuse_non_numeric_signs(signs.type)
-            if (
-                signs.null_count
-                or not pc.all(pc.is_in(signs, pa.array([1, -1], signs.type))).as_py()
-            ):
-                raise TypeMismatchError("dml_type must be +1 or -1 in every row, never NULL")
-            signs = signs.cast(pa.int8())
-            marks = pc.equal(signs, -1)
-            missing_row_ids = self._config.generated_row_id and ROW_ID not in chunk.column_names
-            if missing_row_ids and pc.any(marks).as_py():
-                raise MissingKeyError(
-                    "delete marks on a table without a primary key must carry the _row_id "
-                    "of the entry they cancel"
-                )
-            self.refuse_marks_if_insert_only(int(pc.sum(marks).as_py() or 0))
-            if self._config.generated_row_id and not missing_row_ids:
-                chunk = self._fill_row_ids_of_insertions(chunk, marks)
-            rows = self._conform(chunk.drop_columns([DML_TYPE]), require_keys=True)
-            if ROW_ID in rows.column_names:
-                self._refuse_ungenerated_row_ids(
-                    rows.column(ROW_ID).filter(pc.invert(marks))  # insertions' ids
-                )
-            self.check_delete_marks(rows.append_column(DML_TYPE, signs))
-            entries = self._entries(rows, 1)
-            entries = entries.set_column(entries.schema.get_field_index(DML_TYPE), DML_TYPE, signs)
-            total += self._write(entries)
-            # Insertions are blind, but a delete mark cancels an entry another writer may be
-            # cancelling too: its key counts as read, so that race conflicts instead of
-            # cancelling one entry twice.
-            self._touched.append(self._keys_of(entries.filter(marks)))
-            deleted = int(pc.sum(marks).as_py() or 0)
-            self._deleted += deleted
-            self._inserted += entries.num_rows - deleted
+            with _rows_named_in_whole_input(rows_before):
+                total += self._append_entry_chunk(given.table)
+            rows_before += given.num_rows
         return total
+
+    def _append_entry_chunk(self, chunk: pa.Table) -> int:
+        if DML_TYPE not in chunk.column_names:
+            raise SchemaError("append_entries needs a dml_type column (+1 insert, -1 mark)")
+        signs = chunk.column(DML_TYPE)
+        _refuse_non_numeric_signs(signs.type)
+        if signs.null_count or not pc.all(pc.is_in(signs, pa.array([1, -1], signs.type))).as_py():
+            raise TypeMismatchError("dml_type must be +1 or -1 in every row, never NULL")
+        signs = signs.cast(pa.int8())
+        marks = pc.equal(signs, -1)
+        missing_row_ids = self._config.generated_row_id and ROW_ID not in chunk.column_names
+        if missing_row_ids and pc.any(marks).as_py():
+            raise MissingKeyError(
+                "delete marks on a table without a primary key must carry the _row_id "
+                "of the entry they cancel"
+            )
+        self.refuse_marks_if_insert_only(int(pc.sum(marks).as_py() or 0))
+        if self._config.generated_row_id and not missing_row_ids:
+            chunk = self._fill_row_ids_of_insertions(chunk, marks)
+        rows = self._conform(chunk.drop_columns([DML_TYPE]), require_keys=True)
+        if ROW_ID in rows.column_names:
+            self._refuse_ungenerated_row_ids(
+                rows.column(ROW_ID).filter(pc.invert(marks))  # insertions' ids
+            )
+        self.check_delete_marks(rows.append_column(DML_TYPE, signs))
+        entries = self._entries(rows, 1)
+        entries = entries.set_column(entries.schema.get_field_index(DML_TYPE), DML_TYPE, signs)
+        written = self._write(entries)
+        # Insertions are blind, but a delete mark cancels an entry another writer may be
+        # cancelling too: its key counts as read, so that race conflicts instead of
+        # cancelling one entry twice.
+        self._touched.append(self._keys_of(entries.filter(marks)))
+        deleted = int(pc.sum(marks).as_py() or 0)
+        self._deleted += deleted
+        self._inserted += entries.num_rows - deleted
+        return written
 
     def _fill_row_ids_of_insertions(self, chunk: pa.Table, marks: pa.ChunkedArray) -> pa.Table:
         """Insertions given with a NULL ``_row_id`` (next to marks that carry theirs) get new
@@ -1299,6 +1312,19 @@ def _check_unique(rows: pa.Table, key_columns: Iterable[str]) -> None:
             f"{examples}; give each key "
             "once (or split the changes into separate operations)"
         )
+
+
+@contextlib.contextmanager
+def _rows_named_in_whole_input(rows_before: int) -> Iterator[None]:
+    """A value refused in a chunk of the caller's data that starts ``rows_before`` rows in (a
+    large DataFrame or Arrow table, a stream of batches) named by its row in the whole data."""
+    try:
+        yield
+    except TypeMismatchError as refused:
+        renumbered = renumbered_refusal(refused, rows_before)
+        if renumbered is None:
+            raise
+        raise renumbered from refused
 
 
 def _refuse_non_numeric_signs(kind: pa.DataType) -> None:

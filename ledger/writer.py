@@ -149,7 +149,7 @@ def build_entries(
         elif field.name == ROW_ID:
             columns.append(new_row_ids(n))
         elif field.name == TRX_ID:
-            columns.append(pa.repeat(pa.scalar(trx_id, pa.int64()), n))
+            columns.append(pa.array(np.full(n, trx_id, dtype=np.int64)))  # pa.repeat: 6x slower
         elif field.name == TRX_SEQ:
             columns.append(trx_seq)
         elif field.name == DML_TYPE:
@@ -157,7 +157,7 @@ def build_entries(
             columns.append(
                 signs.cast(pa.int8())
                 if signs is not None
-                else pa.repeat(pa.scalar(dml_type, pa.int8()), n)
+                else pa.array(np.full(n, dml_type, dtype=np.int8))
             )
         else:
             columns.append(pa.nulls(n, field.type))
@@ -264,12 +264,19 @@ class DataWriter:
             else:
                 # pyarrow encodes and compresses without the GIL: large writes use every core.
                 # Files bound for an object store spend most of their time waiting on the
-                # network, so more of them are in flight at once.
-                markers = _in_parallel(
+                # network, so more of them are in flight at once. The largest files start
+                # first, so a large partition is not left to one thread at the end while the
+                # others have finished.
+                largest_first = sorted(range(len(pieces)), key=lambda i: -pieces[i].num_rows)
+                written = _in_parallel(
                     write_piece,
-                    list(zip(pieces, paths, strict=True)),
+                    [(pieces[i], paths[i]) for i in largest_first],
                     purpose="encode" if local else "upload",
                 )
+                place = {
+                    index: marker for index, marker in zip(largest_first, written, strict=True)
+                }
+                markers = [place[index] for index in range(len(pieces))]
         finally:
             wait(syncs)  # none still running once this write has returned or failed
         for done in syncs:

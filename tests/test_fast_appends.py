@@ -9,6 +9,7 @@ real S3 endpoint (moto over HTTP) receives, and by handles whose cached state is
 from __future__ import annotations
 
 import math
+import types
 import uuid
 from decimal import Decimal
 from pathlib import Path
@@ -168,6 +169,35 @@ def test_a_list_holding_something_other_than_dicts_is_refused(local_location: Lo
     with pytest.raises(ledger.InvalidArgumentError, match="one dict per row"):
         table.insert([{"id": 1}, (2, 3)])
     assert table.refresh().version == 0
+
+
+@pytest.mark.parametrize("other", ["x", b"y", (2,), [2], 7])
+def test_a_row_of_another_type_as_long_as_the_dicts_is_refused(
+    local_location: Location, other: Any
+) -> None:
+    """Rows are proved dicts while their values are gathered: a row of another type is refused
+    as such even when it has as many items as the dicts have names."""
+    table = local_location.connect().create_table("events", SCHEMA, primary_key="id")
+    with pytest.raises(ledger.InvalidArgumentError, match="one dict per row"):
+        table.insert([{"id": 1}, other, {"id": 3}])
+    assert table.refresh().version == 0
+
+
+def test_mappings_that_are_not_dicts_are_written_as_dicts_are(local_location: Location) -> None:
+    warehouse = local_location.connect()
+    rows = _rows_of_users(5)
+    mixed: list[Any] = [types.MappingProxyType(row) if i % 2 else row for i, row in enumerate(rows)]
+    written = {}
+    for name, data in (
+        ("plain", rows),
+        ("mixed", mixed),
+        ("proxies", [types.MappingProxyType(r) for r in rows]),
+    ):
+        table = warehouse.create_table(name, SCHEMA, primary_key="id")
+        table.insert(data)
+        written[name] = table.to_arrow().sort_by("id").to_pylist()
+    assert written["mixed"] == written["plain"] == written["proxies"]
+    assert len(written["plain"]) == 5
 
 
 def test_partial_dicts_keep_absent_values_on_upsert(local_location: Location) -> None:
