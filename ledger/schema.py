@@ -1424,7 +1424,8 @@ def _nested_advice(names: Sequence[str]) -> str:
         f"{', '.join(map(repr, names))} hold(s) nested values (objects or lists), which no "
         "column type takes: flatten each field into a column of its own (in the source, or "
         f"with an insert transform reading {names[0]}.<field> AS a column of the table), or "
-        "leave the key out"
+        f"leave the field{'s' if len(names) > 1 else ''} {', '.join(map(repr, names))} out of "
+        "the data"
     )
 
 
