@@ -255,3 +255,18 @@ def test_a_path_that_is_neither_a_file_nor_a_folder_is_named_as_such(
     refused = run_ledger("-w", "wh", "load", "t", source, cwd=tmp_path, expect=1)
     assert refused.stderr.startswith(f"Error: {source!r} is neither a file nor a folder")
     assert "Errno" not in refused.stderr and refused.stderr.count("\n") == 1
+
+
+def test_a_file_with_another_separator_and_commas_in_its_fields_gets_the_same_advice(
+    tmp_path: Path,
+) -> None:
+    run_ledger("-w", "wh", "init", cwd=tmp_path)
+    run_ledger("-w", "wh", "create", "t", "--schema", "id BIGINT, price VARCHAR", cwd=tmp_path)
+    (tmp_path / "prices.csv").write_text("id;price\n1;2,50\n")  # a decimal comma
+    refused = run_ledger("-w", "wh", "load", "t", "prices.csv", cwd=tmp_path, expect=1)
+    assert "looks separated by ';'" in refused.stderr and "pandas" not in refused.stderr
+    command = refused.stderr.split("`")[1].replace("python", shlex.quote(sys.executable), 1)
+    subprocess.run(command, shell=True, cwd=tmp_path, check=True)
+    run_ledger("-w", "wh", "load", "t", "prices-commas.csv", cwd=tmp_path)
+    shown = run_ledger("-w", "wh", "show", "t", "--json", cwd=tmp_path)
+    assert as_json(shown) == [{"id": 1, "price": "2,50"}]

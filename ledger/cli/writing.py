@@ -17,11 +17,12 @@ from ledger.cli.session import CommandError, Session, pass_session
 from ledger.errors import (
     InvalidArgumentError,
     KeyNotFoundError,
+    MalformedSourceError,
     SchemaError,
     UnknownColumnError,
 )
 from ledger.inputs import SourceFiles, local_source_files, read_rows
-from ledger.schema import ROW_ID
+from ledger.schema import ROW_ID, separator_hint
 from ledger.table import Table
 from ledger.transaction import CommitInfo
 
@@ -125,6 +126,11 @@ def _load_once(
             )
             found = command_line_advice(found, source)
             raise CommandError(f"UnknownColumnError: {found}{tail}") from e
+        except MalformedSourceError as e:
+            hint = _header_separator_hint(target, source)
+            if not hint:
+                raise
+            raise CommandError(f"MalformedSourceError: {e}.{hint}") from e
         except SchemaError as e:
             advice = command_line_advice(str(e), source)
             if advice == str(e):
@@ -135,6 +141,25 @@ def _load_once(
             if advice == str(e):
                 raise
             raise CommandError(f"{type(e).__name__}: {advice}") from e
+
+
+def _header_separator_hint(target: Table, source: str) -> str:
+    """Advice for a CSV file separated by another character than a comma whose fields hold
+    commas (a decimal comma: ``id;price`` then ``1;2,50``), which fails to parse before its
+    header is checked: the same advice as for a header read as one name. Empty when ``source``
+    is not one local CSV file with such a header."""
+    if not (source.endswith(".csv") and os.path.isfile(source)):
+        return ""
+    try:
+        with open(source, encoding="utf-8", newline="") as file:
+            header = file.readline(1 << 16).rstrip("\r\n")
+    except (OSError, UnicodeDecodeError):
+        return ""
+    if "," in header:
+        return ""
+    return command_line_advice(
+        separator_hint([header], target.handle.latest_state().schema), source
+    )
 
 
 def refuse_special_file(source: str) -> None:
