@@ -242,6 +242,8 @@ def test_nested_json_gets_advice_the_command_line_can_follow(tmp_path: Path) -> 
     run_ledger("-w", "wh", "load", "n", "nested.jsonl", cwd=tmp_path)
     shown = run_ledger("-w", "wh", "show", "n", "--json", cwd=tmp_path)
     assert as_json(shown) == [{"id": 1, "a": 7}]
+    described = as_json(run_ledger("-w", "wh", "describe", "n", "--json", cwd=tmp_path))
+    assert described["config"]["insert_transform"] == transform
 
 
 @pytest.mark.parametrize("source", ["/dev/null", "fifo"])
