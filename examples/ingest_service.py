@@ -10,11 +10,11 @@ exactly once. Requests that arrive while a commit is under way wait for the next
 (a group commit), so the answer takes about one commit's time, however many clients send.
 
 A malformed request (not JSON, not an object or a list of objects, an unknown field, a value
-that does not fit its column, a missing ``event_id`` or one that is not a string, two events of
-a batch with one ``event_id``) gets ``400`` or ``422``, a body sent with a Content-Type other
-than JSON (a form) ``415``, and nothing of it is written; other requests in flight are not
-affected. The answer says where a body stopped parsing, and which event of a batch (counted
-from 1) was refused.
+that does not fit its column, a missing ``event_id``, one that is not a string or an empty one,
+two events of a batch with one ``event_id``) gets ``400`` or ``422``, a body sent with a
+Content-Type other than JSON (a form) ``415``, and nothing of it is written; other requests in
+flight are not affected. The answer says where a body stopped parsing, and which event of a
+batch (counted from 1) and which of its fields was refused.
 Every answer is JSON, errors included: an unknown path gets ``404``, a method a route does not
 take ``405`` (with an ``Allow`` header), a failure of the service itself ``500``, each as
 ``{"error": "..."}``.
@@ -143,22 +143,24 @@ class IngestService:
         except ledger.FlushError:
             raise  # a store failure: the events stay buffered (503)
         except ledger.LedgerError as e:  # checked before anything is buffered: nothing written
-            refused = in_request_terms(e)
             unfit = self._first_unfit(stamped) if len(events) > 1 else None
-            if unfit is not None:
-                refused = f"{event_position(unfit, len(events))}: {refused}"
+            if unfit is None:
+                raise RefusedEvents(in_request_terms(e)) from e
+            # The event's own refusal: the batch's counts rows its own way.
+            index, error = unfit
+            refused = f"{event_position(index, len(events))}: {in_request_terms(error)}"
             raise RefusedEvents(refused) from e
         return len(events)
 
-    def _first_unfit(self, events: list[dict[str, Any]]) -> int | None:
-        """The index of the first event the table refuses on its own (a refusal of a batch does
-        not say which row): each is converted alone, as the writer would, and nothing is
-        buffered. None when each fits alone."""
+    def _first_unfit(self, events: list[dict[str, Any]]) -> tuple[int, ledger.LedgerError] | None:
+        """The index of the first event the table refuses on its own, and its refusal (a
+        refusal of a batch does not say which event): each is converted alone, as the writer
+        would, and nothing is buffered. None when each fits alone."""
         for index, event in enumerate(events):
             try:
                 self.table.check([event])
-            except ledger.LedgerError:
-                return index
+            except ledger.LedgerError as e:
+                return index, e
         return None
 
     def merge(self) -> None:
@@ -223,6 +225,11 @@ def check_event(event: dict[str, Any], accepted: list[str]) -> None:
     event_id = event.get("event_id")
     if event_id is None:
         raise RefusedEvents(MISSING_ID)
+    if isinstance(event_id, str) and not event_id.strip():
+        raise RefusedEvents(
+            f"the field 'event_id' is empty ({json.dumps(event_id)}); an event_id names one "
+            'event: send a non-empty string, as in "event_id": "e-1"'
+        )
     if not isinstance(event_id, str):
         # A number with a fraction was read as a decimal: shown as the client wrote it.
         shown = str(event_id) if isinstance(event_id, decimal.Decimal) else json.dumps(event_id)
@@ -232,19 +239,51 @@ def check_event(event: dict[str, Any], accepted: list[str]) -> None:
         )
 
 
-# A refused value's column and type, as the table's errors begin: "column 'user_id' (BIGINT): ".
-_REFUSED_VALUE = re.compile(r"^column '(?P<field>[^']*)' \((?P<type>[^)]*\)?)\): (?P<why>.*)$")
-
-
-# A JSON object or array where the table has a plain column, as the table refuses it:
-# "column 'kind' is VARCHAR but the data holds struct<a: int64>; ..." (or "... holds dict {...}"
-# when other events give the field a plain value).
-_NESTED_VALUE = re.compile(
-    r"^column '(?P<field>[^']*)' is (?P<type>\S+) but the data holds "
-    r"(?P<held>(?:struct<|list<|large_list<|dict |list ).*)$",
+# A refused value's column and type, as the table's errors begin: "column 'user_id' (BIGINT): ",
+# or with the row of the data: "column 'amount' (DECIMAL(18,2)), row 0 (counted from 0): ". The
+# row is left out: the service refuses one event at a time and names it its own way.
+_REFUSED_VALUE = re.compile(
+    r"^column '(?P<field>[^']*)' \((?P<type>[^)]*\)?)\)(?:, row \d+ \(counted from 0\))?: "
+    r"(?P<why>.*)$",
     re.DOTALL,
 )
+
+
+# A value of another kind than the column takes, as the table refuses it: "column 'kind' is
+# VARCHAR but the data holds struct<a: int64>; ..." (or "... holds dict {...}" when other
+# events give the field a plain value), "column 'user_id' is BIGINT but the data holds bool; ...".
+_OTHER_KIND = re.compile(
+    r"^column '(?P<field>[^']*)' is (?P<type>.+?) but the data holds (?P<held>.*)$", re.DOTALL
+)
+_LIST_ROW = re.compile(r"^row \d+ of the list \(counting from 0\): ")
+_NESTED = ("struct<", "list<", "large_list<", "dict ", "list ", "map<")
 _NUMERIC = re.compile(r"^(?:TINYINT|SMALLINT|INTEGER|BIGINT|FLOAT|DOUBLE|DECIMAL\(.*\))$")
+_INTEGER = re.compile(r"^(?:TINYINT|SMALLINT|INTEGER|BIGINT|UTINYINT|USMALLINT|UINTEGER|UBIGINT)$")
+# A JSON number with a fraction is read as a Decimal; the client wrote it as a plain number.
+_DECIMAL_TEXT = re.compile(r"Decimal\('(?P<digits>[^']*)'\)")
+_FRACTION_LOST = re.compile(
+    r"^value (?P<value>\S+) does not fit \(Rescaling Decimal value would cause data loss\)$"
+)
+
+
+def _takes(sql: str) -> str:
+    """What a field of the SQL type takes, said in JSON's terms."""
+    if sql == "VARCHAR":
+        return "text"
+    if sql == "BOOLEAN":
+        return "true or false"
+    return "a number" if _NUMERIC.match(sql) else "a value of that type"
+
+
+def _held(held: str) -> str:
+    """The kind of JSON value the table found where another kind was due."""
+    if held.startswith(("bool", "boolean")):
+        return "a JSON boolean (true or false)"
+    if held.startswith(("string", "large_string", "str")):
+        return "text"
+    if held.startswith(("int", "uint", "double", "float", "decimal")):
+        return "a number"
+    return "a value of another kind"
 
 
 def in_request_terms(error: ledger.LedgerError) -> str:
@@ -252,18 +291,29 @@ def in_request_terms(error: ledger.LedgerError) -> str:
     is wrong, not which Python argument or conversion would fix it."""
     if isinstance(error, ledger.MissingKeyError):
         return MISSING_ID
-    nested = _NESTED_VALUE.match(str(error))
-    if isinstance(error, ledger.TypeMismatchError) and nested is not None:
-        kind = "object" if nested["held"].startswith(("struct", "dict")) else "array"
-        sql = nested["type"]
-        takes = "text" if sql == "VARCHAR" else "a number" if _NUMERIC.match(sql) else "a value"
+    # The row of a refused list of events: the service names the event itself, counted from 1.
+    message = _LIST_ROW.sub("", str(error), count=1)
+    other = _OTHER_KIND.match(message)
+    if isinstance(error, ledger.TypeMismatchError) and other is not None:
+        field, sql, held = other["field"], other["type"], other["held"]
+        if held.startswith(_NESTED):
+            kind = "object" if held.startswith(("struct", "dict", "map")) else "array"
+            return (
+                f"the field {field!r} of an event in the JSON body holds a JSON {kind}, and a "
+                f"{sql} field takes {_takes(sql)}, not an {kind}"
+            )
         return (
-            f"the field {nested['field']!r} of an event in the JSON body holds a JSON {kind}, "
-            f"and a {sql} field takes {takes}, not an {kind}"
+            f"the field {field!r} of an event in the JSON body does not fit its type {sql}: it "
+            f"holds {_held(held)}, and a {sql} field takes {_takes(sql)}"
         )
-    refused = _REFUSED_VALUE.match(str(error))
+    refused = _REFUSED_VALUE.match(message)
     if isinstance(error, ledger.TypeMismatchError) and refused is not None:
         why = refused["why"].split("; ")[0]  # the advice after it is for Python callers
+        why = _DECIMAL_TEXT.sub(r"\g<digits>", why)
+        lost = _FRACTION_LOST.match(why)
+        if lost is not None and _INTEGER.match(refused["type"]):
+            why = f"{lost['value']} is not a whole number"
+        why = re.sub(r"^value '([^']*)'", r"value \1", why)  # a number, shown as sent
         return (
             f"the field {refused['field']!r} of an event in the JSON body does not fit its "
             f"type {refused['type']}: {why}"

@@ -1311,7 +1311,7 @@ def _suspect_of_other_kind(
     return set(map(type, operator.itemgetter(*where)(values))) != {kind}
 
 
-def _separator_hint(unknown: list[str], schema: TableSchema) -> str:
+def separator_hint(unknown: list[str], schema: TableSchema) -> str:
     """Advice for a header read as one name because the file separates its fields with another
     character than a comma (``id;name;amount``): the pieces name the table's columns."""
     known = {n.lower() for n in schema.names}
@@ -1359,7 +1359,7 @@ def conform(
     unknown = [n for n in present if n not in known]
     target_schema = schema
     if unknown and not allow_new_columns:
-        hint = _case_hint(unknown, schema) + _separator_hint(unknown, schema)
+        hint = _case_hint(unknown, schema) + separator_hint(unknown, schema)
         nested = [n for n in unknown if pa.types.is_nested(table.schema.field(n).type)]
         if nested:
             hint += f" Column(s) {_nested_advice(nested)}."
@@ -1368,7 +1368,7 @@ def conform(
             for n in unknown
             if not _spelling_of(n, schema)
             and n.strip()
-            and not _separator_hint([n], schema)
+            and not separator_hint([n], schema)
             and n not in nested
         ]
         if nested:
@@ -1446,7 +1446,8 @@ def _nested_advice(names: Sequence[str]) -> str:
         f"{', '.join(map(repr, names))} hold(s) nested values (objects or lists), which no "
         "column type takes: flatten each field into a column of its own (in the source, or "
         f"with an insert transform reading {names[0]}.<field> AS a column of the table), or "
-        "leave the key out"
+        f"leave the field{'s' if len(names) > 1 else ''} {', '.join(map(repr, names))} out of "
+        "the data"
     )
 
 

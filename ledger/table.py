@@ -11,7 +11,7 @@ import datetime as dt
 import random
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -75,7 +75,12 @@ class CommitRecord:
     ``inserted`` and ``deleted`` count logical rows. ``deleted`` is None for a partition drop
     whose rows the log alone does not know (see docs/merges.md section 3); ``entries_removed``
     counts the entries (delete marks included) a partition drop or rewrite removed, 0 for other
-    commits."""
+    commits.
+
+    ``apps`` holds every app batch the commit carries, ``{app_id: batch}`` (docs/concepts.md 6):
+    none for most commits, one for an idempotent write, one per file for a ``ledger load`` of a
+    folder or glob. ``app_id`` and ``batch`` are those of the commit's single app batch, None
+    when it carries none or several (then only ``apps`` names them)."""
 
     version: int
     timestamp: dt.datetime
@@ -88,6 +93,7 @@ class CommitRecord:
     app_id: str | None
     batch: int | None
     entries_removed: int = 0
+    apps: Mapping[str, int] = field(default_factory=dict)
 
 
 class Table:
@@ -750,6 +756,9 @@ def _backoff_seconds(attempt: int, attempt_seconds: float) -> float:
 
 
 def _record(entry: LogFile) -> CommitRecord:
+    apps = dict(entry.apps or {})
+    if entry.app is not None:
+        apps[entry.app.app_id] = entry.app.batch
     return CommitRecord(
         version=entry.version,
         timestamp=dt.datetime.fromtimestamp(entry.timestamp_ms / 1000, tz=dt.UTC),
@@ -759,9 +768,10 @@ def _record(entry: LogFile) -> CommitRecord:
         files_removed=sum(1 for m in entry.files if not m.alive),
         inserted=int(entry.info.get("inserted", 0)),
         deleted=_rows_deleted(entry),
-        app_id=None if entry.app is None else entry.app.app_id,
-        batch=None if entry.app is None else entry.app.batch,
+        app_id=next(iter(apps)) if len(apps) == 1 else None,
+        batch=next(iter(apps.values())) if len(apps) == 1 else None,
         entries_removed=int(entry.info.get("entries_removed", 0)),
+        apps=apps,
     )
 
 

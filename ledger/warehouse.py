@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -23,6 +24,23 @@ from ledger.rollup import Rollup, open_rollup
 from ledger.storage import Store, open_store
 from ledger.storage.s3_settings import s3_settings
 from ledger.table import Table
+
+WAREHOUSE_MARKER = ".ledger-warehouse"
+"""The object ``ledger init`` writes at the root of a warehouse on S3 (docs/format.md 1): a
+prefix holds no folder to find, so the mark is how the command line tells a warehouse from a
+mistyped prefix. Its name is no table's name."""
+
+
+def mark_warehouse(store: Store) -> None:
+    """Write the warehouse marker at the root of ``store`` unless it is there (written once:
+    it is not rewritten by a later ``ledger init``)."""
+    if not is_marked_warehouse(store):
+        store.put(WAREHOUSE_MARKER, json.dumps({"v": 1}, separators=(",", ":")).encode() + b"\n")
+
+
+def is_marked_warehouse(store: Store) -> bool:
+    """Whether the root of ``store`` holds the warehouse marker."""
+    return any(info.key == WAREHOUSE_MARKER for info in store.list(WAREHOUSE_MARKER))
 
 
 def connect(

@@ -29,6 +29,7 @@ EVERY_COLUMN = [
     "app_id",
     "batch",
     "entries_removed",
+    "apps",
 ]
 SHORT_COLUMNS = ["version", "time (UTC)", "operation", "files", "rows"]
 

@@ -4,6 +4,10 @@ command's own terms, before anything is written."""
 from __future__ import annotations
 
 import datetime as dt
+import os
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -201,3 +205,70 @@ def test_a_mistyped_totals_column_gets_the_closest_names(
     for option in ("--by", "--sum", "--avg"):
         refused = run_ledger("-w", "wh", "totals", "t", option, given, cwd=tmp_path, expect=1)
         assert f"did you mean {meant!r}" in refused.stderr, (option, refused.stderr)
+
+
+@pytest.mark.parametrize("separator", [";", "\t", "|"])
+def test_a_file_with_another_separator_gets_advice_the_command_line_can_follow(
+    tmp_path: Path, separator: str
+) -> None:
+    run_ledger("-w", "wh", "init", cwd=tmp_path)
+    run_ledger("-w", "wh", "create", "t", "--schema", "id BIGINT, name VARCHAR", cwd=tmp_path)
+    (tmp_path / "semi.csv").write_text(f'id{separator}name\n1{separator}"a {separator} b"\n')
+    refused = run_ledger("-w", "wh", "load", "t", "semi.csv", cwd=tmp_path, expect=1)
+    assert "pandas" not in refused.stderr and "insert the frame" not in refused.stderr
+    command = refused.stderr.split("`")[1]  # the conversion the advice gives, run as given
+    assert command.startswith("python -c ") and "semi.csv" in command
+    command = command.replace("python", shlex.quote(sys.executable), 1)
+    converted = subprocess.run(command, shell=True, cwd=tmp_path, check=False)
+    assert converted.returncode == 0
+    assert (tmp_path / "semi-commas.csv").read_text() == f"id,name\n1,a {separator} b\n"
+    run_ledger("-w", "wh", "load", "t", "semi-commas.csv", cwd=tmp_path)
+
+
+def test_nested_json_gets_advice_the_command_line_can_follow(tmp_path: Path) -> None:
+    run_ledger("-w", "wh", "init", cwd=tmp_path)
+    run_ledger("-w", "wh", "create", "t", "--schema", "id BIGINT, a BIGINT", cwd=tmp_path)
+    (tmp_path / "nested.jsonl").write_text('{"id": 1, "meta": {"a": 7}}\n')
+    for evolve in ([], ["--evolve-schema"]):
+        refused = run_ledger(
+            "-w", "wh", "load", "t", "nested.jsonl", *evolve, cwd=tmp_path, expect=1
+        )
+        assert "--insert-transform" in refused.stderr, refused.stderr
+        assert "leave the field 'meta' out" in refused.stderr and "key" not in refused.stderr
+    # The advice followed: a table whose insert transform reads the nested field.
+    transform = "SELECT id, meta.a AS a FROM rows"
+    schema = ["--schema", "id BIGINT, a BIGINT"]
+    run_ledger("-w", "wh", "create", "n", *schema, "--insert-transform", transform, cwd=tmp_path)
+    run_ledger("-w", "wh", "load", "n", "nested.jsonl", cwd=tmp_path)
+    shown = run_ledger("-w", "wh", "show", "n", "--json", cwd=tmp_path)
+    assert as_json(shown) == [{"id": 1, "a": 7}]
+    described = as_json(run_ledger("-w", "wh", "describe", "n", "--json", cwd=tmp_path))
+    assert described["config"]["insert_transform"] == transform
+
+
+@pytest.mark.parametrize("source", ["/dev/null", "fifo"])
+def test_a_path_that_is_neither_a_file_nor_a_folder_is_named_as_such(
+    tmp_path: Path, source: str
+) -> None:
+    run_ledger("-w", "wh", "init", cwd=tmp_path)
+    run_ledger("-w", "wh", "create", "t", "--schema", "id BIGINT", cwd=tmp_path)
+    if source == "fifo":
+        os.mkfifo(tmp_path / "fifo")
+    refused = run_ledger("-w", "wh", "load", "t", source, cwd=tmp_path, expect=1)
+    assert refused.stderr.startswith(f"Error: {source!r} is neither a file nor a folder")
+    assert "Errno" not in refused.stderr and refused.stderr.count("\n") == 1
+
+
+def test_a_file_with_another_separator_and_commas_in_its_fields_gets_the_same_advice(
+    tmp_path: Path,
+) -> None:
+    run_ledger("-w", "wh", "init", cwd=tmp_path)
+    run_ledger("-w", "wh", "create", "t", "--schema", "id BIGINT, price VARCHAR", cwd=tmp_path)
+    (tmp_path / "prices.csv").write_text("id;price\n1;2,50\n")  # a decimal comma
+    refused = run_ledger("-w", "wh", "load", "t", "prices.csv", cwd=tmp_path, expect=1)
+    assert "looks separated by ';'" in refused.stderr and "pandas" not in refused.stderr
+    command = refused.stderr.split("`")[1].replace("python", shlex.quote(sys.executable), 1)
+    subprocess.run(command, shell=True, cwd=tmp_path, check=True)
+    run_ledger("-w", "wh", "load", "t", "prices-commas.csv", cwd=tmp_path)
+    shown = run_ledger("-w", "wh", "show", "t", "--json", cwd=tmp_path)
+    assert as_json(shown) == [{"id": 1, "price": "2,50"}]

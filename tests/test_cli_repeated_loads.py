@@ -263,3 +263,34 @@ def test_a_file_landing_while_a_load_runs_waits_for_the_next_load(
     assert as_json(run_ledger("-w", "wh", "load", "t", "in", "--json", cwd=cwd))["inserted"] == 1
     assert as_json(run_ledger("-w", "wh", "load", "t", "in", "--json", cwd=cwd))["skipped"]
     assert _total(cwd) == (2, 30)
+
+
+@pytest.mark.parametrize("files", [1, 3])
+def test_the_log_and_history_show_the_app_ids_a_load_commits(tmp_path: Path, files: int) -> None:
+    cwd = _warehouse(tmp_path)
+    (cwd / "in").mkdir()
+    for n in range(files):
+        (cwd / "in" / f"part-{n}.csv").write_text(f"id,amount\n{n},1\n")
+    run_ledger("-w", "wh", "load", "t", "in", cwd=cwd)
+    table = ledger.connect(str(cwd / "wh")).table("t")
+    table.insert([{"id": 100, "amount": 1}], app_id="feed", batch=7)
+    table.insert([{"id": 101, "amount": 1}])
+    tokens = writing.load_tokens(str(cwd / "in"), "insert")
+    assert len(tokens) == files
+    expected = dict.fromkeys(tokens.values(), 1)
+    single = next(iter(expected)) if files == 1 else None
+    history = table.history()
+    shown = [(r.app_id, r.batch, r.apps) for r in history[-3:]]
+    assert shown == [
+        (single, 1 if single else None, expected),
+        ("feed", 7, {"feed": 7}),
+        (None, None, {}),
+    ]
+    logged = as_json(run_ledger("-w", "wh", "log", "t", "--json", cwd=cwd))[:3]
+    assert [(r["app_id"], r["batch"], r["apps"]) for r in logged] == [
+        (None, None, None),
+        ("feed", 7, {"feed": 7}),
+        (single, 1 if single else None, expected),
+    ]
+    piped = run_ledger("-w", "wh", "log", "t", "--limit", "1", cwd=cwd)
+    assert piped.stdout.splitlines()[0].split(",")[-1] == "apps"

@@ -95,6 +95,12 @@ Examples:
 @click.option(
     "--policy-option", multiple=True, metavar="NAME=VALUE", help="A policy option (JSON values)."
 )
+@click.option(
+    "--insert-transform",
+    metavar="SQL",
+    help="A SELECT over `rows` (the columns of each load) shaping them into the table's, "
+    "e.g. 'SELECT id, meta.a AS a FROM rows'.",
+)
 @output_options
 @pass_session
 def create(
@@ -107,6 +113,7 @@ def create(
     sort_by: Sequence[str],
     policy: str | None,
     policy_option: Sequence[str],
+    insert_transform: str | None,
     output_format: str | None,
 ) -> None:
     """Create table NAME."""
@@ -125,6 +132,7 @@ def create(
             partition_by=list(partition_by) or None,
             sort_by=list(sort_by) or None,
             policy=_policy(policy, policy_option),
+            insert_transform=insert_transform,
         )
     except TableExistsError as e:  # the library's message speaks of its Python API
         raise TableExistsError(

@@ -166,7 +166,8 @@ def commit_log(
     operation and the files and rows it added and removed; --wide, --csv and --json print
     every column."""
     records = session.table(table).history()[::-1]
-    rows = [vars(record) for record in records[:limit]]
+    # apps: every app batch of the commit ({app_id: batch}), null for a commit carrying none.
+    rows = [{**vars(record), "apps": dict(record.apps) or None} for record in records[:limit]]
     terminal = output.chosen_format(output_format) == output.TABLE
     if terminal and not wide and not output.fits_terminal(rows, _LOG_COLUMNS):
         short = [_short_log_row(row) for row in rows]
@@ -188,6 +189,7 @@ _LOG_COLUMNS = [
     "app_id",
     "batch",
     "entries_removed",
+    "apps",
 ]
 # What a reader of the log scans for, in a table that fits 80 columns: which version, when,
 # what it did, and how much it added and removed.

@@ -1,7 +1,8 @@
 """What every subcommand shares: where the warehouse is and how to reach it.
 
 Read and write commands open a warehouse that must already exist (``ledger init`` makes one),
-so a mistyped ``--warehouse`` fails instead of leaving an empty folder behind.
+so a mistyped ``--warehouse`` fails instead of leaving an empty folder behind: locally a folder,
+on S3 a prefix holding the warehouse marker ``ledger init`` writes, or a table.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import click
 from ledger.errors import TableNotFoundError
 from ledger.rollup import Rollup
 from ledger.table import Table
-from ledger.warehouse import Warehouse, connect
+from ledger.warehouse import Warehouse, connect, is_marked_warehouse, mark_warehouse
 
 DEFAULT_WAREHOUSE = "./warehouse"
 
@@ -53,6 +54,7 @@ class Session:
         warehouse = connect(target, **self.connect_options(target))
         if is_s3(target):
             check_bucket(warehouse, target)
+            mark_warehouse(warehouse.store)
         return warehouse
 
     def warehouse(self) -> Warehouse:
@@ -68,6 +70,14 @@ class Session:
             return connect(uri, **self.connect_options(uri))
         warehouse = connect(uri, **self.connect_options(uri))
         check_bucket(warehouse, uri)
+        # A prefix is no folder that exists or not: `ledger init` marks it. A warehouse made
+        # before the marker existed (or by Python, which writes none) is one that holds tables.
+        if not is_marked_warehouse(warehouse.store) and not warehouse.tables():
+            raise CommandError(
+                f"no warehouse at {uri!r}: the prefix holds no warehouse marker and no table; "
+                f"create it with `ledger init {uri}` or point --warehouse (or LEDGER_WAREHOUSE) "
+                "at an existing one"
+            )
         return warehouse
 
     def table(self, name: str) -> Table:

@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 
 import click
 
@@ -13,9 +14,15 @@ from ledger.cli import output
 from ledger.cli.output import output_options
 from ledger.cli.progress import activity
 from ledger.cli.session import CommandError, Session, pass_session
-from ledger.errors import InvalidArgumentError, KeyNotFoundError, UnknownColumnError
+from ledger.errors import (
+    InvalidArgumentError,
+    KeyNotFoundError,
+    MalformedSourceError,
+    SchemaError,
+    UnknownColumnError,
+)
 from ledger.inputs import SourceFiles, local_source_files, read_rows
-from ledger.schema import ROW_ID
+from ledger.schema import ROW_ID, separator_hint
 from ledger.table import Table
 from ledger.transaction import CommitInfo
 
@@ -64,6 +71,7 @@ def load(
     folder or glob loads only its new or changed files, and a load with nothing new writes
     nothing and warns, unless --force."""
     target = session.table(table)
+    refuse_special_file(source)
     tokens = {} if force else load_tokens(source, mode)
     while True:
         loaded = target.handle.latest_state().apps
@@ -116,12 +124,98 @@ def _load_once(
                 if evolve
                 else " Nothing was written."
             )
+            found = command_line_advice(found, source)
             raise CommandError(f"UnknownColumnError: {found}{tail}") from e
+        except MalformedSourceError as e:
+            hint = _header_separator_hint(target, source)
+            if not hint:
+                raise
+            raise CommandError(f"MalformedSourceError: {e}.{hint}") from e
+        except SchemaError as e:
+            advice = command_line_advice(str(e), source)
+            if advice == str(e):
+                raise
+            raise CommandError(f"SchemaError: {advice}") from e
         except (KeyNotFoundError, InvalidArgumentError) as e:
             advice = _LOAD_MODE_ADVICE.sub(r"\1--mode \2", str(e))
             if advice == str(e):
                 raise
             raise CommandError(f"{type(e).__name__}: {advice}") from e
+
+
+def _header_separator_hint(target: Table, source: str) -> str:
+    """Advice for a CSV file separated by another character than a comma whose fields hold
+    commas (a decimal comma: ``id;price`` then ``1;2,50``), which fails to parse before its
+    header is checked: the same advice as for a header read as one name. Empty when ``source``
+    is not one local CSV file with such a header."""
+    if not (source.endswith(".csv") and os.path.isfile(source)):
+        return ""
+    try:
+        with open(source, encoding="utf-8", newline="") as file:
+            header = file.readline(1 << 16).rstrip("\r\n")
+    except (OSError, UnicodeDecodeError):
+        return ""
+    if "," in header:
+        return ""
+    return command_line_advice(
+        separator_hint([header], target.handle.latest_state().schema), source
+    )
+
+
+def refuse_special_file(source: str) -> None:
+    """A local path that exists and is neither a file nor a folder (a device such as
+    ``/dev/stdin``, a pipe, a socket) is said as such: a load reads files, which it lists and
+    may read twice."""
+    if "://" in source or not os.path.exists(source):
+        return
+    if not (os.path.isfile(source) or os.path.isdir(source)):
+        raise CommandError(
+            f"{source!r} is neither a file nor a folder of data files (it is a device, pipe or "
+            "socket, such as /dev/stdin): `ledger load` reads a CSV, JSON-lines or Parquet "
+            "file, a folder or a glob of them; write the data to a file first (e.g. "
+            "`cat > rows.csv`) and load that file"
+        )
+
+
+# The library's advice for a CSV file separated by another character than a comma, and for
+# nested JSON values, names Python calls; the command line's are a conversion it can run and
+# the option of `ledger create` that gives a table an insert transform.
+_SEPARATOR_ADVICE = re.compile(
+    r"convert the file \(e\.g\. pandas\.read_csv\(path, sep=(?P<sep>'[^']*'|\"[^\"]*\")\), "
+    r"then insert the frame\)"
+)
+_TRANSFORM_ADVICE = re.compile(
+    r"with an insert transform reading (?P<column>\S+)\.<field> AS a column of the table\)"
+)
+
+
+def command_line_advice(message: str, source: str) -> str:
+    """``message`` with the library's Python advice said as command lines."""
+
+    def separator(match: re.Match[str]) -> str:
+        single = source.endswith(".csv") and os.path.isfile(source)
+        file = shlex.quote(source) if single else "FILE.csv"
+        converted = (
+            shlex.quote(f"{source[: -len('.csv')]}-commas.csv") if single else "FILE-commas.csv"
+        )
+        program = (
+            "import csv, sys; csv.writer(sys.stdout).writerows(csv.reader(sys.stdin, "
+            f"delimiter={match['sep']}))"
+        )
+        return (
+            f'convert it to commas and load that file: `python -c "{program}" < {file} > '
+            f"{converted}` (`ledger load` reads commas only)"
+        )
+
+    def transform(match: re.Match[str]) -> str:
+        column = match["column"]
+        return (
+            f"in a table made with an insert transform reading {column}.<field>: `ledger "
+            f"create NAME --schema '...' --insert-transform 'SELECT ..., {column}.<field> AS "
+            "<column> FROM rows'`)"
+        )
+
+    return _TRANSFORM_ADVICE.sub(transform, _SEPARATOR_ADVICE.sub(separator, message))
 
 
 # The library's advice names its operations ("use upsert to insert new keys"); the command
