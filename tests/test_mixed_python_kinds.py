@@ -179,7 +179,7 @@ FLOAT_INTO_INTEGER = st.one_of(
 )
 
 
-@settings(max_examples=examples(200), deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(
     sql_type=st.sampled_from(["INTEGER", "BIGINT"]),
     values=st.lists(FLOAT_INTO_INTEGER, min_size=1, max_size=6),
