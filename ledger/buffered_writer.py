@@ -35,6 +35,7 @@ when the failed attempt's commit did land.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import datetime as dt
 import decimal
 import logging
@@ -131,7 +132,8 @@ class _Batch:
     bytes: int
     end_position: int
     batch: int | None
-    attempted: bool = False
+    attempted: bool = False  # a commit of it may have landed (its failure says nothing)
+    failed: bool = False  # a commit of it failed: writers waiting for room are told
     converted: pa.Table | None = None
 
 
@@ -184,6 +186,10 @@ class BufferedWriter:
         self._failures = 0
         self._error: BaseException | None = None  # the last failed flush, until reported
         self._last_failure: BaseException | None = None
+        # Set when another writer committed this writer's app batch: no flush can commit, so
+        # none is tried; writes, flushes and waits raise, and close() hands the rows back.
+        self._taken: BatchTakenError | None = None
+        self._handed_back = 0  # rows close() handed back in BatchTakenError.rows
         self._retry_at = 0.0
         self._retry_delay = RETRY_DELAY_SECONDS
         self._flush_requested = False
@@ -245,8 +251,8 @@ class BufferedWriter:
 
     @property
     def pending_rows(self) -> int:
-        """Rows accepted and not committed yet."""
-        return self._accepted - self._committed
+        """Rows accepted and not committed yet (nor handed back by ``close()``)."""
+        return self._accepted - self._committed - self._handed_back
 
     @property
     def app_id(self) -> str | None:
@@ -310,6 +316,8 @@ class BufferedWriter:
         with self._state:
             self._flush_requested = False
             self._seal()
+            if self._taken is not None and self._sealed:
+                raise self._taken_refusal()
         return self._commit_sealed(in_background=False)
 
     def wait(self, position: int, timeout: float | None = None) -> None:
@@ -330,6 +338,8 @@ class BufferedWriter:
                 self._flush_requested = True
                 self._state.notify_all()
             while self._committed < position:
+                if self._taken is not None:
+                    raise self._taken_refusal()
                 if self._failures != failures:
                     raise FlushError(
                         f"a flush of table {self._table.name!r} failed before position "
@@ -347,7 +357,9 @@ class BufferedWriter:
     def close(self) -> None:
         """Refuse further writes, commit every accepted row and stop the background flusher.
         Raises what the last commit raised if it fails (the rows stay buffered: ``flush()``
-        tries again, and so does interpreter exit)."""
+        tries again, and so does interpreter exit). When another writer took this writer's app
+        batch, raises :class:`~ledger.errors.BatchTakenError` holding the rows not committed in
+        ``rows`` and keeps none of them: write them with a writer of an ``app_id`` of its own."""
         with self._state:
             self._closed = True
             self._stopped = True
@@ -355,8 +367,52 @@ class BufferedWriter:
             self._state.notify_all()
         if self._thread is not threading.current_thread():
             self._thread.join()
+        if self._taken is None:
+            with contextlib.suppress(BatchTakenError):  # its rows are handed back below
+                self.flush()
+        if self._taken is not None:
+            self._hand_back()
         self.flush()
         atexit.unregister(self._flush_at_exit)
+
+    def _taken_refusal(self) -> BatchTakenError:
+        """The error of any call after another writer took this writer's app batch."""
+        error = BatchTakenError(
+            f"{self._taken}. This writer commits nothing more: close() it, which raises "
+            f"BatchTakenError with its {self.pending_rows} rows in .rows, and write them with "
+            "a writer that has an app_id of its own"
+        )
+        error.__cause__ = self._taken
+        return error
+
+    def _hand_back(self) -> None:
+        """Raise BatchTakenError holding every row not committed, which the writer no longer
+        holds (``close()`` of a writer whose batch was taken: nothing of it can commit)."""
+        with self._flushing, self._state:
+            self._seal()
+            batches, rows = list(self._sealed), self._accepted - self._committed
+            rows -= self._handed_back
+            if not batches:
+                return
+            self._sealed.clear()
+            self._sealed_bytes = 0
+            self._handed_back += rows
+            self._set_backlog_limits()
+        tables = []
+        for batch in batches:
+            tables.append(
+                batch.converted
+                if batch.converted is not None
+                else _concat(
+                    [p if isinstance(p, pa.Table) else self._convert_plain(p) for p in batch.parts]
+                )
+            )
+        atexit.unregister(self._flush_at_exit)  # the caller holds the rows now
+        raise BatchTakenError(
+            f"{self._taken}. The writer is closed and hands back its {rows} rows not committed "
+            "in this error's .rows: write them with a writer that has an app_id of its own",
+            rows=_concat(tables),
+        ) from self._taken
 
     # --- internals: accepting rows ------------------------------------------------------------
 
@@ -367,17 +423,21 @@ class BufferedWriter:
     def _admit_locked(self) -> None:
         """Before a write (the state lock is held): refuse it when closed; report a failed
         background flush once; wait while the backlog is full and a flush is making room."""
-        self._ensure_open()
-        if self._error is not None:
-            error, self._error = self._error, None
-            self._set_marks()
-            raise FlushError(
-                f"a background flush of table {self._table.name!r} failed: {error}; its "
-                f"{self.pending_rows} rows stay buffered and are tried again (this write "
-                "was not accepted: write it again)"
-            ) from error
-        while self._backlog_full():
-            if self._sealed and self._sealed[0].attempted:
+        while True:  # every failure wakes the waiting writes (notify_all): each raises
+            self._ensure_open()
+            if self._taken is not None:
+                raise self._taken_refusal()
+            if self._error is not None:
+                error, self._error = self._error, None
+                self._set_marks()
+                raise FlushError(
+                    f"a background flush of table {self._table.name!r} failed: {error}; its "
+                    f"{self.pending_rows} rows stay buffered and are tried again (this write "
+                    "was not accepted: write it again)"
+                ) from error
+            if not self._backlog_full():
+                return
+            if self._sealed and self._sealed[0].failed:
                 raise FlushError(
                     f"the buffer of table {self._table.name!r} is full ({self.pending_rows} "
                     f"rows) and its flushes fail ({self._last_failure}); this write was not "
@@ -386,7 +446,6 @@ class BufferedWriter:
             self._flush_requested = True
             self._state.notify_all()
             self._state.wait(0.1)
-            self._ensure_open()
 
     def _backlog_full(self) -> bool:
         pending = self._accepted - self._committed
@@ -404,7 +463,7 @@ class BufferedWriter:
         marks a plain write compares against. Below both, it is accepted as it is: open, no
         failed flush to report, room in the backlog and no reason to wake the flusher. At or
         past either, :meth:`_accept_row_locked` checks each limit itself."""
-        blocked = self._closed or self._error is not None
+        blocked = self._closed or self._error is not None or self._taken is not None
         self._rows_mark = -1 if blocked else min(self._accept_below, self._wake_at - 1)
         self._bytes_mark = min(self._max_bytes, self._bytes_below)
 
@@ -648,6 +707,9 @@ class BufferedWriter:
                         # A batch another writer's commit already took was certainly not
                         # committed by this one: its retry must not count as a replay.
                         head.attempted = head.attempted or not isinstance(e, BatchTakenError)
+                        head.failed = True
+                        if isinstance(e, BatchTakenError):
+                            self._taken = e
                         self._failures += 1
                         self._last_failure = e
                         if in_background:
@@ -695,7 +757,9 @@ class BufferedWriter:
                 self._commit_sealed(in_background=True)
             except BaseException as e:
                 log.warning(
-                    "flush of table %r failed (%s); %d rows stay buffered and are retried",
+                    "flush of table %r failed (%s); %d rows stay buffered and are retried"
+                    if self._taken is None
+                    else "flush of table %r failed (%s); %d rows stay buffered until close()",
                     self._table.name,
                     e,
                     self.pending_rows,
@@ -705,6 +769,8 @@ class BufferedWriter:
                     self._retry_delay = min(self._retry_delay * 2, MAX_RETRY_DELAY_SECONDS)
 
     def _flush_due(self) -> bool:
+        if self._taken is not None:  # no flush can commit; close() hands the rows back
+            return False
         if self._accepted == self._sealed_through and not self._sealed:
             return False
         if time.monotonic() < self._retry_at:
@@ -730,10 +796,11 @@ class BufferedWriter:
         try:
             self.close()
         except BaseException as e:
+            handed_back = e.rows if isinstance(e, BatchTakenError) else None
             log.error(
                 "table %r: %d buffered rows could not be committed at exit: %s",
                 self._table.name,
-                self.pending_rows,
+                self.pending_rows if handed_back is None else handed_back.num_rows,
                 e,
             )
 

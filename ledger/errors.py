@@ -6,6 +6,11 @@ callers who catch builtins keep working. Every message says what was wrong and w
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
 
 class LedgerError(Exception):
     """Root of every error raised by ledger-tables."""
@@ -141,7 +146,13 @@ class FlushError(LedgerError):
 
 class BatchTakenError(FlushError):
     """A buffered writer's app batch was already committed by another writer with the same
-    ``app_id``: an app_id belongs to one writer at a time. The rows stay buffered."""
+    ``app_id``: an app_id belongs to one writer at a time. The writer commits nothing more; its
+    rows stay buffered until ``close()``, whose error hands them back in ``rows`` (an Arrow
+    table in the table's types) to be written by a writer with an ``app_id`` of its own."""
+
+    def __init__(self, message: str, rows: pa.Table | None = None) -> None:
+        super().__init__(message)
+        self.rows = rows
 
 
 class WriterClosedError(LedgerError):

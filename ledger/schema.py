@@ -820,10 +820,48 @@ def _from_pandas(frame: Any, schema: TableSchema) -> pa.Table:
     if levels:
         frame = frame.reset_index(level=levels)
     check_data_names([str(c) for c in frame.columns])
+    mixed = _mixed_object_columns(frame, schema)
     try:
-        return pa.Table.from_pandas(frame, preserve_index=False)
+        rest = frame.drop(columns=list(mixed)) if mixed else frame
+        table = pa.Table.from_pandas(rest, preserve_index=False)
     except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
         raise TypeMismatchError(f"the DataFrame does not convert to Arrow: {e}") from e
+    if not mixed:
+        return table
+    columns = dict(zip(table.column_names, table.columns, strict=True))
+    for name, values in mixed.values():
+        columns[name] = _by_kind(name, values, schema)
+    return pa.table(columns)
+
+
+def _mixed_object_columns(frame: Any, schema: TableSchema) -> dict[Any, tuple[str, list[Any]]]:
+    """The object columns of a DataFrame going into a number column whose Python values are of
+    several kinds, by label: their names and values, pandas' missing values (None, NaN, NaT,
+    NA) as None. An object column holds Python values as a list of dicts does, and Arrow
+    converts a mix of them by one kind (``np.float32(16777217)`` beside ``7`` read as the int
+    16777216, an int beyond 2**53 beside a float refused), so such a column is converted kind
+    by kind (:func:`_by_kind`), each value as alone."""
+    mixed = {}
+    for column in frame.columns:
+        name = str(column)
+        if frame[column].dtype != object or name not in schema.names:
+            continue
+        target = schema.type_of(name)
+        if not (pa.types.is_integer(target) or pa.types.is_floating(target)):
+            continue
+        values = [None if _pandas_missing(v) else v for v in frame[column].tolist()]
+        kinds = set(map(type, values))
+        kinds.discard(type(None))
+        if len(kinds) > 1 or not kinds <= _SINGLE_KINDS:
+            mixed[column] = (name, values)
+    return mixed
+
+
+def _pandas_missing(value: Any) -> bool:
+    """None, a NaN of any float type, ``pd.NaT`` or ``pd.NA``: what a DataFrame holds as NULL."""
+    if value is None or _missing(value):
+        return True
+    return isinstance(value, float | np.floating) and bool(np.isnan(value))
 
 
 def _refuse_misspelt_index_levels(frame: Any, schema: TableSchema) -> None:
@@ -1274,16 +1312,21 @@ def _mixes_kinds(values: list[Any], column: pa.ChunkedArray, target: pa.DataType
     if pa.types.is_boolean(source) or _is_text(source):
         return False
     if pa.types.is_float64(source) and not pa.types.is_decimal(target):
-        single = target == pa.float32()
+        # Into an integer column a numpy float32 or float16 among doubles is refused alone
+        # from 2**24 or 2**11 (it may have been rounded): from 2**11 a value is looked at.
+        large = 2.0**24 if target == pa.float32() else None
+        if pa.types.is_integer(target):
+            large = float(min(FLOAT_EXACT_INTEGERS.values())) - 0.5
         if len(values) <= _FEW_VALUES:
             return any(
                 type(values[i]) is not float
                 for i, read in enumerate(column.to_pylist())
-                if read is not None and (read in (0.0, 1.0) or (single and abs(read) > 2.0**24))
+                if read is not None
+                and (read in (0.0, 1.0) or (large is not None and abs(read) > large))
             )
         suspects = pc.or_(pc.equal(column, 0.0), pc.equal(column, 1.0))
-        if single:
-            suspects = pc.or_(suspects, pc.greater(pc.abs(column), 2.0**24))
+        if large is not None:
+            suspects = pc.or_(suspects, pc.greater(pc.abs(column), large))
         return _suspect_of_other_kind(values, pc.fill_null(suspects, False), float)
     kinds = set(map(type, values))
     kinds.discard(type(None))

@@ -21,7 +21,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import ledger
-from ledger.schema import TableSchema, conform, dicts_to_arrow
+from ledger.schema import TableSchema, conform, dicts_to_arrow, to_arrow
 from tests.conftest import examples
 from tests.support.scratch import scratch_dir
 
@@ -162,6 +162,94 @@ def test_a_value_refused_alone_is_refused_beside_any_neighbour(
         with table.writer() as writer, pytest.raises(ledger.TypeMismatchError, match="'x'"):
             writer.write(pair)
         assert table.refresh().version == 0 and table.count() == 0
+
+
+# Floats into an integer column, each judged by its own width: a float32 holds whole numbers
+# exactly below 2**24 and a double below 2**53, so from there one may already have been rounded
+# and is refused, beside any neighbour (a float32 among doubles or ints is not a double).
+# Whole numbers of each width near those limits, beside ints, floats and numpy scalars.
+FLOAT_INTO_INTEGER = st.one_of(
+    st.none(),
+    st.integers(-(2**40), 2**40),
+    st.sampled_from([0, 1, 7, 2**11 + 1, 2**24 + 1, 2**53 + 1, -(2**31)]),
+    st.sampled_from([0.0, 1.0, 2.5, 2048.0, 16777216.0, 16777218.0, 2.0**53, -3e9]),
+    st.builds(np.float32, st.sampled_from([1, 2.5, 2047, 2048, 16777215, 16777217, -3e9])),
+    st.builds(np.float64, st.sampled_from([7, 2.0**24 + 1, 2.0**53, 2.0**53 - 2])),
+    st.builds(np.int64, st.sampled_from([0, 1, 5, 2**24 + 1, 2**62])),
+)
+
+
+@settings(max_examples=examples(80), deadline=None)
+@given(
+    sql_type=st.sampled_from(["INTEGER", "BIGINT"]),
+    values=st.lists(FLOAT_INTO_INTEGER, min_size=1, max_size=6),
+    rows=st.sampled_from([0, 70]),
+)
+def test_a_float_into_an_integer_column_converts_as_alone(
+    sql_type: str, values: list[Any], rows: int
+) -> None:
+    """Stored or refused as alone, among few values (read back one by one) and, repeated to
+    ``rows`` values, among many (the suspects found in Arrow's column)."""
+    alone = [converted(sql_type, [v]) for v in values]
+    long = [values[i % len(values)] for i in range(max(rows, len(values)))]
+    mixed = converted(sql_type, long)
+    # A DataFrame's object column holding the same values converts as the dicts do.
+    schema = TableSchema.parse({"x": sql_type})
+    try:
+        frame = pd.DataFrame({"x": pd.Series(long, dtype=object)})
+        framed: Any = conform(to_arrow(frame, schema), schema)[0].column("x").to_pylist()
+    except ledger.TypeMismatchError as e:
+        framed = f"refused: {e}"
+    assert isinstance(framed, str) == isinstance(mixed, str), (framed, mixed)
+    assert isinstance(mixed, str) or all(same(f, m) for f, m in zip(framed, mixed, strict=True)), (
+        framed,
+        mixed,
+    )
+    if any(isinstance(outcome, str) for outcome in alone):
+        assert isinstance(mixed, str), (alone, mixed)
+        return
+    assert not isinstance(mixed, str), (alone, mixed)
+    expected = [alone[i % len(values)][0] for i in range(len(long))]
+    assert all(same(m, a) for m, a in zip(mixed, expected, strict=True)), (alone, mixed)
+
+
+@pytest.mark.parametrize(
+    "neighbour", [7, 7.0, np.int64(7), np.float64(7.0)], ids=["int", "float", "int64", "float64"]
+)
+def test_a_float32_beyond_its_exact_integers_is_refused_by_every_write(neighbour: Any) -> None:
+    """np.float32(16777217) is 16777216.0, which may be a rounded 16777217: an integer column
+    refuses it alone, beside any neighbour, from insert, the buffered writer, pandas and Arrow."""
+    value = np.float32(16777217)
+    with scratch_dir("mixed-kinds") as folder:
+        table = ledger.connect(f"{folder}/wh").create_table(
+            "b", {"id": "BIGINT", "x": "BIGINT"}, primary_key="id"
+        )
+        pair = [{"id": 1, "x": value}, {"id": 2, "x": neighbour}]
+        writes = [
+            lambda: table.insert(pair[:1]),
+            lambda: table.insert(pair),
+            lambda: table.insert(pair[::-1]),
+            lambda: table.insert({"id": [1, 2], "x": [value, neighbour]}),
+            lambda: table.insert(pd.DataFrame({"id": [1], "x": np.array([value])})),
+            lambda: table.insert(
+                pd.DataFrame({"id": [1, 2], "x": pd.Series([value, neighbour], dtype=object)})
+            ),
+            lambda: table.insert(pa.table({"id": [1], "x": pa.array([value], pa.float32())})),
+        ]
+        for write in writes:
+            with pytest.raises(ledger.TypeMismatchError, match="may already have been rounded"):
+                write()
+        with table.writer() as writer:
+            for rows in (pair, pair[::-1], pair[0]):
+                with pytest.raises(ledger.TypeMismatchError, match="already have been rounded"):
+                    writer.write(rows)
+            writer.write(pair[1])  # the neighbour alone is stored
+        table.insert([{"id": 3, "x": np.float32(16777215)}, {"id": 4, "x": neighbour}])
+        assert table.refresh().scan().project("id, x").order("id").fetchall() == [
+            (2, 7),
+            (3, 16777215),
+            (4, 7),
+        ]
 
 
 NANOS = pd.Timestamp("2024-01-02 03:04:05.123456789")
