@@ -69,6 +69,10 @@ class InvalidPredicateError(LedgerError, ValueError):
     """A SQL predicate that cannot be parsed or bound to the table's columns."""
 
 
+class UnknownPredicateColumnError(UnknownColumnError, InvalidPredicateError):
+    """A predicate names a column the table does not have (in any case)."""
+
+
 class UnsafeSqlError(InvalidArgumentError):
     """SQL handed to an operation is not one plain SELECT over the relations the operation
     provides: a statement (COPY, ATTACH, SET, ...), several statements, a table function or file

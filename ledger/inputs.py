@@ -2082,12 +2082,15 @@ def _folder_files(filesystem: pafs.FileSystem, folder: str) -> list[pafs.FileInf
     """The data files under a folder, recursively; hidden and ``_``-prefixed names (markers such
     as ``_SUCCESS``) are skipped."""
     selector = pafs.FileSelector(folder, recursive=True)
+
+    def taken(path: str) -> bool:
+        return not _is_hidden(path[len(folder) :]) and _suffix_of(path) in FILE_FORMATS
+
+    _refuse_broken_links(filesystem, folder, taken, folder)
     return [
         info
         for info in filesystem.get_file_info(selector)
-        if info.type == pafs.FileType.File
-        and not _is_hidden(info.path[len(folder) :])
-        and _suffix_of(info.path) in FILE_FORMATS
+        if info.type == pafs.FileType.File and taken(info.path)
     ]
 
 
@@ -2104,13 +2107,32 @@ def _glob(filesystem: pafs.FileSystem, pattern: str) -> list[pafs.FileInfo]:
     except OSError as e:
         raise StorageError(f"cannot list {base!r}: {e}") from e
     wanted = [part for part in pattern.split("/") if part not in ("", ".")]
-    return [
-        info
-        for info in listed
-        if info.type == pafs.FileType.File
-        and _glob_names(wanted, [part for part in info.path.split("/") if part not in ("", ".")])
-        and not _is_hidden(info.path[len(base) :])
-    ]
+
+    def taken(path: str) -> bool:
+        parts = [part for part in path.split("/") if part not in ("", ".")]
+        return _glob_names(wanted, parts) and not _is_hidden(path[len(base) :])
+
+    _refuse_broken_links(filesystem, base, taken, pattern)
+    return [info for info in listed if info.type == pafs.FileType.File and taken(info.path)]
+
+
+def _refuse_broken_links(
+    filesystem: pafs.FileSystem, base: str, taken: Callable[[str], bool], location: str
+) -> None:
+    """Raise :class:`SourceNotFoundError` naming a link under ``base`` whose target does not
+    exist where a read of ``location`` would take a file of its name: a listing leaves such a
+    link out, and the load would silently miss its rows. Only local disks hold links."""
+    if not isinstance(filesystem, pafs.LocalFileSystem):
+        return
+    for root, folders, files in os.walk(base, followlinks=True):
+        for name in (*files, *folders):
+            path = os.path.join(root, name)
+            if os.path.islink(path) and not os.path.exists(path) and taken(path):
+                raise SourceNotFoundError(
+                    f"{path!r}, which {location!r} names, is a link to "
+                    f"{os.readlink(path)!r}, which does not exist; restore its target or remove "
+                    "the link (nothing was read or written)"
+                )
 
 
 def _glob_names(pattern: list[str], path: list[str]) -> bool:

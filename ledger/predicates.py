@@ -1,34 +1,13 @@
-"""SQL predicates given by users (``delete_where``): parsed and checked before they run."""
+"""SQL predicates given by users, parsed and checked for what they may read; their names are
+checked against a table's columns in :mod:`ledger.sql.predicates`."""
 
 from __future__ import annotations
-
-from typing import Any
 
 import sqlglot
 from sqlglot import exp
 
 from ledger.errors import InvalidPredicateError, UnsafePredicateError
 from ledger.sql_guard import check_expression, too_deep, without_terminal_codes
-
-_FORBIDDEN_IN_PREDICATE = (exp.Query, exp.Command, exp.Create, exp.Drop, exp.Insert, exp.Delete)
-
-
-def check_predicate(predicate: Any, caller: str = "delete_where") -> str:
-    """The predicate re-rendered from its parse tree; refuse statements, subqueries and junk.
-    ``caller`` names the call the predicate was given to, in the refusal of an empty one.
-
-    >>> check_predicate("amount < 0 and region = 'EU'")
-    "amount < 0 AND region = 'EU'"
-    """
-    if not isinstance(predicate, str) or not predicate.strip():
-        raise InvalidPredicateError(f"{caller} needs a non-empty SQL predicate string")
-    tree = predicate_tree(predicate)
-    if any(isinstance(node, _FORBIDDEN_IN_PREDICATE) for node in tree.walk()):
-        raise InvalidPredicateError(
-            f"predicate {predicate!r} must be an expression over the table's columns, not a "
-            "statement or subquery"
-        )
-    return str(tree.sql(dialect="duckdb", comments=False))
 
 
 def predicate_tree(predicate: str) -> exp.Expr:

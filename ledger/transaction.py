@@ -31,6 +31,7 @@ from ledger import insert_transform as transforms
 from ledger.engines.duckdb import rmw
 from ledger.engines.duckdb.errors import QUERY_ERRORS, RUNNING_ERRORS, engine_reason
 from ledger.engines.duckdb.key_scan import distinct_integer_keys
+from ledger.engines.duckdb.query import check_condition
 from ledger.errors import (
     ConflictError,
     DuplicateKeyError,
@@ -58,7 +59,6 @@ from ledger.log.entries import AppBatch, FileMarker, LogFile, TableConfig
 from ledger.log.handle import is_recent
 from ledger.log.state import TableState
 from ledger.partitioning import PartitionSpec
-from ledger.predicates import check_predicate
 from ledger.pruning import prune_by_keys
 from ledger.schema import (
     DML_TYPE,
@@ -71,6 +71,7 @@ from ledger.schema import (
 )
 from ledger.sql import ident
 from ledger.sql.names import EXCESS
+from ledger.sql.predicates import predicate_over
 from ledger.trx_ids import (
     SpeculativeReservation,
     reservation_body,
@@ -433,7 +434,9 @@ class Transaction:
         if self._begin("delete_where"):
             return 0
         given = predicate
-        predicate = check_predicate(predicate)
+        tree = predicate_over(self._schema.names, predicate, "delete_where")
+        predicate = str(tree.sql(dialect="duckdb"))
+        check_condition(self._schema.arrow(), predicate, shown=given)
         _, marks = self._read_live(keys=None, predicate=predicate, shown=given)
         self._predicates.append(predicate)
         return self._mark(marks, marks)

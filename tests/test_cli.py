@@ -586,7 +586,7 @@ def test_bad_input_fails_in_one_line_and_writes_nothing(tmp_path: Path) -> None:
     bad_where = run_ledger(
         "-w", "wh", "show", "payments", "--where", "nope > 1", cwd=tmp_path, expect=1
     )
-    assert "UnknownColumnError" in bad_where.stderr
+    assert "UnknownPredicateColumnError" in bad_where.stderr
     unsafe_where = run_ledger(
         "-w",
         "wh",

@@ -26,6 +26,7 @@ import ledger
 import views
 from tests.conftest import examples
 from tests.support.s3server import BUCKET
+from tests.test_cli import run_ledger
 
 SCHEMA = {"id": "BIGINT", "name": "VARCHAR", "amount": "DECIMAL(18,2)"}
 ROWS = [
@@ -496,6 +497,45 @@ def test_a_glob_matches_as_a_shell_does(local_location, tmp_path, monkeypatch, p
     )
     table.insert(pattern)
     assert sorted(table.to_arrow()["name"].to_pylist()) == sorted(read)
+
+
+@pytest.mark.parametrize(
+    ("source", "link", "refused"),
+    [
+        ("land/*.csv", "land/broken.csv", True),
+        ("land/**/*.csv", "land/2026/broken.csv", True),
+        ("land", "land/2026/broken.csv", True),  # a folder is read whole, links included
+        ("land/*", "land/broken", True),  # a glob takes any name it matches
+        ("land/a*.csv", "land/broken.csv", False),  # a link the glob does not name
+        ("land", "land/broken.txt", False),  # a folder skips names of other formats
+        ("land", "land/_broken.csv", False),  # and hidden ones
+    ],
+)
+@pytest.mark.parametrize("through", ["insert", "ledger load"])
+def test_a_broken_link_a_source_names_is_refused_before_anything_is_written(
+    tmp_path, monkeypatch, source, link, refused, through
+):
+    """A link whose target is gone is no file a listing shows: a load reading past it would
+    silently miss its rows, so it names the link and writes nothing."""
+    (tmp_path / "land" / "2026").mkdir(parents=True)
+    (tmp_path / "land" / "a.csv").write_text("id,name\n1,a\n")
+    (tmp_path / link).symlink_to(tmp_path / "gone.csv")
+    monkeypatch.chdir(tmp_path)
+    table = ledger.connect(str(tmp_path / "wh")).create_table(
+        "t", {"id": "BIGINT", "name": "VARCHAR"}, primary_key="id"
+    )
+    if through == "insert":
+        if refused:
+            with pytest.raises(ledger.SourceNotFoundError, match=Path(link).name):
+                table.insert(source)
+        else:
+            table.insert(source)
+    else:
+        result = run_ledger("-w", "wh", "load", "t", source, cwd=tmp_path, expect=None)
+        assert result.returncode == (1 if refused else 0), result.stderr
+        if refused:
+            assert "SourceNotFoundError" in result.stderr and Path(link).name in result.stderr
+    assert table.count() == (0 if refused else 1)
 
 
 FOLDER_NUMBERS = iter(range(10**6))

@@ -14,6 +14,7 @@ from ledger.cli.output import output_options
 from ledger.cli.parsing import point_in_time
 from ledger.cli.session import Session, pass_session
 from ledger.engines.duckdb.errors import predicate_failures, storage_errors
+from ledger.engines.duckdb.query import check_condition
 from ledger.errors import UnsafePredicateError
 from ledger.reads import front
 from ledger.sql import ident
@@ -90,7 +91,9 @@ def _checked_predicate(state: Any, where: str) -> str:
     tree = parse_predicate(TableSpec.of(state), where)
     assert tree is not None
     check_expression(tree, where, "where", UnsafePredicateError)
-    return str(tree.sql(dialect="duckdb"))
+    predicate = str(tree.sql(dialect="duckdb"))
+    check_condition(state.schema.arrow(), predicate, shown=where)
+    return predicate
 
 
 @click.command(

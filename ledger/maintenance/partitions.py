@@ -38,12 +38,12 @@ from ledger.maintenance.merge import (
     write_query_result,
 )
 from ledger.partitioning import PartitionSpec
-from ledger.predicates import check_predicate
 from ledger.pruning import prune_by_partitions
 from ledger.reads.counts import count_from_log
 from ledger.schema import ROW_ID
 from ledger.snapshot import Snapshot
 from ledger.sql.names import ENTRIES
+from ledger.sql.predicates import predicate_over
 from ledger.sql_guard import checked_select
 from ledger.transaction import check_timeout, unmatched_marks_error
 from ledger.trx_ids import reservation_body, reserve_trx_id
@@ -302,7 +302,8 @@ def _chooser(
             f"{caller} needs where= as a SQL predicate string over the partition fields, got "
             f"{where!r}"
         )
-    predicate = check_predicate(where, f"{caller}(where=...)")
+    tree = predicate_over(spec.names, where, f"{caller}(where=...)", "partition fields")
+    predicate = str(tree.sql(dialect="duckdb"))
 
     def by_predicate(files: list[FileMarker]) -> list[FileMarker]:
         names = spec.names

@@ -17,6 +17,10 @@ from ledger.errors import InvalidPredicateError
 
 DIALECT = "duckdb"  # the sqlglot dialect trees are rendered in
 
+# The types of a condition: a boolean, or NULL (the unknown truth value, which matches no row;
+# DuckDB types ``error('...')`` NULL, and it fails on the rows like any other failing predicate).
+CONDITION_TYPES = frozenset({"BOOLEAN", '"NULL"'})
+
 
 def run(con: duckdb.DuckDBPyConnection, query: exp.Expression) -> duckdb.DuckDBPyRelation:
     """``query`` rendered in DuckDB's dialect, as a relation on ``con`` (computed lazily).
@@ -50,7 +54,7 @@ def partition_values_matching(values: pa.Table, predicate: str) -> pa.Table:
     with closing(connect()) as con:
         con.register("partition_values", values)
         kind = con.sql(f"SELECT ({predicate}) FROM partition_values").types[0]
-        if str(kind) != "BOOLEAN":
+        if str(kind) not in CONDITION_TYPES:
             raise InvalidPredicateError(
                 f"predicate {predicate!r} is {kind}, not a condition (true or false)"
             )
@@ -69,7 +73,7 @@ def check_condition(schema: pa.Schema, predicate: str, *, shown: str | None = No
         raise InvalidPredicateError(
             f"predicate {quoted!r} does not fit the table: {engine_reason(e)}"
         ) from e
-    if kind != "BOOLEAN":
+    if kind not in CONDITION_TYPES:
         raise InvalidPredicateError(
             f"predicate {quoted!r} is {kind}, not a condition (true or false)"
         )
