@@ -481,10 +481,13 @@ def _csv_batches(
     timestamps = {name: kind for name, kind in table_types.items() if pa.types.is_timestamp(kind)}
     # Dates too, so a timestamp at midnight (as databases export a DATE) is that date.
     dates = {name: kind for name, kind in table_types.items() if pa.types.is_date(kind)}
+    # Booleans too: Arrow's CSV parser takes no spaces around them (nor ``tRue``), while text
+    # from every other source is trimmed and cast (schema.parse_text).
+    booleans = [name for name, kind in table_types.items() if pa.types.is_boolean(kind)]
     # Arrow's parser reads a number too large for its column as infinity and rounds integers
     # beyond those a float holds exactly: refused, see _refuse_changed_floats.
     floats = {name: kind for name, kind in table_types.items() if pa.types.is_floating(kind)}
-    as_text = dict.fromkeys([*integers, *blobs, *timestamps, *dates], pa.string())
+    as_text = dict.fromkeys([*integers, *blobs, *timestamps, *dates, *booleans], pa.string())
     convert = pacsv.ConvertOptions(
         column_types={**table_types, **as_text},
         # An empty unquoted field is NULL; "" is an empty string; "NA" is text.
@@ -514,6 +517,8 @@ def _csv_batches(
                     )
                 if dates:
                     converted = _csv_dates(converted, dates, rows_before, path)
+                if booleans:
+                    converted = _csv_booleans(converted, booleans, rows_before)
                 yield _csv_blobs(converted, blobs, rows_before) if blobs else converted
                 rows_before += batch.num_rows
             if not rows_before:
@@ -805,7 +810,7 @@ def _csv_timestamps(
     for index, name in enumerate(batch.schema.names):
         kind = timestamps.get(name)
         if kind is not None:
-            texts = columns[index]
+            texts = pc.utf8_trim_whitespace(columns[index])
             try:
                 columns[index] = _parsed_timestamps(texts, kind, name, nanosecond_columns)
             except pa.ArrowInvalid:
@@ -847,6 +852,36 @@ def _csv_dates(
                     head, _, tail = str(refused).partition(": ")
                     raise TypeMismatchError(
                         f"{path!r}: {head}, row {row}: {tail}. Nothing was written"
+                    ) from e
+            raise
+    return pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
+
+
+def _csv_booleans(
+    batch: pa.RecordBatch, booleans: Collection[str], rows_before: int
+) -> pa.RecordBatch:
+    """``batch`` with its BOOLEAN columns (read as text) trimmed and cast, as text from every
+    other source is; text that is no boolean is refused naming its column, row and value."""
+    columns = list(batch.columns)
+    for index, name in enumerate(batch.schema.names):
+        if name not in booleans:
+            continue
+        texts = pc.utf8_trim_whitespace(columns[index])
+        try:
+            columns[index] = pc.cast(texts, pa.bool_())
+        except pa.ArrowInvalid as e:
+            for offset, text in enumerate(texts.to_pylist()):
+                if text is None:
+                    continue
+                row = rows_before + offset + 1
+                if not text:
+                    raise pa.ArrowInvalid(_quoted_empty_message(name, pa.bool_(), row)) from e
+                try:
+                    pc.cast(pa.array([text]), pa.bool_())
+                except pa.ArrowInvalid:
+                    raise pa.ArrowInvalid(
+                        f"column {name!r}, row {row}: CSV conversion error to BOOLEAN: invalid "
+                        f"value {columns[index][offset].as_py()!r}"
                     ) from e
             raise
     return pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
