@@ -174,14 +174,15 @@ def read_rows(
     chunk_rows: int = 1 << 20,
     in_memory_chunk_rows: int = 1 << 22,
     row_presence: bool = False,
-    empty_files: bool = False,
+    empty_sources: bool = False,
 ) -> Iterator[Rows]:
     """Yield ``data`` as :class:`Rows`: streams and files gathered into chunks of about
     ``chunk_rows`` rows, data already in memory cut into slices of ``in_memory_chunk_rows``.
-    Empty chunks are skipped, so empty data yields nothing; with ``empty_files``, a file that
-    holds columns and no rows (a CSV of a header alone, which a single row written without a
-    header is) yields a chunk of no rows with its columns, so that they are checked as those of
-    a file with rows are.
+    Empty chunks are skipped, so empty data yields nothing; with ``empty_sources``, a source
+    that holds columns and no rows (a CSV of a header alone, which a single row written without
+    a header is; an empty DataFrame, Arrow table, stream or relation; a dict of empty lists)
+    yields a chunk of no rows with its columns, so that they are checked as those of a source
+    with rows are. An empty list of dicts names no column and still yields nothing.
 
     ``schema`` gives the types CSV and JSON text is parsed into; ``store`` (the table's) gives
     the S3 options for ``s3://`` sources. Anything else raises :class:`TypeMismatchError`
@@ -192,15 +193,22 @@ def read_rows(
     if isinstance(data, str | os.PathLike | SourceFiles):
         files = data if isinstance(data, SourceFiles) else SourceFiles(os.fspath(data), ())
         if row_presence:
-            yield from _file_rows_with_presence(files, schema, store, empty_files)
+            yield from _file_rows_with_presence(files, schema, store, empty_sources)
         else:
-            yield from _gather(_file_batches(files, schema, store), chunk_rows, empty_files)
+            yield from _gather(_file_batches(files, schema, store), chunk_rows, empty_sources)
     elif isinstance(data, pa.RecordBatchReader):
-        yield from _gather(iter(data), chunk_rows)
+        batches = _or_no_rows(iter(data), lambda: data.schema) if empty_sources else iter(data)
+        yield from _gather(batches, chunk_rows, empty_sources)
     elif _is_duckdb_relation(data):
-        yield from _gather(_relation_batches(data), chunk_rows)
+        batches = _relation_batches(data)
+        if empty_sources:
+            batches = _or_no_rows(batches, lambda: _relation_schema(data))
+        yield from _gather(batches, chunk_rows, empty_sources)
     else:
-        yield from _slices(_in_memory_rows(data, schema), in_memory_chunk_rows)
+        rows = _in_memory_rows(data, schema)
+        if empty_sources and not rows.num_rows and rows.table.num_columns:
+            yield rows
+        yield from _slices(rows, in_memory_chunk_rows)
 
 
 # --- in-memory sources ------------------------------------------------------------------------
@@ -318,6 +326,25 @@ def _is_duckdb_relation(data: Any) -> bool:
 
 def _relation_batches(relation: Any) -> Iterator[pa.RecordBatch]:
     return relation_batches(relation, READ_BATCH_ROWS)
+
+
+def _relation_schema(relation: Any) -> pa.Schema:
+    """The columns of a relation that streamed no batch (its query run again over no rows)."""
+    schema: pa.Schema = relation.limit(0).to_arrow_reader(1).schema
+    return schema
+
+
+def _or_no_rows(
+    batches: Iterator[pa.RecordBatch], schema: Callable[[], pa.Schema]
+) -> Iterator[pa.RecordBatch]:
+    """``batches``, or when there are none (an empty stream), one batch of no rows with the
+    stream's columns, so that they are checked as a stream's with rows are."""
+    streamed = False
+    for batch in batches:
+        streamed = True
+        yield batch
+    if not streamed:
+        yield pa.RecordBatch.from_pylist([], schema=schema())
 
 
 # --- chunking ---------------------------------------------------------------------------------

@@ -790,7 +790,9 @@ def to_arrow(data: Any, schema: TableSchema) -> pa.Table:
             dict(zip(data.keys(), values, strict=True))
             for values in zip(*data.values(), strict=True)
         ]
-        return _from_pylist(rows, schema) if rows else pa.table({})
+        if not rows:  # its columns, still checked as those of rows (see inputs.read_rows)
+            return pa.table({name: pa.nulls(0) for name in data})
+        return _from_pylist(rows, schema)
     module = type(data).__module__
     if module.startswith("pandas"):
         return _from_pandas(data, schema)

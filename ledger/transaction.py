@@ -611,9 +611,10 @@ class Transaction:
         check_empty: Callable[[pa.Table], object] | None = None,
     ) -> Iterator[Rows]:
         """User data as Arrow tables of bounded size (streams and files stay streams); with
-        ``row_presence``, JSON lines say line by line which columns they give. A file holding
-        columns and no rows (a CSV of a header alone) is given to ``check_empty`` and not
-        yielded, or yielded as a chunk of no rows without ``check_empty``."""
+        ``row_presence``, JSON lines say line by line which columns they give. A source holding
+        columns and no rows (a CSV of a header alone, an empty DataFrame) is given to
+        ``check_empty`` and not yielded, or yielded as a chunk of no rows without
+        ``check_empty``."""
         for rows in read_rows(
             data,
             self._schema,
@@ -621,7 +622,7 @@ class Transaction:
             chunk_rows=STREAM_CHUNK_ROWS,
             in_memory_chunk_rows=STREAM_CHUNK_ROWS * 4,
             row_presence=row_presence,
-            empty_files=True,
+            empty_sources=True,
         ):
             if rows.num_rows or check_empty is None:
                 yield rows
@@ -654,6 +655,14 @@ class Transaction:
             rows = rows.append_column(ROW_ID, row_ids)
         return rows
 
+    def _check_keyed_columns(self, table: pa.Table) -> None:
+        """As :meth:`_check_columns` for an upsert or update, which also refuses a source
+        without the key columns (or ``_row_id``, in a table without a primary key), rows or
+        none."""
+        if self._config.generated_row_id and ROW_ID not in table.column_names:
+            raise MissingKeyError("rows of a table without a primary key are addressed by _row_id")
+        self._conform(self._transformed(table), require_keys=True)
+
     def _check_entry_columns(self, table: pa.Table) -> None:
         """As :meth:`_check_columns`, for entries, which carry their own ``dml_type``."""
         if DML_TYPE in table.column_names:
@@ -674,7 +683,7 @@ class Transaction:
             return self._checked_keyed_rows(data)
 
     def _checked_keyed_rows(self, data: Any) -> Rows | None:
-        chunks = list(self._chunks(data, row_presence=True, check_empty=self._check_columns))
+        chunks = list(self._chunks(data, row_presence=True, check_empty=self._check_keyed_columns))
         if not chunks:
             return None
         given = concat_rows(chunks)
