@@ -1202,6 +1202,8 @@ def _json_batches_of(
     (``ledger.schema.parse_text``): the JSON reader itself takes ``"19.99"`` for a DECIMAL but
     refuses ``"7"`` for an integer and ``"2024-02-29"`` for a DATE."""
     typed = _json_schema(filesystem, path, table_types)
+    if typed is None:
+        return
     parse = pajson.ParseOptions(explicit_schema=typed, unexpected_field_behavior="infer")
     read_options = pajson.ReadOptions(block_size=TEXT_BLOCK_BYTES)
     rows_read = 0
@@ -1233,15 +1235,18 @@ def _json_batches_of(
 
 def _json_schema(
     filesystem: pafs.FileSystem, path: str, table_types: Mapping[str, pa.DataType]
-) -> pa.Schema:
+) -> pa.Schema | None:
     """The types a JSON-lines file is read into: the table's types for the columns its first
     block names (text stays text, parsed later by the rule every source follows), inferred
-    types for the others."""
+    types for the others. None for a file of blank lines alone, which holds no rows, as a
+    file of zero bytes holds none."""
     read_options = pajson.ReadOptions(block_size=TEXT_BLOCK_BYTES)
     try:
         with _open_stream(filesystem, path) as source:
             inferred = pajson.open_json(source, read_options=read_options).schema
     except pa.ArrowInvalid as e:
+        if _EMPTY_JSON_STREAM.fullmatch(str(e)) and _holds_blank_lines_alone(filesystem, path):
+            return None
         if _json_mixed_column(str(e), table_types) is not None:
             inferred = _text_block_schema(filesystem, path, table_types)
         elif _starts_with_array(filesystem, path):
@@ -1260,6 +1265,23 @@ def _json_schema(
             for f in inferred
         ]
     )
+
+
+# How Arrow's JSON reader refuses a stream of no object (blank lines alone, or none).
+_EMPTY_JSON_STREAM = re.compile(r"Empty JSON stream")
+
+
+def _holds_blank_lines_alone(filesystem: pafs.FileSystem, path: str) -> bool:
+    """Whether the file holds nothing but white space (and a UTF-8 byte order mark); read
+    only once Arrow's reader found no object in it."""
+    with _open_stream(filesystem, path) as source:
+        head = True
+        while chunk := bytes(source.read(TEXT_BLOCK_BYTES)):
+            if head:
+                chunk, head = chunk.removeprefix(b"\xef\xbb\xbf"), False
+            if chunk.strip():
+                return False
+    return True
 
 
 def _text_block_schema(
@@ -1464,6 +1486,8 @@ def _json_rows_of(
     keys of each line are read with :mod:`json`. Lines are taken in blocks of about
     ``TEXT_BLOCK_BYTES``, so memory per block stays bounded."""
     typed = _json_schema(filesystem, path, table_types)
+    if typed is None:
+        return
     lines_before = 0
     mixed: set[str] = set()
     for block in _line_blocks(filesystem, path):
