@@ -403,8 +403,9 @@ class Transaction:
         were deleted (keys without a visible row are ignored).
 
         ``keys`` may be rows with the key columns (any accepted data form), or for a
-        single-column key a list of values or one array of them (a pandas Series, a numpy
-        array, an Arrow array): ``tx.delete(frame.loc[frame.amount < 0, "id"])``.
+        single-column key a list of values or one array of them (a pandas Series, Index or
+        ExtensionArray, a numpy array, an Arrow array):
+        ``tx.delete(frame.loc[frame.amount < 0, "id"])``.
         """
         if self._begin("delete"):
             return 0
@@ -1227,18 +1228,18 @@ _PLAIN_VALUE_MODULES = frozenset({"builtins", "decimal", "datetime", "uuid"})
 
 
 def _key_values(keys: Any, key_columns: list[str]) -> Any:
-    """Keys given as one array of values (a pandas Series or Index, a numpy array, an Arrow
-    array), as a list of keys would give them: for a key of one column, an Arrow table of that
-    column (its values keep their types, a Series of Timestamps or of nullable ints among
-    them); for a key of several, its rows as tuples (a 2-D numpy array, a Series of tuples).
-    Anything else is returned as given."""
+    """Keys given as one array of values (a pandas Series, Index or ExtensionArray, a numpy
+    array, an Arrow array), as a list of keys would give them: for a key of one column, an
+    Arrow table of that column (its values keep their types, a Series of Timestamps or of
+    nullable ints among them); for a key of several, its rows as tuples (a 2-D numpy array, a
+    Series of tuples). Anything else is returned as given."""
     module = type(keys).__module__
     if module.startswith("pandas") and type(keys).__name__ == "MultiIndex":
         # The index of a frame keyed by set_index([...]): its levels by name, else in order.
         if set(key_columns) <= set(keys.names):
             return keys.to_frame(index=False)
         return [tuple(k) for k in keys.tolist()]
-    is_pandas = module.startswith("pandas") and type(keys).__name__ in ("Series", "Index")
+    is_pandas = module.startswith("pandas") and _is_pandas_array(keys)
     is_numpy = module == "numpy" and type(keys).__name__ == "ndarray"
     is_polars = module.startswith("polars") and type(keys).__name__ == "Series"
     if not (is_pandas or is_numpy or is_polars or isinstance(keys, pa.Array | pa.ChunkedArray)):
@@ -1257,6 +1258,14 @@ def _key_values(keys: Any, key_columns: list[str]) -> Any:
     return [tuple(k) if isinstance(k, list) else k for k in values]
 
 
+def _is_pandas_array(keys: Any) -> bool:
+    """Whether ``keys`` (of a pandas module, so pandas is imported) is a Series, an Index or an
+    ExtensionArray (``frame["id"].array``: nullable, pyarrow-backed, text, zoned times)."""
+    import pandas as pd  # type: ignore[import-untyped]
+
+    return isinstance(keys, pd.Series | pd.Index | pd.api.extensions.ExtensionArray)
+
+
 def _check_key_form(keys: Any, key_columns: list[str]) -> None:
     """Refuse keys given in no form a keyed operation accepts, saying which forms it does."""
     if isinstance(keys, list | dict | str | os.PathLike) or keys is None:
@@ -1266,7 +1275,7 @@ def _check_key_form(keys: Any, key_columns: list[str]) -> None:
     example = "[(1, 'a'), (2, 'b')]" if len(key_columns) > 1 else "['K-1', 'K-2']"
     arrays = (
         "; for a key of one column, one array of its values (a pandas or polars Series, a "
-        "numpy or Arrow array)"
+        "pandas Index or ExtensionArray, a numpy or Arrow array)"
         if len(key_columns) == 1
         else "; a 2-D numpy array of key rows"
     )
