@@ -573,14 +573,16 @@ class BufferedWriter:
 
     def _convert_with(self, state: TableState, data: Any) -> list[pa.Table]:
         key_columns = () if state.config.generated_row_id else state.config.key_columns
+        # A source of columns and no rows has its columns checked, as insert checks them.
         return [
             conform(
                 chunk.table,
                 state.schema,
                 key_columns=key_columns,
+                require_all_keys=bool(chunk.num_rows),
                 new_column_advice=_WRITER_NEW_COLUMN_ADVICE,
             )[0]
-            for chunk in read_rows(data, state.schema, store=self._table.store)
+            for chunk in read_rows(data, state.schema, store=self._table.store, empty_sources=True)
         ]
 
     def _accept(self, tables: list[pa.Table]) -> int:

@@ -174,14 +174,15 @@ def read_rows(
     chunk_rows: int = 1 << 20,
     in_memory_chunk_rows: int = 1 << 22,
     row_presence: bool = False,
-    empty_files: bool = False,
+    empty_sources: bool = False,
 ) -> Iterator[Rows]:
     """Yield ``data`` as :class:`Rows`: streams and files gathered into chunks of about
     ``chunk_rows`` rows, data already in memory cut into slices of ``in_memory_chunk_rows``.
-    Empty chunks are skipped, so empty data yields nothing; with ``empty_files``, a file that
-    holds columns and no rows (a CSV of a header alone, which a single row written without a
-    header is) yields a chunk of no rows with its columns, so that they are checked as those of
-    a file with rows are.
+    Empty chunks are skipped, so empty data yields nothing; with ``empty_sources``, a source
+    that holds columns and no rows (a CSV of a header alone, which a single row written without
+    a header is; an empty DataFrame, Arrow table, stream or relation; a dict of empty lists)
+    yields a chunk of no rows with its columns, so that they are checked as those of a source
+    with rows are. An empty list of dicts names no column and still yields nothing.
 
     ``schema`` gives the types CSV and JSON text is parsed into; ``store`` (the table's) gives
     the S3 options for ``s3://`` sources. Anything else raises :class:`TypeMismatchError`
@@ -192,15 +193,22 @@ def read_rows(
     if isinstance(data, str | os.PathLike | SourceFiles):
         files = data if isinstance(data, SourceFiles) else SourceFiles(os.fspath(data), ())
         if row_presence:
-            yield from _file_rows_with_presence(files, schema, store, empty_files)
+            yield from _file_rows_with_presence(files, schema, store, empty_sources)
         else:
-            yield from _gather(_file_batches(files, schema, store), chunk_rows, empty_files)
+            yield from _gather(_file_batches(files, schema, store), chunk_rows, empty_sources)
     elif isinstance(data, pa.RecordBatchReader):
-        yield from _gather(iter(data), chunk_rows)
+        batches = _or_no_rows(iter(data), lambda: data.schema) if empty_sources else iter(data)
+        yield from _gather(batches, chunk_rows, empty_sources)
     elif _is_duckdb_relation(data):
-        yield from _gather(_relation_batches(data), chunk_rows)
+        batches = _relation_batches(data)
+        if empty_sources:
+            batches = _or_no_rows(batches, lambda: _relation_schema(data))
+        yield from _gather(batches, chunk_rows, empty_sources)
     else:
-        yield from _slices(_in_memory_rows(data, schema), in_memory_chunk_rows)
+        rows = _in_memory_rows(data, schema)
+        if empty_sources and not rows.num_rows and rows.table.num_columns:
+            yield rows
+        yield from _slices(rows, in_memory_chunk_rows)
 
 
 # --- in-memory sources ------------------------------------------------------------------------
@@ -318,6 +326,25 @@ def _is_duckdb_relation(data: Any) -> bool:
 
 def _relation_batches(relation: Any) -> Iterator[pa.RecordBatch]:
     return relation_batches(relation, READ_BATCH_ROWS)
+
+
+def _relation_schema(relation: Any) -> pa.Schema:
+    """The columns of a relation that streamed no batch (its query run again over no rows)."""
+    schema: pa.Schema = relation.limit(0).to_arrow_reader(1).schema
+    return schema
+
+
+def _or_no_rows(
+    batches: Iterator[pa.RecordBatch], schema: Callable[[], pa.Schema]
+) -> Iterator[pa.RecordBatch]:
+    """``batches``, or when there are none (an empty stream), one batch of no rows with the
+    stream's columns, so that they are checked as a stream's with rows are."""
+    streamed = False
+    for batch in batches:
+        streamed = True
+        yield batch
+    if not streamed:
+        yield pa.RecordBatch.from_pylist([], schema=schema())
 
 
 # --- chunking ---------------------------------------------------------------------------------
@@ -481,10 +508,13 @@ def _csv_batches(
     timestamps = {name: kind for name, kind in table_types.items() if pa.types.is_timestamp(kind)}
     # Dates too, so a timestamp at midnight (as databases export a DATE) is that date.
     dates = {name: kind for name, kind in table_types.items() if pa.types.is_date(kind)}
+    # Booleans too: Arrow's CSV parser takes no spaces around them (nor ``tRue``), while text
+    # from every other source is trimmed and cast (schema.parse_text).
+    booleans = [name for name, kind in table_types.items() if pa.types.is_boolean(kind)]
     # Arrow's parser reads a number too large for its column as infinity and rounds integers
     # beyond those a float holds exactly: refused, see _refuse_changed_floats.
     floats = {name: kind for name, kind in table_types.items() if pa.types.is_floating(kind)}
-    as_text = dict.fromkeys([*integers, *blobs, *timestamps, *dates], pa.string())
+    as_text = dict.fromkeys([*integers, *blobs, *timestamps, *dates, *booleans], pa.string())
     convert = pacsv.ConvertOptions(
         column_types={**table_types, **as_text},
         # An empty unquoted field is NULL; "" is an empty string; "NA" is text.
@@ -514,6 +544,8 @@ def _csv_batches(
                     )
                 if dates:
                     converted = _csv_dates(converted, dates, rows_before, path)
+                if booleans:
+                    converted = _csv_booleans(converted, booleans, rows_before)
                 yield _csv_blobs(converted, blobs, rows_before) if blobs else converted
                 rows_before += batch.num_rows
             if not rows_before:
@@ -805,7 +837,7 @@ def _csv_timestamps(
     for index, name in enumerate(batch.schema.names):
         kind = timestamps.get(name)
         if kind is not None:
-            texts = columns[index]
+            texts = pc.utf8_trim_whitespace(columns[index])
             try:
                 columns[index] = _parsed_timestamps(texts, kind, name, nanosecond_columns)
             except pa.ArrowInvalid:
@@ -847,6 +879,36 @@ def _csv_dates(
                     head, _, tail = str(refused).partition(": ")
                     raise TypeMismatchError(
                         f"{path!r}: {head}, row {row}: {tail}. Nothing was written"
+                    ) from e
+            raise
+    return pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
+
+
+def _csv_booleans(
+    batch: pa.RecordBatch, booleans: Collection[str], rows_before: int
+) -> pa.RecordBatch:
+    """``batch`` with its BOOLEAN columns (read as text) trimmed and cast, as text from every
+    other source is; text that is no boolean is refused naming its column, row and value."""
+    columns = list(batch.columns)
+    for index, name in enumerate(batch.schema.names):
+        if name not in booleans:
+            continue
+        texts = pc.utf8_trim_whitespace(columns[index])
+        try:
+            columns[index] = pc.cast(texts, pa.bool_())
+        except pa.ArrowInvalid as e:
+            for offset, text in enumerate(texts.to_pylist()):
+                if text is None:
+                    continue
+                row = rows_before + offset + 1
+                if not text:
+                    raise pa.ArrowInvalid(_quoted_empty_message(name, pa.bool_(), row)) from e
+                try:
+                    pc.cast(pa.array([text]), pa.bool_())
+                except pa.ArrowInvalid:
+                    raise pa.ArrowInvalid(
+                        f"column {name!r}, row {row}: CSV conversion error to BOOLEAN: invalid "
+                        f"value {columns[index][offset].as_py()!r}"
                     ) from e
             raise
     return pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
@@ -1140,6 +1202,8 @@ def _json_batches_of(
     (``ledger.schema.parse_text``): the JSON reader itself takes ``"19.99"`` for a DECIMAL but
     refuses ``"7"`` for an integer and ``"2024-02-29"`` for a DATE."""
     typed = _json_schema(filesystem, path, table_types)
+    if typed is None:
+        return
     parse = pajson.ParseOptions(explicit_schema=typed, unexpected_field_behavior="infer")
     read_options = pajson.ReadOptions(block_size=TEXT_BLOCK_BYTES)
     rows_read = 0
@@ -1171,15 +1235,18 @@ def _json_batches_of(
 
 def _json_schema(
     filesystem: pafs.FileSystem, path: str, table_types: Mapping[str, pa.DataType]
-) -> pa.Schema:
+) -> pa.Schema | None:
     """The types a JSON-lines file is read into: the table's types for the columns its first
     block names (text stays text, parsed later by the rule every source follows), inferred
-    types for the others."""
+    types for the others. None for a file of blank lines alone, which holds no rows, as a
+    file of zero bytes holds none."""
     read_options = pajson.ReadOptions(block_size=TEXT_BLOCK_BYTES)
     try:
         with _open_stream(filesystem, path) as source:
             inferred = pajson.open_json(source, read_options=read_options).schema
     except pa.ArrowInvalid as e:
+        if _EMPTY_JSON_STREAM.fullmatch(str(e)) and _holds_blank_lines_alone(filesystem, path):
+            return None
         if _json_mixed_column(str(e), table_types) is not None:
             inferred = _text_block_schema(filesystem, path, table_types)
         elif _starts_with_array(filesystem, path):
@@ -1198,6 +1265,23 @@ def _json_schema(
             for f in inferred
         ]
     )
+
+
+# How Arrow's JSON reader refuses a stream of no object (blank lines alone, or none).
+_EMPTY_JSON_STREAM = re.compile(r"Empty JSON stream")
+
+
+def _holds_blank_lines_alone(filesystem: pafs.FileSystem, path: str) -> bool:
+    """Whether the file holds nothing but white space (and a UTF-8 byte order mark); read
+    only once Arrow's reader found no object in it."""
+    with _open_stream(filesystem, path) as source:
+        head = True
+        while chunk := bytes(source.read(TEXT_BLOCK_BYTES)):
+            if head:
+                chunk, head = chunk.removeprefix(b"\xef\xbb\xbf"), False
+            if chunk.strip():
+                return False
+    return True
 
 
 def _text_block_schema(
@@ -1402,6 +1486,8 @@ def _json_rows_of(
     keys of each line are read with :mod:`json`. Lines are taken in blocks of about
     ``TEXT_BLOCK_BYTES``, so memory per block stays bounded."""
     typed = _json_schema(filesystem, path, table_types)
+    if typed is None:
+        return
     lines_before = 0
     mixed: set[str] = set()
     for block in _line_blocks(filesystem, path):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass, replace
@@ -366,6 +367,21 @@ def _measure_type(measure: Measure, base_types: Mapping[str, pa.DataType]) -> st
     return "DOUBLE"
 
 
+def _totals_call(by: Sequence[str] | str, measures: Mapping[str, Any]) -> str:
+    """The ``views.totals`` call answering a rollup's groups and sums when read, as a refusal
+    shows it (the measures as given, before they are checked)."""
+    by_columns = [by] if isinstance(by, str) else list(by)
+    sums = [
+        found.group(1)
+        for measure in measures.values()
+        if isinstance(measure, str)
+        and (found := re.fullmatch(r"\s*sum\s*\(\s*(.+?)\s*\)\s*", measure, re.IGNORECASE))
+    ]
+    return f"views.totals(table, by={by_columns!r}, count=True" + (
+        f", sum={sums!r})" if sums else ")"
+    )
+
+
 def create_rollup(
     base: Table,
     name: str,
@@ -379,8 +395,10 @@ def create_rollup(
     if not load_policy(state.config.policy, state.schema, state.config).signs_consistent:
         raise InvalidArgumentError(
             f"table {base.name!r} has the {state.config.policy['name']!r} policy: rollups follow "
-            "tables whose delete marks cancel insertions exactly (collapsing or custom); roll up "
-            "a view instead"
+            "tables whose delete marks cancel insertions exactly (collapsing or custom), and its "
+            "totals are not the signed sum of its entries. Total it when read instead, "
+            f"{_totals_call(by, measures)} (docs/views.md, section 3 'totals'), or write "
+            "its rows to a collapsing table and roll that up"
         )
     by_columns = column_names(by, "by")
     if not by_columns:

@@ -791,7 +791,9 @@ def to_arrow(data: Any, schema: TableSchema) -> pa.Table:
             dict(zip(data.keys(), values, strict=True))
             for values in zip(*data.values(), strict=True)
         ]
-        return _from_pylist(rows, schema) if rows else pa.table({})
+        if not rows:  # its columns, still checked as those of rows (see inputs.read_rows)
+            return pa.table({name: pa.nulls(0) for name in data})
+        return _from_pylist(rows, schema)
     module = type(data).__module__
     if module.startswith("pandas"):
         return _from_pandas(data, schema)
@@ -825,7 +827,10 @@ def _from_pandas(frame: Any, schema: TableSchema) -> pa.Table:
         rest = frame.drop(columns=list(mixed)) if mixed else frame
         table = pa.Table.from_pandas(rest, preserve_index=False)
     except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
-        raise TypeMismatchError(f"the DataFrame does not convert to Arrow: {e}") from e
+        table = _with_object_columns_as_dicts(rest, schema)
+        if table is None:
+            raise TypeMismatchError(f"the DataFrame does not convert to Arrow: {e}") from e
+        return table
     if not mixed:
         return table
     columns = dict(zip(table.column_names, table.columns, strict=True))
@@ -862,6 +867,65 @@ def _pandas_missing(value: Any) -> bool:
     if value is None or _missing(value):
         return True
     return isinstance(value, float | np.floating) and bool(np.isnan(value))
+
+
+def _with_object_columns_as_dicts(frame: Any, schema: TableSchema) -> pa.Table | None:
+    """The frame as Arrow, its object columns that Arrow's own conversion refuses (Python
+    values of several kinds: ``Decimal`` beside ``float``) converted as the same values in a
+    list of dicts are, kind by kind (so a DECIMAL column stores each exactly, and a value that
+    does not fit is refused naming its column and value); None when no object column is at
+    fault. Only a frame Arrow refused pays for this."""
+    refused = []
+    for name in frame.columns:
+        if frame[name].dtype != object:
+            continue
+        try:
+            pa.array(frame[name], from_pandas=True)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            refused.append(name)
+    if not refused:
+        return None
+    table = pa.Table.from_pandas(frame.drop(columns=refused), preserve_index=False)
+    for name in refused:
+        missing = frame[name].isna()
+        rows = [
+            {name: None if absent else value}
+            for value, absent in zip(frame[name].tolist(), missing.tolist(), strict=True)
+        ]
+        column = _object_column_as_dicts(name, rows, schema)
+        table = table.add_column(list(frame.columns).index(name), name, column)
+    return table
+
+
+def _object_column_as_dicts(name: str, rows: list[Any], schema: TableSchema) -> pa.ChunkedArray:
+    """One object column as a list of dicts converts it; a value it refuses is named with its
+    row of the frame (counted from 0), found by halving the rows (only once refused)."""
+
+    def converted(part: list[Any]) -> pa.Table:
+        table = dicts_to_arrow(part, schema)[0]
+        if name in schema.names:
+            conform(table, schema, require_all_keys=False)  # refuses as the write would
+        return table
+
+    try:
+        return converted(rows).column(name)
+    except TypeMismatchError as refused:
+        start, end = 0, len(rows)
+        while end - start > 1:
+            middle = (start + end) // 2
+            try:
+                converted(rows[start:middle])
+                start = middle
+            except TypeMismatchError:
+                end = middle
+        reason = re.sub(r", row \d+ \(counted from 0\)", "", str(refused))
+        try:
+            converted(rows[start : start + 1])
+        except TypeMismatchError as alone:
+            reason = re.sub(r", row \d+ \(counted from 0\)", "", str(alone))
+        raise TypeMismatchError(
+            f"row {start} of the DataFrame (counting from 0): {reason}"
+        ) from refused
 
 
 def _refuse_misspelt_index_levels(frame: Any, schema: TableSchema) -> None:

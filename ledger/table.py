@@ -462,7 +462,7 @@ class Table:
     def _check(self, data: Any, state: TableState) -> None:
         config = state.config
         # A file of columns without rows comes as a chunk of no rows: its columns are checked.
-        for chunk in read_rows(data, state.schema, store=self.store, empty_files=True):
+        for chunk in read_rows(data, state.schema, store=self.store, empty_sources=True):
             rows = chunk.table
             if config.insert_transform is not None:
                 rows = transforms.apply(config.insert_transform, rows)  # as insert shapes them

@@ -417,8 +417,9 @@ class Transaction:
         were deleted (keys without a visible row are ignored).
 
         ``keys`` may be rows with the key columns (any accepted data form), or for a
-        single-column key a list of values or one array of them (a pandas Series, a numpy
-        array, an Arrow array): ``tx.delete(frame.loc[frame.amount < 0, "id"])``.
+        single-column key a list of values or one array of them (a pandas Series, Index or
+        ExtensionArray, a numpy array, an Arrow array):
+        ``tx.delete(frame.loc[frame.amount < 0, "id"])``.
         """
         if self._begin("delete"):
             return 0
@@ -627,9 +628,10 @@ class Transaction:
         check_empty: Callable[[pa.Table], object] | None = None,
     ) -> Iterator[Rows]:
         """User data as Arrow tables of bounded size (streams and files stay streams); with
-        ``row_presence``, JSON lines say line by line which columns they give. A file holding
-        columns and no rows (a CSV of a header alone) is given to ``check_empty`` and not
-        yielded, or yielded as a chunk of no rows without ``check_empty``."""
+        ``row_presence``, JSON lines say line by line which columns they give. A source holding
+        columns and no rows (a CSV of a header alone, an empty DataFrame) is given to
+        ``check_empty`` and not yielded, or yielded as a chunk of no rows without
+        ``check_empty``."""
         for rows in read_rows(
             data,
             self._schema,
@@ -637,7 +639,7 @@ class Transaction:
             chunk_rows=STREAM_CHUNK_ROWS,
             in_memory_chunk_rows=STREAM_CHUNK_ROWS * 4,
             row_presence=row_presence,
-            empty_files=True,
+            empty_sources=True,
         ):
             if rows.num_rows or check_empty is None:
                 yield rows
@@ -670,6 +672,14 @@ class Transaction:
             rows = rows.append_column(ROW_ID, row_ids)
         return rows
 
+    def _check_keyed_columns(self, table: pa.Table) -> None:
+        """As :meth:`_check_columns` for an upsert or update, which also refuses a source
+        without the key columns (or ``_row_id``, in a table without a primary key), rows or
+        none."""
+        if self._config.generated_row_id and ROW_ID not in table.column_names:
+            raise MissingKeyError("rows of a table without a primary key are addressed by _row_id")
+        self._conform(self._transformed(table), require_keys=True)
+
     def _check_entry_columns(self, table: pa.Table) -> None:
         """As :meth:`_check_columns`, for entries, which carry their own ``dml_type``."""
         if DML_TYPE in table.column_names:
@@ -690,7 +700,7 @@ class Transaction:
             return self._checked_keyed_rows(data)
 
     def _checked_keyed_rows(self, data: Any) -> Rows | None:
-        chunks = list(self._chunks(data, row_presence=True, check_empty=self._check_columns))
+        chunks = list(self._chunks(data, row_presence=True, check_empty=self._check_keyed_columns))
         if not chunks:
             return None
         given = concat_rows(chunks)
@@ -1234,18 +1244,18 @@ _PLAIN_VALUE_MODULES = frozenset({"builtins", "decimal", "datetime", "uuid"})
 
 
 def _key_values(keys: Any, key_columns: list[str]) -> Any:
-    """Keys given as one array of values (a pandas Series or Index, a numpy array, an Arrow
-    array), as a list of keys would give them: for a key of one column, an Arrow table of that
-    column (its values keep their types, a Series of Timestamps or of nullable ints among
-    them); for a key of several, its rows as tuples (a 2-D numpy array, a Series of tuples).
-    Anything else is returned as given."""
+    """Keys given as one array of values (a pandas Series, Index or ExtensionArray, a numpy
+    array, an Arrow array), as a list of keys would give them: for a key of one column, an
+    Arrow table of that column (its values keep their types, a Series of Timestamps or of
+    nullable ints among them); for a key of several, its rows as tuples (a 2-D numpy array, a
+    Series of tuples). Anything else is returned as given."""
     module = type(keys).__module__
     if module.startswith("pandas") and type(keys).__name__ == "MultiIndex":
         # The index of a frame keyed by set_index([...]): its levels by name, else in order.
         if set(key_columns) <= set(keys.names):
             return keys.to_frame(index=False)
         return [tuple(k) for k in keys.tolist()]
-    is_pandas = module.startswith("pandas") and type(keys).__name__ in ("Series", "Index")
+    is_pandas = module.startswith("pandas") and _is_pandas_array(keys)
     is_numpy = module == "numpy" and type(keys).__name__ == "ndarray"
     is_polars = module.startswith("polars") and type(keys).__name__ == "Series"
     if not (is_pandas or is_numpy or is_polars or isinstance(keys, pa.Array | pa.ChunkedArray)):
@@ -1264,6 +1274,14 @@ def _key_values(keys: Any, key_columns: list[str]) -> Any:
     return [tuple(k) if isinstance(k, list) else k for k in values]
 
 
+def _is_pandas_array(keys: Any) -> bool:
+    """Whether ``keys`` (of a pandas module, so pandas is imported) is a Series, an Index or an
+    ExtensionArray (``frame["id"].array``: nullable, pyarrow-backed, text, zoned times)."""
+    import pandas as pd  # type: ignore[import-untyped]
+
+    return isinstance(keys, pd.Series | pd.Index | pd.api.extensions.ExtensionArray)
+
+
 def _check_key_form(keys: Any, key_columns: list[str]) -> None:
     """Refuse keys given in no form a keyed operation accepts, saying which forms it does."""
     if isinstance(keys, list | dict | str | os.PathLike) or keys is None:
@@ -1273,7 +1291,7 @@ def _check_key_form(keys: Any, key_columns: list[str]) -> None:
     example = "[(1, 'a'), (2, 'b')]" if len(key_columns) > 1 else "['K-1', 'K-2']"
     arrays = (
         "; for a key of one column, one array of its values (a pandas or polars Series, a "
-        "numpy or Arrow array)"
+        "pandas Index or ExtensionArray, a numpy or Arrow array)"
         if len(key_columns) == 1
         else "; a 2-D numpy array of key rows"
     )

@@ -1,5 +1,6 @@
 """``delete`` (and ``lookup``) take the keys of a one-column key as one array of values (a pandas
-Series or Index, a polars Series, a numpy array, an Arrow array) as they take a list of them, and
+Series, Index or ExtensionArray, a polars Series, a numpy array, an Arrow array) as they take a
+list of them, and
 a key of several columns as a 2-D numpy array of its rows: the rows deleted are those a list
 deletes."""
 
@@ -27,6 +28,11 @@ FORMS = {
     "arrow": pa.array,
     "chunked": lambda keys: pa.chunked_array([keys], pa.int64()),
     "polars": lambda keys: pl.Series("id", keys, dtype=pl.Int64),
+    # pandas ExtensionArrays, what ``frame["id"].array`` gives.
+    "nullable": lambda keys: pd.array(keys, dtype="Int64"),
+    "frame_array": lambda keys: pd.DataFrame({"id": pd.Series(keys, dtype="int64")})["id"].array,
+    "pyarrow_backed": lambda keys: pd.array(keys, dtype="int64[pyarrow]"),
+    "nullable_index": lambda keys: pd.Index(keys, dtype="Int64"),
 }
 
 
@@ -69,6 +75,22 @@ def test_a_series_of_text_or_timestamp_keys_and_a_2d_array_of_compound_keys(tmp_
         {"id": 1, "region": "us"},
         {"id": 2, "region": "eu"},
     ]
+
+
+def test_pandas_extension_arrays_of_text_and_timestamps_delete_their_keys(tmp_path):
+    wh = ledger.connect(str(tmp_path))
+    names = wh.create_table("names", {"id": "VARCHAR"}, primary_key="id")
+    names.insert([{"id": k} for k in ("a", "b", "c")])
+    names.delete(pd.array(["a", "c"], dtype="string"))
+    assert _ids(names) == ["b"]
+
+    times = wh.create_table("times", {"id": "TIMESTAMPTZ"}, primary_key="id")
+    days = [dt.datetime(2024, 1, d, tzinfo=dt.UTC) for d in (1, 2, 3)]
+    times.insert([{"id": d} for d in days])
+    times.delete(pd.Series(pd.to_datetime(days[:2])).array)  # a DatetimeArray with its zone
+    assert _ids(times) == days[2:]
+    with times.transaction() as tx:
+        assert tx.lookup(pd.Series(pd.to_datetime(days)).array).num_rows == 1
 
 
 def test_lookup_takes_a_polars_series_of_keys(tmp_path):

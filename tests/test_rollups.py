@@ -1309,8 +1309,14 @@ def test_a_base_whose_marks_do_not_cancel_exactly_is_refused(
     )
     base.insert([{"k": 1, "v": 2, "n": 1}])
     tables, version = sorted(warehouse.tables()), base.version
-    with pytest.raises(InvalidArgumentError, match=policy):
+    with pytest.raises(InvalidArgumentError, match=policy) as refused:
         base.create_rollup("r", by=["v"], measures={"c": "count", "s": "sum(n)"})
+    # It says what to do instead: total the table when read, with the same groups and measures.
+    message = str(refused.value)
+    assert "views.totals(table, by=['v'], count=True, sum=['n'])" in message, message
+    assert "docs/views.md" in message
+    totals = views.totals(base, by=["v"], count=True, sum=["n"]).fetchall()
+    assert [tuple(row) for row in totals] == [(2, 1, 1)]
     _assert_nothing_created(warehouse, base, tables, version)
 
 

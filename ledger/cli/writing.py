@@ -285,7 +285,7 @@ def _refuse_columns_the_table_lacks(target: Table, data: str | SourceFiles) -> N
     (its names and values checked as a delete reads them) before the delete reads it again."""
     schema = target.handle.latest_state().schema
     known = {*schema.names, ROW_ID}
-    for rows in read_rows(data, schema, store=target.store, empty_files=True):
+    for rows in read_rows(data, schema, store=target.store, empty_sources=True):
         unknown = [name for name in rows.table.column_names if name not in known]
         if unknown:
             raise UnknownColumnError(

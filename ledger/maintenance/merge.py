@@ -48,7 +48,7 @@ from ledger.pruning import _decoder as decoder
 from ledger.reads.files import _box as key_box
 from ledger.reads.files import _meet as boxes_meet
 from ledger.reads.files import insertions_only
-from ledger.schema import DML_TYPE, ROW_ID, TRX_ID, TRX_SEQ
+from ledger.schema import DML_TYPE, ROW_ID, TRX_ID, TRX_SEQ, arrow_to_sql_or_str
 from ledger.snapshot import PartitionFilter
 from ledger.sql.names import ENTRIES
 from ledger.sql_guard import checked_select
@@ -552,9 +552,10 @@ def _converted(batch: pa.RecordBatch, target: pa.Schema, what: str) -> pa.Record
                 column = column.cast(field.type)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
                 raise TypeMismatchError(
-                    f"{what} returns column {field.name!r} as {column.type}, which does not "
-                    f"convert to the table's {field.type} for every value ({e}); nothing was "
-                    "committed. Cast or round the column in the query"
+                    f"{what} returns column {field.name!r} as {arrow_to_sql_or_str(column.type)}"
+                    f", which does not convert to the table's {arrow_to_sql_or_str(field.type)} "
+                    f"for every value ({e}); nothing was committed. Cast or round the column in "
+                    "the query"
                 ) from e
         columns.append(column)
     return pa.RecordBatch.from_arrays(columns, names=target.names)
@@ -621,8 +622,9 @@ def _check_result_schema(result: pa.Schema, target: pa.Schema, what: str) -> Non
         got = result.field(field.name).type
         if got != field.type and not _castable(got, field.type):
             raise TypeMismatchError(
-                f"{what} returns column {field.name!r} as {got}, which does not convert to the "
-                f"table's {field.type}"
+                f"{what} returns column {field.name!r} as {arrow_to_sql_or_str(got)}, which "
+                f"does not convert to the table's {arrow_to_sql_or_str(field.type)}; cast it "
+                "in the query"
             )
 
 
