@@ -235,17 +235,38 @@ def _in_memory_rows(data: Any, schema: TableSchema) -> Rows:
 
 
 def refused_dict_row(
-    rows: list[Any], schema: TableSchema, *, allow_new_columns: bool
+    rows: Any, schema: TableSchema, *, allow_new_columns: bool
 ) -> TypeMismatchError | None:
-    """The refusal of the first dict of ``rows`` whose values do not convert, naming its index
-    in the list; None when the dicts convert on their own (the refusal came from elsewhere).
+    """The refusal of the first dict of ``rows`` (or row of a pandas DataFrame) whose values do
+    not convert, naming its index in the list (its position in the frame); None when the rows
+    convert on their own (the refusal came from elsewhere) or ``rows`` is another source.
 
     Called only after a whole conversion refused, so good appends pay nothing: halves of the
     list are converted, keeping the first that refuses, about twice the list's conversion."""
+    if isinstance(rows, list):
+        if not all(isinstance(row, Mapping) for row in rows):
+            return None
+        where = "of the list"
 
-    def refusal(part: list[Any]) -> TypeMismatchError | None:
+        def converted(part: Any) -> pa.Table:
+            return dicts_to_arrow(part, schema)[0]
+
+        def sliced(start: int, end: int) -> Any:
+            return rows[start:end]
+    elif _is_pandas_frame(rows):
+        where = "of the DataFrame"
+
+        def converted(part: Any) -> pa.Table:
+            return to_arrow(part, schema)
+
+        def sliced(start: int, end: int) -> Any:
+            return rows.iloc[start:end]
+    else:
+        return None
+
+    def refusal(part: Any) -> TypeMismatchError | None:
         try:
-            table = dicts_to_arrow(part, schema)[0]
+            table = converted(part)
             table = table.drop_columns([n for n in table.column_names if n in RESERVED])
             conform(table, schema, allow_new_columns=allow_new_columns, require_all_keys=False)
         except TypeMismatchError as refused:
@@ -254,21 +275,25 @@ def refused_dict_row(
             return None
         return None
 
-    if not all(isinstance(row, Mapping) for row in rows) or refusal(rows) is None:
+    if refusal(rows) is None:
         return None
     start, end = 0, len(rows)
     while end - start > 1:
         middle = (start + end) // 2
-        if refusal(rows[start:middle]) is not None:
+        if refusal(sliced(start, middle)) is not None:
             end = middle
         else:
             start = middle
-    found = refusal(rows[start : start + 1])
+    found = refusal(sliced(start, start + 1))
     if found is None:
         return None
     # The refusal of the one-row slice numbers its row 0; the list's index replaces it.
     reason = _SLICE_ROW.sub("", str(found))
-    return TypeMismatchError(f"row {start} of the list (counting from 0): {reason}")
+    return TypeMismatchError(f"row {start} {where} (counting from 0): {reason}")
+
+
+def _is_pandas_frame(data: Any) -> bool:
+    return type(data).__module__.startswith("pandas") and type(data).__name__ == "DataFrame"
 
 
 _SLICE_ROW = re.compile(r", row \d+ \(counted from 0\)")

@@ -819,10 +819,61 @@ def _from_pandas(frame: Any, schema: TableSchema) -> pa.Table:
     if levels:
         frame = frame.reset_index(level=levels)
     check_data_names([str(c) for c in frame.columns])
+    frame = _densified(frame)
+    python = [
+        i
+        for i, dtype in enumerate(frame.dtypes)
+        if isinstance(dtype, np.dtype) and dtype.kind == "O"
+    ]
     try:
-        return pa.Table.from_pandas(frame, preserve_index=False)
-    except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
-        raise TypeMismatchError(f"the DataFrame does not convert to Arrow: {e}") from e
+        table = pa.Table.from_pandas(frame, preserve_index=False)
+    except CONVERSION_ERRORS as e:
+        if not python:
+            raise TypeMismatchError(f"the DataFrame does not convert to Arrow: {e}") from e
+        table = None
+    if table is not None:
+        # An object column Arrow read as text (or as nothing but missing values) holds what a
+        # list of dicts would make of it: the common case stays at Arrow's speed.
+        python = [i for i in python if not _is_text_or_null(table.column(i).type)]
+        if not python:
+            return table
+    else:
+        plain = frame.iloc[:, [i for i in range(frame.shape[1]) if i not in set(python)]]
+        try:
+            table = pa.Table.from_pandas(plain, preserve_index=False)
+        except CONVERSION_ERRORS as e:
+            raise TypeMismatchError(f"the DataFrame does not convert to Arrow: {e}") from e
+    # An object column holds Python values: converted as the same values in a list of dicts
+    # are (ints beyond 64 bits, numbers beside text, numbers into VARCHAR), pandas' missing
+    # values (None, NaN, NaT, pd.NA, Decimal NaN: what isna() counts) as NULL.
+    values = {}
+    for i in python:
+        column = frame.iloc[:, i]
+        missing = column.isna().to_numpy()
+        values[str(frame.columns[i])] = [
+            None if gap else value for value, gap in zip(column.tolist(), missing, strict=True)
+        ]
+    objects = python_columns_to_arrow(values, schema)
+    columns = {name: table.column(name) for name in table.column_names}
+    columns.update({name: objects.column(name) for name in objects.column_names})
+    return pa.table(
+        [columns[str(name)] for name in frame.columns], names=list(map(str, frame.columns))
+    )
+
+
+def _is_text_or_null(data_type: pa.DataType) -> bool:
+    return bool(_is_text(data_type) or pa.types.is_null(data_type))
+
+
+def _densified(frame: Any) -> Any:
+    """``frame`` with its sparse columns (which Arrow does not convert) as dense ones."""
+    sparse = [name for name, dtype in frame.dtypes.items() if type(dtype).__name__ == "SparseDtype"]
+    if not sparse:
+        return frame
+    frame = frame.copy(deep=False)
+    for name in sparse:
+        frame[name] = frame[name].sparse.to_dense()
+    return frame
 
 
 def _refuse_misspelt_index_levels(frame: Any, schema: TableSchema) -> None:
@@ -873,16 +924,40 @@ def dicts_to_arrow(rows: list[Any], schema: TableSchema) -> tuple[pa.Table, bool
     same_names = False
     if rows:
         values, same_names = _gathered_values(rows)
+    return _values_to_arrow(values, schema, rows), same_names
+
+
+def python_columns_to_arrow(values: dict[str, list[Any]], schema: TableSchema) -> pa.Table:
+    """Columns of Python values (a DataFrame's object columns) as Arrow, converted as a list of
+    dicts holding the same values is (None is NULL).
+
+    >>> python_columns_to_arrow({"n": [2**64, None]}, schema).column("n").type  # doctest: +SKIP
+    Decimal128Type(decimal128(20, 0))
+    """
+    return _values_to_arrow(values, schema, None)
+
+
+def _values_to_arrow(
+    values: dict[str, list[Any]], schema: TableSchema, rows: list[Any] | None
+) -> pa.Table:
+    """Columns of Python values as Arrow (``rows``, when given, are the dicts they come from)."""
     try:
         table = pa.table({name: pa.array(column) for name, column in values.items()})
     except CONVERSION_ERRORS:
+        if rows is None:
+            names = list(values)
+            rows = [
+                dict(zip(names, row, strict=True)) for row in zip(*values.values(), strict=True)
+            ]
         table = _from_pylist_as_structs(rows, schema)
-    _refuse_mixed_times(rows, table, values)
+    _refuse_mixed_times(table, values)
     table = _kinds_apart(values, table, schema)
-    return _numbers_as_text(rows, table, schema), same_names
+    return _numbers_as_text(values, table, schema)
 
 
-def _numbers_as_text(rows: list[Any], table: pa.Table, schema: TableSchema) -> pa.Table:
+def _numbers_as_text(
+    values: dict[str, list[Any]], table: pa.Table, schema: TableSchema
+) -> pa.Table:
     """Numbers and booleans given for a VARCHAR column as their JSON text (see :func:`_as_text`),
     whether or not text is among them, so a row's value never depends on its neighbours."""
     for index, field in enumerate(table.schema):
@@ -891,7 +966,7 @@ def _numbers_as_text(rows: list[Any], table: pa.Table, schema: TableSchema) -> p
             continue
         if field.name not in schema.names or schema.type_of(field.name) != pa.string():
             continue
-        text = _as_text([row.get(field.name) for row in rows])
+        text = _as_text(values[field.name])
         if text is not None:
             table = table.set_column(index, field.name, text)
     return table
@@ -986,7 +1061,7 @@ def _python_scalar(value: Any) -> Any:
     return value.item()
 
 
-def _refuse_mixed_times(rows: list[Any], table: pa.Table, gathered: dict[str, list[Any]]) -> None:
+def _refuse_mixed_times(table: pa.Table, gathered: dict[str, list[Any]]) -> None:
     """Arrow types a column of Python dates and datetimes by its first value and converts the
     rest silently: a datetime after a date loses its time of day, a naive datetime after an
     aware one is taken as UTC. Each of those values alone is refused, so a mix is too.
@@ -998,9 +1073,7 @@ def _refuse_mixed_times(rows: list[Any], table: pa.Table, gathered: dict[str, li
         is_date = pa.types.is_date(field.type)
         if not (is_date or pa.types.is_timestamp(field.type)):
             continue
-        column = gathered.get(field.name)
-        if column is None:
-            column = [row.get(field.name) for row in rows]
+        column = gathered[field.name]
         kinds = set(map(type, column))
         kinds.discard(type(None))
         if is_date and kinds <= {dt.date}:
