@@ -48,7 +48,7 @@ def _outcome(table: ledger.Table, folder: Path, values: list[str]) -> str | None
     return None
 
 
-@settings(max_examples=examples(40), deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(
     sql_type=st.sampled_from(COLUMN_TYPES),
     other=st.sampled_from(NOT_TEXT),
