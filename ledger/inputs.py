@@ -243,17 +243,38 @@ def _in_memory_rows(data: Any, schema: TableSchema) -> Rows:
 
 
 def refused_dict_row(
-    rows: list[Any], schema: TableSchema, *, allow_new_columns: bool
+    rows: Any, schema: TableSchema, *, allow_new_columns: bool
 ) -> TypeMismatchError | None:
-    """The refusal of the first dict of ``rows`` whose values do not convert, naming its index
-    in the list; None when the dicts convert on their own (the refusal came from elsewhere).
+    """The refusal of the first dict of ``rows`` (or row of a pandas DataFrame) whose values do
+    not convert, naming its index in the list (its position in the frame); None when the rows
+    convert on their own (the refusal came from elsewhere) or ``rows`` is another source.
 
     Called only after a whole conversion refused, so good appends pay nothing: halves of the
     list are converted, keeping the first that refuses, about twice the list's conversion."""
+    if isinstance(rows, list):
+        if not all(isinstance(row, Mapping) for row in rows):
+            return None
+        where = "of the list"
 
-    def refusal(part: list[Any]) -> TypeMismatchError | None:
+        def converted(part: Any) -> pa.Table:
+            return dicts_to_arrow(part, schema)[0]
+
+        def sliced(start: int, end: int) -> Any:
+            return rows[start:end]
+    elif _is_pandas_frame(rows):
+        where = "of the DataFrame"
+
+        def converted(part: Any) -> pa.Table:
+            return to_arrow(part, schema)
+
+        def sliced(start: int, end: int) -> Any:
+            return rows.iloc[start:end]
+    else:
+        return None
+
+    def refusal(part: Any) -> TypeMismatchError | None:
         try:
-            table = dicts_to_arrow(part, schema)[0]
+            table = converted(part)
             table = table.drop_columns([n for n in table.column_names if n in RESERVED])
             conform(table, schema, allow_new_columns=allow_new_columns, require_all_keys=False)
         except TypeMismatchError as refused:
@@ -262,21 +283,25 @@ def refused_dict_row(
             return None
         return None
 
-    if not all(isinstance(row, Mapping) for row in rows) or refusal(rows) is None:
+    if refusal(rows) is None:
         return None
     start, end = 0, len(rows)
     while end - start > 1:
         middle = (start + end) // 2
-        if refusal(rows[start:middle]) is not None:
+        if refusal(sliced(start, middle)) is not None:
             end = middle
         else:
             start = middle
-    found = refusal(rows[start : start + 1])
+    found = refusal(sliced(start, start + 1))
     if found is None:
         return None
     # The refusal of the one-row slice numbers its row 0; the list's index replaces it.
     reason = _SLICE_ROW.sub("", str(found))
-    return TypeMismatchError(f"row {start} of the list (counting from 0): {reason}")
+    return TypeMismatchError(f"row {start} {where} (counting from 0): {reason}")
+
+
+def _is_pandas_frame(data: Any) -> bool:
+    return type(data).__module__.startswith("pandas") and type(data).__name__ == "DataFrame"
 
 
 _SLICE_ROW = re.compile(r", row \d+ \(counted from 0\)")
@@ -1214,7 +1239,9 @@ def _json_batches_of(
                 rows_read += batch.num_rows
         return
     except pa.ArrowInvalid as e:
-        if _json_mixed_column(str(e), table_types) is None:
+        if _json_mixed_column(str(e), table_types) is None and not _varchar_number_too_big(
+            str(e), table_types
+        ):
             raise
     # A column mixes JSON kinds (a number or boolean in a VARCHAR column, or numbers and text
     # in another) somewhere past the rows already read: the rest of the file is read again
@@ -1247,7 +1274,9 @@ def _json_schema(
     except pa.ArrowInvalid as e:
         if _EMPTY_JSON_STREAM.fullmatch(str(e)) and _holds_blank_lines_alone(filesystem, path):
             return None
-        if _json_mixed_column(str(e), table_types) is not None:
+        if _json_mixed_column(str(e), table_types) is not None or _varchar_number_too_big(
+            str(e), table_types
+        ):
             inferred = _text_block_schema(filesystem, path, table_types)
         elif _starts_with_array(filesystem, path):
             raise pa.ArrowInvalid(
@@ -1321,7 +1350,14 @@ def _json_block(
             break
         except pa.ArrowInvalid as e:
             name = _json_mixed_column(str(e), table_types)
-            if name is None or (textual and (name in mixed or _is_varchar(table_types[name]))):
+            if name is None:
+                # A number too large for a double, maybe a VARCHAR column's (stored as its
+                # text, as every other number there): read once more with those as text.
+                if textual or not _varchar_number_too_big(str(e), table_types):
+                    raise
+                textual = True
+                continue
+            if textual and (name in mixed or _is_varchar(table_types[name])):
                 raise
             textual = True
             if not _is_varchar(table_types[name]):
@@ -1345,28 +1381,85 @@ def _parsed_json_text(
     texts: pa.ChunkedArray,
     target: pa.DataType,
 ) -> pa.ChunkedArray:
-    """JSON text of column ``name`` parsed into ``target``; a refused value named with its
-    line."""
+    """JSON text of column ``name`` (numbers, booleans and text mixed, all taken as text)
+    parsed into ``target``; the first refused value named as the single-kind reading names
+    it: its JSON kind, its value and its own line."""
     try:
         return parse_text(name, texts, target)
     except TypeMismatchError as e:
-        where = _first_json_line(
-            filesystem, path, functools.partial(_refused_value_text, name=name, target=target)
+        found = _first_json_value(
+            filesystem, path, name, lambda value: _text_refusal(name, value, target) is not None
         )
-        raise TypeMismatchError(f"{path!r}: {e}" + ("" if where is None else f" ({where})")) from e
+        if found is None:
+            raise TypeMismatchError(f"{path!r}: {e}") from e
+        value, where = found
+        raise _json_value_refusal(path, name, target, value, where) from e
 
 
-def _refused_value_text(row: dict[str, Any], name: str, target: pa.DataType) -> bool:
-    """Whether ``row``'s number, boolean or text for ``name``, taken as text, is refused."""
-    value = row.get(name)
-    if value is None or isinstance(value, dict | list):
-        return False
+def _text_refusal(name: str, value: Any, target: pa.DataType) -> TypeMismatchError | None:
+    """The refusal of a JSON number, boolean or text for column ``name``, taken as text (None
+    when it parses, or is an object or array, left for the reader)."""
+    if isinstance(value, dict | list):
+        return None
     text = value if isinstance(value, str) else _json_text(value)
     try:
         parse_text(name, pa.chunked_array([[str.__str__(text)]], pa.string()), target)
-    except TypeMismatchError:
-        return True
-    return False
+    except TypeMismatchError as refused:
+        return refused
+    return None
+
+
+def _json_value_refusal(
+    path: str, name: str, target: pa.DataType, value: Any, where: str
+) -> TypeMismatchError:
+    """The refusal of one JSON value of a column mixing kinds, worded as a column holding only
+    its kind words it: text by the rule for text, a number in the column's own terms."""
+    refused = _text_refusal(name, value, target)
+    sql = arrow_to_sql_or_str(target)
+    if isinstance(value, bool):
+        return TypeMismatchError(
+            f"{path!r}: column {name!r} ({sql}): value {_json_text(value)} is a JSON boolean, "
+            f"and a {sql} column takes no boolean: write a number ({where})"
+        )
+    if not isinstance(value, _JsonNumber):
+        return TypeMismatchError(f"{path!r}: {refused} ({where})")
+    text = str.__str__(value)
+    if pa.types.is_integer(target):
+        if _integer_unfit(text, target):
+            return _json_out_of_range(path, name, target, text, where)
+        if decimal.Decimal(text) != decimal.Decimal(text).to_integral_value():
+            return TypeMismatchError(
+                f"{path!r}: column {name!r} ({sql}): value {text} is a JSON number that is not "
+                f"a whole number, and an integer column takes whole numbers ({where})"
+            )
+        return TypeMismatchError(f"{path!r}: {float_text_message(name, target, text)} ({where})")
+    if pa.types.is_decimal(target):
+        if _decimal_places_unfit(text, target):
+            return TypeMismatchError(
+                f"{path!r}: column {name!r} ({sql}): value {text} has more than "
+                f"{target.scale} decimal place(s); round it in the file ({where})"
+            )
+        return _json_number_unfit(path, name, target, text, where)
+    if pa.types.is_floating(target):
+        if _inexact_integer(text, target):
+            message = _inexact_integer_message(name, target, text)
+        elif _underflows(text, target):
+            message = float_underflow_message(name, target, text)
+        else:
+            message = float_overflow_message(name, target, text)
+        return TypeMismatchError(f"{path!r}: {message} ({where})")
+    return TypeMismatchError(
+        f"{path!r}: column {name!r} ({sql}): value {text} is a JSON number that does not fit "
+        f"({refused}) ({where})"
+    )
+
+
+def _varchar_number_too_big(message: str, table_types: Mapping[str, pa.DataType]) -> bool:
+    """Whether Arrow's reader refused a number too large for a double in a file for a table
+    with a VARCHAR column, which takes such a number as its JSON text."""
+    return bool(_JSON_TOO_BIG_FOR_DOUBLE.search(message)) and any(
+        _is_varchar(kind) for kind in table_types.values()
+    )
 
 
 def _is_varchar(kind: pa.DataType) -> bool:
@@ -1379,9 +1472,14 @@ def _json_read_type(kind: pa.DataType) -> pa.DataType:
     source (refused when it overflows). An integer column's numbers are read as
     DECIMAL(38,0), which takes a whole number however it is written (``3``, ``3.0``,
     ``3e0``) and refuses a fraction; :func:`_json_integers` then applies the rule for floats
-    to those written with a point or an exponent, and the column's range."""
+    to those written with a point or an exponent, and the column's range. A DATE column is
+    read as text."""
     if pa.types.is_integer(kind):
         return _JSON_INTEGER_READ
+    if pa.types.is_date(kind):
+        # Arrow's reader takes a number for a date as days since 1970; a DATE is read from
+        # text only, so a number is refused as a JSON number (``_json_time_number``).
+        return pa.string()
     return pa.float64() if kind == pa.float32() else kind
 
 
@@ -1556,12 +1654,31 @@ def _with_json_text(
                     "is stored as its JSON text); write the value as a JSON string, or store it "
                     f"in columns of its own (line {lines_before + index + 1}: {_shown(line)})"
                 )
+            if isinstance(value, _JsonNumber) and name in mixed:
+                # Refused as a number alone is, where the rule for text would take it: a
+                # BOOLEAN takes no number, a float no integer it would round (2**53 + 1).
+                kind, text = table_types[name], str.__str__(value)
+                where = f"line {lines_before + index + 1}: {_shown(line)}"
+                if pa.types.is_boolean(kind):
+                    raise _json_number_not_boolean(path, name, text, where)
+                if pa.types.is_floating(kind) and _inexact_integer(text, kind):
+                    message = _inexact_integer_message(name, kind, text)
+                    raise TypeMismatchError(f"{path!r}: {message} ({where})")
             if isinstance(value, _JsonNumber | bool):
                 row[name] = str.__str__(value) if isinstance(value, str) else _json_text(value)
                 changed = True
         if changed:
             lines[index] = _json_text(row).encode()
     return b"\n".join(lines)
+
+
+def _json_number_not_boolean(path: str, name: str, text: str, where: str) -> TypeMismatchError:
+    """The refusal of JSON number ``text`` in BOOLEAN column ``name``, as a dict's number is."""
+    return TypeMismatchError(
+        f"{path!r}: column {name!r} (BOOLEAN): value {text} is a JSON number, and a BOOLEAN "
+        'column takes true or false (or text such as "true"), not a number, as from every '
+        f"source: write the value as true or false ({where})"
+    )
 
 
 def _json_text(value: Any) -> str:
@@ -1712,15 +1829,13 @@ def _json_number_refusal(
     a DECIMAL holds, a number too large for a double. None for other errors."""
     number = _JSON_BAD_NUMBER.search(message)
     if _JSON_TOO_BIG_FOR_DOUBLE.search(message):
-        found = _first_json_number(filesystem, path, table_types.keys(), _beyond_double)
+        # A VARCHAR column takes such a number as its text; any other column's is refused.
+        numeric = [c for c, t in table_types.items() if not _is_varchar(t)]
+        found = _first_json_number(filesystem, path, numeric, _beyond_double)
         if found is None:
             return None
         name, text, where = found
-        kind = table_types.get(name, pa.float64())
-        if pa.types.is_integer(kind):
-            return _json_out_of_range(path, name, kind, text, where)
-        overflow = float_overflow_message(name, kind, text)
-        return TypeMismatchError(f"{path!r}: {overflow} ({where})")
+        return _json_number_unfit(path, name, table_types.get(name, pa.float64()), text, where)
     if (
         number is None
         and _JSON_CONVERSION_FAILURE.search(message) is None
@@ -1754,6 +1869,29 @@ def _json_number_refusal(
     )
 
 
+def _json_number_unfit(
+    path: str, name: str, kind: pa.DataType, text: str, where: str
+) -> TypeMismatchError:
+    """The refusal of JSON number ``text`` for column ``name`` of type ``kind`` in the words of
+    that type: an integer's or a DECIMAL's range, a float's magnitudes, a BOOLEAN, DATE or
+    timestamp column taking no number."""
+    sql = arrow_to_sql_or_str(kind)
+    if pa.types.is_integer(kind):
+        return _json_out_of_range(path, name, kind, text, where)
+    if pa.types.is_boolean(kind):
+        return _json_number_not_boolean(path, name, text, where)
+    if pa.types.is_date(kind) or pa.types.is_timestamp(kind):
+        return _json_not_time_text(path, name, kind, text, "number", where)
+    if pa.types.is_decimal(kind):
+        whole = int(kind.precision) - int(kind.scale)
+        return TypeMismatchError(
+            f"{path!r}: column {name!r} ({sql}): value {text} is out of its range (a {sql} holds "
+            f"numbers of up to {whole} whole digit(s) and {kind.scale} decimal place(s)); fix "
+            f"the value or widen the column ({where})"
+        )
+    return TypeMismatchError(f"{path!r}: {float_overflow_message(name, kind, text)} ({where})")
+
+
 def _decimal_places_unfit(text: str, kind: pa.DataType) -> bool:
     """Whether JSON number ``text`` has more decimal places than DECIMAL type ``kind`` keeps."""
     if not pa.types.is_decimal(kind) or DECIMAL_NUMBER_TEXT.fullmatch(text) is None:
@@ -1770,14 +1908,24 @@ def _json_time_number(
     change = _JSON_KIND_CHANGE.search(message)
     if change is None:
         return None
-    name, kind = change.group(1).lstrip("/"), change.group(2)
+    name = change.group(1).lstrip("/")
     target = table_types.get(name)
     if target is None or not (pa.types.is_timestamp(target) or pa.types.is_date(target)):
         return None
-    found = _first_json_number(filesystem, path, [name], lambda text, _: True)
+    found = _first_json_value(
+        filesystem, path, name, lambda value: isinstance(value, _JsonNumber | bool)
+    )
     if found is None:
         return None
-    _, text, where = found
+    value, where = found
+    return _json_not_time_text(path, name, target, _json_text(value), _json_kind(value), where)
+
+
+def _json_not_time_text(
+    path: str, name: str, target: pa.DataType, text: str, kind: str, where: str
+) -> TypeMismatchError:
+    """The refusal of a JSON ``kind`` (number or boolean) written ``text`` in DATE or timestamp
+    column ``name``, which is read from text only."""
     sql = arrow_to_sql_or_str(target)
     what = "date" if pa.types.is_date(target) else "timestamp"
     example = {"DATE": "2026-01-03", "TIMESTAMP": "2026-01-03T10:00:00"}.get(
@@ -1789,6 +1937,26 @@ def _json_time_number(
         f"is not taken for one): write the {what} as text in the file, or pass the rows as "
         f"dicts holding datetimes ({where})"
     )
+
+
+def _first_json_value(
+    filesystem: pafs.FileSystem, path: str, name: str, is_wanted: Callable[[Any], bool]
+) -> tuple[Any, str] | None:
+    """(value, ``line N: ...``) of the first value of column ``name`` that ``is_wanted`` picks
+    (numbers read as :class:`_JsonNumber`, the text they are written as)."""
+    found: list[Any] = []
+
+    def holds_wanted(row: dict[str, Any]) -> bool:
+        value = row.get(name)
+        if value is not None and is_wanted(value):
+            found.append(value)
+            return True
+        return False
+
+    where = _first_json_line(filesystem, path, holds_wanted)
+    if where is None or not found:
+        return None
+    return found[0], where
 
 
 def _integer_unfit(text: str, kind: pa.DataType) -> bool:
@@ -1911,15 +2079,7 @@ def _check_json_text(
             _refuse_changed_json_floats(filesystem, path, name, target, column, zeros_checked)
         if target is None or not pa.types.is_string(column.type) or pa.types.is_string(target):
             continue
-        try:
-            parse_text(name, pa.chunked_array([column]), target)
-        except TypeMismatchError as e:
-            where = _first_json_line(
-                filesystem, path, functools.partial(_refused_value_text, name=name, target=target)
-            )
-            raise TypeMismatchError(
-                f"{path!r}: {e}" + ("" if where is None else f" ({where})")
-            ) from e
+        _parsed_json_text(filesystem, path, name, pa.chunked_array([column]), target)
 
 
 def _json_error_line(

@@ -822,110 +822,61 @@ def _from_pandas(frame: Any, schema: TableSchema) -> pa.Table:
     if levels:
         frame = frame.reset_index(level=levels)
     check_data_names([str(c) for c in frame.columns])
-    mixed = _mixed_object_columns(frame, schema)
+    frame = _densified(frame)
+    python = [
+        i
+        for i, dtype in enumerate(frame.dtypes)
+        if isinstance(dtype, np.dtype) and dtype.kind == "O"
+    ]
     try:
-        rest = frame.drop(columns=list(mixed)) if mixed else frame
-        table = pa.Table.from_pandas(rest, preserve_index=False)
-    except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
-        table = _with_object_columns_as_dicts(rest, schema)
-        if table is None:
+        table = pa.Table.from_pandas(frame, preserve_index=False)
+    except CONVERSION_ERRORS as e:
+        if not python:
             raise TypeMismatchError(f"the DataFrame does not convert to Arrow: {e}") from e
-        return table
-    if not mixed:
-        return table
-    columns = dict(zip(table.column_names, table.columns, strict=True))
-    for name, values in mixed.values():
-        columns[name] = _by_kind(name, values, schema)
-    return pa.table(columns)
-
-
-def _mixed_object_columns(frame: Any, schema: TableSchema) -> dict[Any, tuple[str, list[Any]]]:
-    """The object columns of a DataFrame going into a number column whose Python values are of
-    several kinds, by label: their names and values, pandas' missing values (None, NaN, NaT,
-    NA) as None. An object column holds Python values as a list of dicts does, and Arrow
-    converts a mix of them by one kind (``np.float32(16777217)`` beside ``7`` read as the int
-    16777216, an int beyond 2**53 beside a float refused), so such a column is converted kind
-    by kind (:func:`_by_kind`), each value as alone."""
-    mixed = {}
-    for column in frame.columns:
-        name = str(column)
-        if frame[column].dtype != object or name not in schema.names:
-            continue
-        target = schema.type_of(name)
-        if not (pa.types.is_integer(target) or pa.types.is_floating(target)):
-            continue
-        values = [None if _pandas_missing(v) else v for v in frame[column].tolist()]
-        kinds = set(map(type, values))
-        kinds.discard(type(None))
-        if len(kinds) > 1 or not kinds <= _SINGLE_KINDS:
-            mixed[column] = (name, values)
-    return mixed
-
-
-def _pandas_missing(value: Any) -> bool:
-    """None, a NaN of any float type, ``pd.NaT`` or ``pd.NA``: what a DataFrame holds as NULL."""
-    if value is None or _missing(value):
-        return True
-    return isinstance(value, float | np.floating) and bool(np.isnan(value))
-
-
-def _with_object_columns_as_dicts(frame: Any, schema: TableSchema) -> pa.Table | None:
-    """The frame as Arrow, its object columns that Arrow's own conversion refuses (Python
-    values of several kinds: ``Decimal`` beside ``float``) converted as the same values in a
-    list of dicts are, kind by kind (so a DECIMAL column stores each exactly, and a value that
-    does not fit is refused naming its column and value); None when no object column is at
-    fault. Only a frame Arrow refused pays for this."""
-    refused = []
-    for name in frame.columns:
-        if frame[name].dtype != object:
-            continue
+        table = None
+    if table is not None:
+        # An object column Arrow read as text (or as nothing but missing values) holds what a
+        # list of dicts would make of it: the common case stays at Arrow's speed.
+        python = [i for i in python if not _is_text_or_null(table.column(i).type)]
+        if not python:
+            return table
+    else:
+        plain = frame.iloc[:, [i for i in range(frame.shape[1]) if i not in set(python)]]
         try:
-            pa.array(frame[name], from_pandas=True)
-        except (pa.ArrowInvalid, pa.ArrowTypeError):
-            refused.append(name)
-    if not refused:
-        return None
-    table = pa.Table.from_pandas(frame.drop(columns=refused), preserve_index=False)
-    for name in refused:
-        missing = frame[name].isna()
-        rows = [
-            {name: None if absent else value}
-            for value, absent in zip(frame[name].tolist(), missing.tolist(), strict=True)
+            table = pa.Table.from_pandas(plain, preserve_index=False)
+        except CONVERSION_ERRORS as e:
+            raise TypeMismatchError(f"the DataFrame does not convert to Arrow: {e}") from e
+    # An object column holds Python values: converted as the same values in a list of dicts
+    # are (ints beyond 64 bits, numbers beside text, numbers into VARCHAR), pandas' missing
+    # values (None, NaN, NaT, pd.NA, Decimal NaN: what isna() counts) as NULL.
+    values = {}
+    for i in python:
+        column = frame.iloc[:, i]
+        missing = column.isna().to_numpy()
+        values[str(frame.columns[i])] = [
+            None if gap else value for value, gap in zip(column.tolist(), missing, strict=True)
         ]
-        column = _object_column_as_dicts(name, rows, schema)
-        table = table.add_column(list(frame.columns).index(name), name, column)
-    return table
+    objects = python_columns_to_arrow(values, schema)
+    columns = {name: table.column(name) for name in table.column_names}
+    columns.update({name: objects.column(name) for name in objects.column_names})
+    return pa.table(
+        [columns[str(name)] for name in frame.columns], names=list(map(str, frame.columns))
+    )
 
 
-def _object_column_as_dicts(name: str, rows: list[Any], schema: TableSchema) -> pa.ChunkedArray:
-    """One object column as a list of dicts converts it; a value it refuses is named with its
-    row of the frame (counted from 0), found by halving the rows (only once refused)."""
+def _is_text_or_null(data_type: pa.DataType) -> bool:
+    return bool(_is_text(data_type) or pa.types.is_null(data_type))
 
-    def converted(part: list[Any]) -> pa.Table:
-        table = dicts_to_arrow(part, schema)[0]
-        if name in schema.names:
-            conform(table, schema, require_all_keys=False)  # refuses as the write would
-        return table
 
-    try:
-        return converted(rows).column(name)
-    except TypeMismatchError as refused:
-        start, end = 0, len(rows)
-        while end - start > 1:
-            middle = (start + end) // 2
-            try:
-                converted(rows[start:middle])
-                start = middle
-            except TypeMismatchError:
-                end = middle
-        reason = re.sub(r", row \d+ \(counted from 0\)", "", str(refused))
-        try:
-            converted(rows[start : start + 1])
-        except TypeMismatchError as alone:
-            reason = re.sub(r", row \d+ \(counted from 0\)", "", str(alone))
-        raise TypeMismatchError(
-            f"row {start} of the DataFrame (counting from 0): {reason}"
-        ) from refused
+def _densified(frame: Any) -> Any:
+    """``frame`` with its sparse columns (which Arrow does not convert) as dense ones."""
+    sparse = [name for name, dtype in frame.dtypes.items() if type(dtype).__name__ == "SparseDtype"]
+    if not sparse:
+        return frame
+    frame = frame.copy(deep=False)
+    for name in sparse:
+        frame[name] = frame[name].sparse.to_dense()
+    return frame
 
 
 def _refuse_misspelt_index_levels(frame: Any, schema: TableSchema) -> None:
@@ -976,16 +927,40 @@ def dicts_to_arrow(rows: list[Any], schema: TableSchema) -> tuple[pa.Table, bool
         if not all(issubclass(kind, Mapping) for kind in set(map(type, rows))):
             raise InvalidArgumentError("a list given as data must hold one dict per row")
         values, same_names = _gathered_values(rows) if rows else ({}, False)
+    return _values_to_arrow(values, schema, rows), same_names
+
+
+def python_columns_to_arrow(values: dict[str, list[Any]], schema: TableSchema) -> pa.Table:
+    """Columns of Python values (a DataFrame's object columns) as Arrow, converted as a list of
+    dicts holding the same values is (None is NULL).
+
+    >>> python_columns_to_arrow({"n": [2**64, None]}, schema).column("n").type  # doctest: +SKIP
+    Decimal128Type(decimal128(20, 0))
+    """
+    return _values_to_arrow(values, schema, None)
+
+
+def _values_to_arrow(
+    values: dict[str, list[Any]], schema: TableSchema, rows: list[Any] | None
+) -> pa.Table:
+    """Columns of Python values as Arrow (``rows``, when given, are the dicts they come from)."""
     try:
         table = pa.table({name: pa.array(column) for name, column in values.items()})
     except CONVERSION_ERRORS:
+        if rows is None:
+            names = list(values)
+            rows = [
+                dict(zip(names, row, strict=True)) for row in zip(*values.values(), strict=True)
+            ]
         table = _from_pylist_as_structs(rows, schema)
-    _refuse_mixed_times(rows, table, values)
+    _refuse_mixed_times(table, values)
     table = _kinds_apart(values, table, schema)
-    return _numbers_as_text(rows, table, schema), same_names
+    return _numbers_as_text(values, table, schema)
 
 
-def _numbers_as_text(rows: list[Any], table: pa.Table, schema: TableSchema) -> pa.Table:
+def _numbers_as_text(
+    values: dict[str, list[Any]], table: pa.Table, schema: TableSchema
+) -> pa.Table:
     """Numbers and booleans given for a VARCHAR column as their JSON text (see :func:`_as_text`),
     whether or not text is among them, so a row's value never depends on its neighbours."""
     for index, field in enumerate(table.schema):
@@ -994,7 +969,7 @@ def _numbers_as_text(rows: list[Any], table: pa.Table, schema: TableSchema) -> p
             continue
         if field.name not in schema.names or schema.type_of(field.name) != pa.string():
             continue
-        text = _as_text([row.get(field.name) for row in rows])
+        text = _as_text(values[field.name])
         if text is not None:
             table = table.set_column(index, field.name, text)
     return table
@@ -1110,7 +1085,7 @@ def _python_scalar(value: Any) -> Any:
     return value.item()
 
 
-def _refuse_mixed_times(rows: list[Any], table: pa.Table, gathered: dict[str, list[Any]]) -> None:
+def _refuse_mixed_times(table: pa.Table, gathered: dict[str, list[Any]]) -> None:
     """Arrow types a column of Python dates and datetimes by its first value and converts the
     rest silently: a datetime after a date loses its time of day, a naive datetime after an
     aware one is taken as UTC. Each of those values alone is refused, so a mix is too.
@@ -1122,9 +1097,7 @@ def _refuse_mixed_times(rows: list[Any], table: pa.Table, gathered: dict[str, li
         is_date = pa.types.is_date(field.type)
         if not (is_date or pa.types.is_timestamp(field.type)):
             continue
-        column = gathered.get(field.name)
-        if column is None:
-            column = [row.get(field.name) for row in rows]
+        column = gathered[field.name]
         kinds = set(map(type, column))
         kinds.discard(type(None))
         if is_date and kinds <= {dt.date}:

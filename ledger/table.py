@@ -449,12 +449,8 @@ class Table:
         try:
             self._check(data, state)
         except TypeMismatchError as refused:
-            # A list of dicts' refusal names its row, as insert's does.
-            located = (
-                refused_dict_row(data, state.schema, allow_new_columns=False)
-                if isinstance(data, list)
-                else None
-            )
+            # A list of dicts' or a DataFrame's refusal names its row, as insert's does.
+            located = refused_dict_row(data, state.schema, allow_new_columns=False)
             if located is None:
                 raise
             raise located from refused

@@ -608,13 +608,12 @@ class Transaction:
 
     @contextlib.contextmanager
     def _naming_dict_rows(self, data: Any) -> Iterator[None]:
-        """A refused value of a list of dicts named by its row (its index in the list), as a
-        refused line of a file is; looked for only once the conversion has refused."""
+        """A refused value of a list of dicts or a pandas DataFrame named by its row (its index
+        in the list, its position in the frame), as a refused line of a file is; looked for
+        only once the conversion has refused."""
         try:
             yield
         except TypeMismatchError as refused:
-            if not isinstance(data, list):
-                raise
             located = refused_dict_row(data, self._schema, allow_new_columns=self._evolve)
             if located is None:
                 raise

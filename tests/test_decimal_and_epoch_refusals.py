@@ -127,8 +127,9 @@ def test_a_decimal_with_more_places_than_the_scale_gets_the_text_forms_refusal(
     assert "column 'amt' (DECIMAL(10,2))" in message, message
     shown = value.quantize(Decimal("0.0001")) if source == "arrow" else value
     assert f"value '{shown:f}' has more than 2 decimal place(s)" in message, message
-    if source == "dicts":  # named by its index in the list, and by no other row number
-        assert f"row {rows_before} of the list (counting from 0)" in message, message
+    if source in ("dicts", "pandas"):  # named by its index in the list or frame, and only so
+        where = "the list" if source == "dicts" else "the DataFrame"
+        assert f"row {rows_before} of {where} (counting from 0)" in message, message
         assert "counted from" not in message, message
     else:
         assert f"row {rows_before} (counted from 0)" in message, message
