@@ -73,7 +73,12 @@ def test_a_refused_value_names_its_row_in_the_whole_input(
             message = str(refused)
         else:
             raise AssertionError("the value was not refused")
-    assert f"row {at} (counted from 0)" in message, message
+    named = (
+        f"row {at} of the DataFrame (counting from 0)"
+        if kind == "pandas"
+        else f"row {at} (counted from 0)"
+    )
+    assert named in message, message
     assert "has more than 2 decimal place(s)" in message, message
     assert table.version == 0
 
