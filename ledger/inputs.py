@@ -2234,6 +2234,13 @@ def _resolve_files(location: str, store: Store | None) -> tuple[pafs.FileSystem,
                 f"no file or folder at {location!r} (a str or path given as data is read as a "
                 "path or URI to Parquet, CSV or JSON-lines files)"
             )
+        if info.type not in (pafs.FileType.File, pafs.FileType.Directory):
+            raise InvalidArgumentError(
+                f"{location!r} is neither a file nor a folder of data files (a device, pipe or "
+                "socket, such as /dev/stdin): data is read from Parquet, CSV or JSON-lines "
+                "files, a folder or a glob of them; write the rows to a file first, or read them "
+                "and pass the rows"
+            )
         infos = [info] if info.type == pafs.FileType.File else _folder_files(filesystem, path)
         if not infos:
             # A folder that exists and holds no data file (empty, or only a _SUCCESS marker or

@@ -4,6 +4,7 @@ pandas, polars, DuckDB relations, and Parquet, CSV and JSON-lines files (local a
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -567,3 +568,21 @@ def test_a_folder_holding_no_data_file_is_empty_data(location, skipped, operatio
     assert _visible(table) == ROWS
     with pytest.raises(ledger.SourceNotFoundError, match="no file or folder"):
         getattr(table, operation)(f"{location.uri}/{folder}-missing")
+
+
+@pytest.mark.parametrize("kind", ["device", "pipe"])
+def test_a_source_neither_file_nor_folder_is_refused_as_such(
+    local_location: Any, tmp_path: Path, kind: str
+) -> None:
+    """A device or a named pipe given as data is refused with a typed error saying what it is
+    (it would otherwise be listed as a folder and fail with the operating system's own error),
+    before anything is written."""
+    table = local_location.connect().create_table("t", {"id": "BIGINT"}, primary_key="id")
+    if kind == "device":
+        source = "/dev/null"
+    else:
+        source = str(tmp_path / "rows.csv")
+        os.mkfifo(source)
+    with pytest.raises(ledger.InvalidArgumentError, match="neither a file nor a folder"):
+        table.insert(source)
+    assert table.version == 0
