@@ -94,7 +94,7 @@ def test_rewrite_without_a_choice_rewrites_every_partition(location: Location) -
     ("arguments", "error"),
     [
         ({"partitions": {"ts_day": "2026-11-20"}, "where": "ts_day = 'x'"}, "not both"),
-        ({"where": "no_such_field = 'x'"}, "does not apply"),
+        ({"where": "no_such_field = 'x'"}, "not one of the table's partition fields"),
         ({"where": 3}, "predicate string"),
     ],
 )
