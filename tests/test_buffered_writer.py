@@ -30,7 +30,7 @@ from ledger.buffered_writer import _column_fits, _full_row_check, _row_check
 from ledger.schema import TableSchema
 from ledger.storage import Store
 from tests.conftest import Location, examples
-from tests.support.failing import FailingStore, InjectedFault
+from tests.support.failing import AlwaysFailingCommits, FailingStore, InjectedFault
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = {"event_id": "BIGINT", "user": "VARCHAR", "amount": "DECIMAL(18,2)", "note": "VARCHAR"}
@@ -491,19 +491,6 @@ def test_a_second_writer_under_the_same_app_id_is_refused_not_dropped(
     with pytest.raises(ledger.FlushError):
         second.close()
     atexit.unregister(second._flush_at_exit)  # its rows can never commit: no retry at exit
-
-
-class AlwaysFailingCommits(FailingStore):
-    """Every log commit fails until ``healthy`` is set."""
-
-    def __init__(self, inner: Store) -> None:
-        super().__init__(inner, fail_at=None)
-        self.healthy = False
-
-    def put_if_absent(self, key: str, data: bytes) -> bool:
-        if not self.healthy and "/_log/" in key:
-            raise InjectedFault(f"injected failure: the store refuses {key}")
-        return self.inner.put_if_absent(key, data)
 
 
 def test_wait_reports_a_failed_flush_and_a_full_buffer_refuses_writes(

@@ -15,9 +15,8 @@ from typing import Any
 import pytest
 
 import ledger
-from ledger.storage import Store
 from tests.conftest import Location
-from tests.support.failing import FailingStore, InjectedFault
+from tests.support.failing import AlwaysFailingCommits, FailingStore, InjectedFault
 
 MAX_ROWS = 10
 THREADS = 3
@@ -116,25 +115,12 @@ def test_a_taken_batch_of_one_row_is_handed_back_not_lost_at_exit(
     assert _ids(table) == [1, 2]
 
 
-class BrokenLog(FailingStore):
-    """Every log commit fails (a storage error that is not retried inside the commit)."""
-
-    def __init__(self, inner: Store) -> None:
-        super().__init__(inner, fail_at=None)
-        self.healthy = False
-
-    def put_if_absent(self, key: str, data: bytes) -> bool:
-        if not self.healthy and "/_log/" in key:
-            raise InjectedFault(f"injected failure: the store refuses {key}")
-        return self.inner.put_if_absent(key, data)
-
-
 @pytest.mark.parametrize("app_id", [None, "sink"])
 def test_writes_waiting_for_room_wake_when_the_store_fails(
     local_location: Location, app_id: str | None
 ) -> None:
     table = _table(local_location)
-    store = BrokenLog(table.store)
+    store = AlwaysFailingCommits(table.store)
     writer = (
         ledger.Warehouse(store)
         .table("t")

@@ -177,3 +177,17 @@ def caused_by_fault(error: BaseException) -> bool:
             return True
         seen = seen.__cause__ or seen.__context__
     return False
+
+
+class AlwaysFailingCommits(FailingStore):
+    """Every log commit fails (a storage error not retried inside the commit) until
+    ``healthy`` is set."""
+
+    def __init__(self, inner: Store) -> None:
+        super().__init__(inner, fail_at=None)
+        self.healthy = False
+
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        if not self.healthy and "/_log/" in key:
+            raise InjectedFault(f"injected failure: the store refuses {key}")
+        return self.inner.put_if_absent(key, data)
