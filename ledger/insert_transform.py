@@ -172,6 +172,11 @@ def _not_row_by_row(rendered: str, found: str) -> InsertTransformError:
     )
 
 
+_NEW_COLUMN_ADVICE = (
+    "Declare {columns} among the table's columns, or leave them out of the transform"
+)
+
+
 def check_against_schema(
     sql: object, schema: TableSchema, key_columns: Iterable[str], generated_row_id: bool
 ) -> str:
@@ -188,7 +193,7 @@ def check_against_schema(
     if ROW_ID in output.column_names:  # an update by _row_id passes it through
         output = output.drop_columns([ROW_ID])
     try:
-        conform(output, schema, key_columns=key_columns)
+        conform(output, schema, key_columns=key_columns, new_column_advice=_NEW_COLUMN_ADVICE)
     except SchemaError as e:
         raise type(e)(
             f"{WHAT} {rendered!r} does not give rows the table takes: {e}. Its output must be "

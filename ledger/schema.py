@@ -1628,6 +1628,14 @@ def _cast_column(name: str, column: pa.ChunkedArray, target: pa.DataType) -> pa.
                     f"column {name!r} ({arrow_to_sql_or_str(target)}), {named_row(row)}: "
                     f"{refusal} before writing"
                 ) from None
+        if pa.types.is_integer(target) and type(bad) is int:
+            sql = arrow_to_sql_or_str(target)
+            low, high = _INTEGER_RANGE[target]
+            raise TypeMismatchError(
+                f"column {name!r} ({sql}), {named_row(row)}: value {bad} is out of its range "
+                f"(a {sql} holds {low} to {high}); widen the column or fix the value before "
+                "writing"
+            ) from None
         whole = (
             " (an integer column takes whole numbers within its range)"
             if pa.types.is_floating(source) and pa.types.is_integer(target)
@@ -1639,6 +1647,23 @@ def _cast_column(name: str, column: pa.ChunkedArray, target: pa.DataType) -> pa.
         ) from e
     _check_lossless(name, column, converted, target)
     return converted
+
+
+_INTEGER_RANGE = {
+    kind: (-(2 ** (kind.bit_width - 1)), 2 ** (kind.bit_width - 1) - 1)
+    if pa.types.is_signed_integer(kind)
+    else (0, 2**kind.bit_width - 1)
+    for kind in (
+        pa.int8(),
+        pa.int16(),
+        pa.int32(),
+        pa.int64(),
+        pa.uint8(),
+        pa.uint16(),
+        pa.uint32(),
+        pa.uint64(),
+    )
+}
 
 
 def named_row(row: int) -> str:

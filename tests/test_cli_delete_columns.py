@@ -35,6 +35,8 @@ def test_a_delete_file_with_a_column_the_table_lacks_is_refused(tmp_path: Path) 
     )
     assert "UnknownColumnError" in refused.stderr and "'reason'" in refused.stderr
     assert "nothing was written" in refused.stderr.lower()
+    # One sentence ends before the next begins.
+    assert "table. Nothing was written." in refused.stderr
     (cwd / "header.csv").write_text("id,reason\n")
     refused = run_ledger(
         "-w", "wh", "load", "t", "header.csv", "--mode", "delete", cwd=cwd, expect=1

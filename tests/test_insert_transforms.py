@@ -380,3 +380,21 @@ def test_a_transform_passes_row_ids_through_so_an_update_changes_its_own_row(war
     table.update([{"_row_id": row_x["_row_id"], "note": "x", "n": 3}])
     visible = table.to_arrow(columns=["note", "n"]).to_pylist()
     assert sorted((r["note"], r["n"]) for r in visible) == [("x", 30), ("y", 20)]
+
+
+def test_a_transform_giving_a_column_the_table_lacks_advises_what_creation_can_do(
+    local_location,
+):
+    """Neither ``create_table`` nor ``set_insert_transform`` takes ``evolve_schema``: the advice
+    names what they can do."""
+    warehouse = local_location.connect()
+    sql = "select k, n, 1::BIGINT as cnt, 'x' as extra from rows"
+    with pytest.raises(UnknownColumnError) as refused:
+        warehouse.create_table("counts", COUNTS, primary_key="k", insert_transform=sql)
+    message = str(refused.value)
+    assert "evolve_schema" not in message
+    assert "Declare ['extra'] among the table's columns, or leave them out" in message
+    table = warehouse.create_table("counts", COUNTS, primary_key="k")
+    with pytest.raises(UnknownColumnError, match="Declare") as refused:
+        table.set_insert_transform(sql)
+    assert "evolve_schema" not in str(refused.value)

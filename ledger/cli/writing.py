@@ -119,12 +119,12 @@ def _load_once(
         except UnknownColumnError as e:
             # The library's advice names its own argument; here the flag is what adds them.
             found, evolve, advice = str(e).partition(" Pass evolve_schema=True to add ")
+            found = command_line_advice(found, source).rstrip()
             tail = (
                 f" Load again with --evolve-schema to add {advice}; nothing was written"
                 if evolve
-                else " Nothing was written."
+                else ("" if found.endswith(".") else ".") + " Nothing was written."
             )
-            found = command_line_advice(found, source)
             raise CommandError(f"UnknownColumnError: {found}{tail}") from e
         except MalformedSourceError as e:
             hint = _header_separator_hint(target, source)
