@@ -39,11 +39,11 @@ import contextlib
 import datetime as dt
 import decimal
 import logging
-import math
 import operator
 import re
 import threading
 import time
+import zoneinfo
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -99,8 +99,10 @@ MAX_ROW_CHECKS = 1024
 @dataclass(frozen=True, slots=True)
 class _Fit:
     """How a value of one Python type is checked against one column: ``text`` (valid UTF-8),
-    ``int`` (within ``low``..``high``), ``float`` (finite), ``fixed`` (every value fits) or
-    ``call`` (``check`` returns the value's size, or None when it does not plainly fit)."""
+    ``int`` (within ``low``..``high``), ``float`` (finite), ``fixed`` (every value fits),
+    ``zoned`` (a datetime whose zone is one of :data:`_ZONES_OF_KNOWN_OFFSET` in years 2 to
+    9998 fits as it is; any other goes to ``check``, which returns 0 when it fits) or ``call``
+    (``check`` returns the value's size, or None when it does not plainly fit)."""
 
     kind: str
     size: int
@@ -823,7 +825,8 @@ _DIRECT_TYPES = (
 def _direct_table(rows: list[dict[str, Any]], schema: TableSchema) -> pa.Table | None:
     """Plain rows as one Arrow table in ``schema``'s types, each column built from its values
     in one call, when every row names the same columns and each is of a type in
-    :data:`_DIRECT_TYPES`; None otherwise (the rows then take the conversion ``insert`` does)."""
+    :data:`_DIRECT_TYPES` or a TIMESTAMPTZ holding datetimes alone; None otherwise (the rows
+    then take the conversion ``insert`` does)."""
     if not rows:
         return None
     names = list(rows[0])
@@ -831,16 +834,31 @@ def _direct_table(rows: list[dict[str, Any]], schema: TableSchema) -> pa.Table |
     if not names or set(map(len, rows)) != {len(names)} or not known.issuperset(names):
         return None
     types = [schema.type_of(name) for name in names]
-    if not all(any(is_kind(t) for is_kind in _DIRECT_TYPES) for t in types):
+    if not all(_is_direct(t) for t in types):
         return None
-    try:
-        columns = [
-            pa.array(list(map(operator.itemgetter(name), rows)), type=kind)
-            for name, kind in zip(names, types, strict=True)
-        ]
-    except KeyError:  # a row names other columns than the first
-        return None
+    columns = []
+    for name, kind in zip(names, types, strict=True):
+        try:
+            values = list(map(operator.itemgetter(name), rows))
+        except KeyError:  # a row names other columns than the first
+            return None
+        if _is_zoned(kind) and not set(map(type, values)) <= _DIRECT_ZONED_KINDS:
+            return None  # ISO text beside the datetimes: Arrow's typed conversion takes no text
+        columns.append(pa.array(values, type=kind))
     return pa.Table.from_arrays(columns, names=names)
+
+
+def _is_zoned(kind: pa.DataType) -> bool:
+    return pa.types.is_timestamp(kind) and kind.tz is not None
+
+
+def _is_direct(kind: pa.DataType) -> bool:
+    return any(is_kind(kind) for is_kind in _DIRECT_TYPES) or _is_zoned(kind)
+
+
+# A TIMESTAMPTZ column is built directly from datetimes with a zone (each taken at its own UTC
+# offset, as insert takes it) and None; the plain check let through no other datetime.
+_DIRECT_ZONED_KINDS = frozenset({dt.datetime, type(None)})
 
 
 def _column_fits(schema: TableSchema) -> dict[str, dict[type, _Fit]]:
@@ -867,7 +885,7 @@ def _column_fits(schema: TableSchema) -> dict[str, dict[type, _Fit]]:
             fits[name] = {dt.datetime: _Fit("call", 8, check=_naive_time_size)}
         elif pa.types.is_timestamp(arrow_type):
             fits[name] = {
-                dt.datetime: _Fit("call", 8, check=_zoned_time_size),
+                dt.datetime: _Fit("zoned", 8, check=_zoned_time_size),
                 str: _Fit("call", 0, check=_zoned_text_size),
             }
     return fits
@@ -886,7 +904,7 @@ def _row_check(
     names and values never do."""
     if not names or not keys.issubset(names) or not all(name in fits for name in names):
         return _never_plain
-    namespace: dict[str, Any] = {"_encodes": _encodes, "_isfinite": math.isfinite}
+    namespace: dict[str, Any] = {"_encodes": _encodes, "_zones": _ZONES_OF_KNOWN_OFFSET}
     lines = [
         "def check(row):",
         f"    ({''.join(f'v{i}, ' for i in range(len(names)))}) = row.values()",
@@ -927,7 +945,7 @@ def _full_row_check(
     names and values never do."""
     if not names or not keys.issubset(names) or not all(fits.get(name) for name in names):
         return _never_plain
-    namespace: dict[str, Any] = {"_encodes": _encodes, "_isfinite": math.isfinite}
+    namespace: dict[str, Any] = {"_encodes": _encodes, "_zones": _ZONES_OF_KNOWN_OFFSET}
     lookups, tests, sizes = [], [], []
     for i, name in enumerate(names):
         value, kind_name, fit_name, name_name = f"v{i}", f"t{i}", f"f{i}", f"n{i}"
@@ -964,6 +982,11 @@ def _fit_test(value: str, fit: _Fit, fit_name: str, size_name: str = "n") -> tup
     if fit.kind == "float":
         # x - x is 0.0 for a finite float, NaN for NaN and the infinities: no call needed.
         return f"{value} - {value} == 0.0", f"{fit.size}"
+    if fit.kind == "zoned":
+        # Inline for the zones whose offset is always known: a call per row cost a third of
+        # a write of such a row.
+        known = f"type({value}.tzinfo) in _zones and 1 < {value}.year < 9999"
+        return f"({known} or {fit_name}({value}) is not None)", f"{fit.size}"
     if fit.kind == "call":
         return f"({size_name} := {fit_name}({value})) is not None", f"{fit.size} + {size_name}"
     return "", f"{fit.size}"
@@ -1007,6 +1030,10 @@ def _decimal_fits(precision: int, scale: int) -> dict[type, _Fit]:
 def _naive_time_size(value: dt.datetime) -> int | None:
     """A TIMESTAMP takes a datetime without a zone plainly (with one, it is converted)."""
     return 0 if value.tzinfo is None else None
+
+
+# Zones whose utcoffset() of any datetime is an offset: it neither fails nor is None.
+_ZONES_OF_KNOWN_OFFSET = frozenset({dt.timezone, zoneinfo.ZoneInfo})
 
 
 def _zoned_time_size(value: dt.datetime) -> int | None:

@@ -725,6 +725,50 @@ def test_decimals_and_times_accept_and_refuse_exactly_what_insert_does(
     assert read(buffered) == read(oracle)
 
 
+ZONED_ROWS = st.lists(
+    st.fixed_dictionaries(
+        {
+            "id": st.integers(0, 10),
+            "at": st.one_of(
+                st.none(),
+                st.datetimes(timezones=ZONES.filter(lambda zone: zone is not None)),
+                ISO_TEXTS,
+            ),
+        }
+    ),
+    min_size=1,
+    max_size=6,
+)
+
+
+@settings(max_examples=examples(25))
+@given(ZONED_ROWS)
+def test_rows_of_zoned_datetimes_flushed_together_hold_the_instants_insert_stores(
+    tmp_path_factory: pytest.TempPathFactory, rows: list[dict[str, Any]]
+) -> None:
+    """Model test: rows naming the same columns, a TIMESTAMPTZ among them, written one by one
+    and flushed together, against an insert() of each row into a twin table: each datetime
+    (any zone, any fold, ISO text beside it) is stored as the instant insert stores, and a
+    write raises exactly when the insert does."""
+    warehouse = ledger.connect(str(tmp_path_factory.mktemp("wh")))
+    buffered = warehouse.create_table("buffered", {"id": "BIGINT", "at": "TIMESTAMPTZ"})
+    oracle = warehouse.create_table("oracle", {"id": "BIGINT", "at": "TIMESTAMPTZ"})
+    with buffered.writer(max_rows=len(rows) + 1, max_seconds=None) as writer:
+        for row in rows:
+            try:
+                oracle.insert([row])
+            except ledger.LedgerError as e:
+                with pytest.raises(type(e)):
+                    writer.write(row)
+            else:
+                writer.write(row)
+
+    def read(table: ledger.Table) -> list[tuple[Any, ...]]:
+        return sorted(table.refresh().scan().project('id, "at"').fetchall(), key=repr)
+
+    assert read(buffered) == read(oracle)
+
+
 def test_bad_decimals_and_timestamps_raise_at_write_and_good_ones_arrive_exactly(
     local_location: Location,
 ) -> None:
