@@ -953,7 +953,7 @@ def _values_to_arrow(
                 dict(zip(names, row, strict=True)) for row in zip(*values.values(), strict=True)
             ]
         table = _from_pylist_as_structs(rows, schema)
-    _refuse_mixed_times(table, values)
+    table = _mixed_times(table, values, schema)
     table = _kinds_apart(values, table, schema)
     return _numbers_as_text(values, table, schema)
 
@@ -1085,15 +1085,17 @@ def _python_scalar(value: Any) -> Any:
     return value.item()
 
 
-def _refuse_mixed_times(table: pa.Table, gathered: dict[str, list[Any]]) -> None:
+def _mixed_times(table: pa.Table, gathered: dict[str, list[Any]], schema: TableSchema) -> pa.Table:
     """Arrow types a column of Python dates and datetimes by its first value and converts the
     rest silently: a datetime after a date loses its time of day, a naive datetime after an
-    aware one is taken as UTC. Each of those values alone is refused, so a mix is too.
+    aware one is taken as UTC. Each value must convert as it would alone: into a ``TIMESTAMP``
+    column naive and zoned datetimes are both taken (a zoned one as its UTC time), so a mix of
+    them is; elsewhere one of the two kinds is refused alone, so a mix is too.
 
     A column of plain dates, or of plain datetimes, is proved clean by C-speed passes over its
     values (their types, then the datetimes' zones); only a column holding other kinds (pandas'
     Timestamp or NaT, numpy datetimes) is looked at value by value."""
-    for field in table.schema:
+    for index, field in enumerate(table.schema):
         is_date = pa.types.is_date(field.type)
         if not (is_date or pa.types.is_timestamp(field.type)):
             continue
@@ -1115,10 +1117,24 @@ def _refuse_mixed_times(table: pa.Table, gathered: dict[str, list[Any]]) -> None
             )
         zoned = {v.tzinfo is not None for v in values if isinstance(v, dt.datetime)}
         if len(zoned) > 1:
+            target = schema.type_of(field.name) if field.name in schema.names else None
+            if target is not None and pa.types.is_timestamp(target) and target.tz is None:
+                table = table.set_column(index, field.name, pa.array(list(map(_as_utc, column))))
+                continue
             raise TypeMismatchError(
                 f"column {field.name!r} mixes datetimes with and without a time zone; give "
                 "every value a zone (or none)"
             )
+
+    return table
+
+
+def _as_utc(value: Any) -> Any:
+    """A zoned datetime as the naive datetime of its UTC time (as a TIMESTAMP column takes it
+    alone); any other value as it is."""
+    if isinstance(value, dt.datetime) and value.utcoffset() is not None:
+        return value.astimezone(dt.UTC).replace(tzinfo=None)
+    return value
 
 
 _TZINFO = operator.attrgetter("tzinfo")
