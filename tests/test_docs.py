@@ -13,7 +13,11 @@ How the blocks are run (the conventions the docs follow; docs/index.md repeats t
   standard output (a line ``...`` stands for any number of lines). Any other block is a script
   run with ``bash -euo pipefail``, whose standard output is checked against an ```output (or
   ```text) block right after it, if there is one. Every command must exit with status 0.
-  ``ledger`` is ``python -m ledger`` on this interpreter and checkout.
+  ``ledger`` is the command of this checkout: a small script handing its arguments, folder,
+  environment and standard input to the test process, which runs the command there through
+  click's test runner (a fresh interpreter costs a second of imports per call) and hands back
+  its output and exit status; with ``--debug`` it is ``python -m ledger`` (tests/test_cli.py
+  runs the entry point itself as a process).
 - A block that cannot run here (a cluster, real AWS, an install step) is marked with an HTML
   comment ``<!-- no-run: why -->`` on the line before its fence; there must stay only a few.
 - A python block marked ``<!-- spark -->`` runs with the test session's Spark bound to ``spark``
@@ -28,14 +32,21 @@ import contextlib
 import io
 import os
 import re
+import shutil
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
+
+from ledger.cli import cli
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC_FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -160,24 +171,98 @@ def _run_python(block: Block, run: _FileRun) -> None:
         assert printed == [line.rstrip() for line in expected], f"{block.name} printed otherwise"
 
 
-def _ledger_command(folder: Path) -> Path:
-    """A ``ledger`` command running ``python -m ledger`` on this interpreter: the same command as
-    the installed console script, and present even where the package was installed before the
-    script existed."""
-    script = folder / "ledger"
-    if not script.exists():
-        folder.mkdir(parents=True, exist_ok=True)
-        script.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m ledger "$@"\n')
-        script.chmod(0o755)
-    return script
+# The shell blocks' ``ledger``: hands the command to the test process (``_InProcessLedger``)
+# over a local socket, in files of a request folder, and prints what the command printed.
+_LEDGER_SCRIPT = """#!/bin/bash
+set -euo pipefail
+for argument in "$@"; do
+    if [ "$argument" = --debug ]; then exec "{python}" -m ledger "$@"; fi
+done
+request=$(mktemp -d "{folder}/request.XXXXXX")
+printf '%s\\0' "$PWD" "$@" > "$request/argv"
+env -0 > "$request/env"
+cat > "$request/stdin"
+exec 3<>/dev/tcp/127.0.0.1/{port}
+echo "$request" >&3
+read -r status <&3
+exec 3>&-
+cat "$request/stdout"
+cat "$request/stderr" >&2
+rm -rf "$request"
+exit "$status"
+"""
 
 
-_COMMANDS = Path(tempfile.mkdtemp(prefix="ledger-doc-commands-"))
+class _InProcessLedger:
+    """Runs the ``ledger`` commands of the shell blocks in this process, one at a time, as
+    tests/test_cli.py's ``run_ledger`` does: in the command's folder and environment, with its
+    standard input; an exception the command lets through is printed as the interpreter would
+    print it, with exit status 1."""
+
+    def __init__(self) -> None:
+        self.folder = Path(tempfile.mkdtemp(prefix="ledger-doc-commands-"))
+        self._server = socket.create_server(("127.0.0.1", 0))
+        port = self._server.getsockname()[1]
+        self.script = self.folder / "ledger"
+        self.script.write_text(
+            _LEDGER_SCRIPT.format(python=sys.executable, folder=self.folder, port=port)
+        )
+        self.script.chmod(0o755)
+        threading.Thread(target=self._serve, name="doc-ledger-command", daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            connection, _ = self._server.accept()
+            with connection, connection.makefile("rwb") as stream:
+                request = Path(stream.readline().decode().strip())
+                try:
+                    status = self._run(request)
+                except BaseException as error:  # the script still gets an answer
+                    (request / "stderr").write_text(f"the test harness failed: {error!r}\n")
+                    status = 1
+                stream.write(f"{status}\n".encode())
+                stream.flush()
+
+    def _run(self, request: Path) -> int:
+        folder, *argv = os.fsdecode((request / "argv").read_bytes()).split("\0")[:-1]
+        pairs = os.fsdecode((request / "env").read_bytes()).split("\0")
+        env = dict(pair.split("=", 1) for pair in pairs if "=" in pair)
+        environment: dict[str, str | None] = {
+            **{name: None for name in os.environ if name not in env},
+            **{name: value for name, value in env.items() if os.environ.get(name) != value},
+        }
+        with contextlib.chdir(folder):
+            outcome = CliRunner().invoke(
+                cli,
+                argv,
+                input=(request / "stdin").read_bytes(),
+                env=environment,
+                prog_name="ledger",
+            )
+        stderr = outcome.stderr_bytes or b""
+        if outcome.exception is not None and not isinstance(outcome.exception, SystemExit):
+            assert outcome.exc_info is not None
+            # What the interpreter prints for an exception the command let through.
+            stderr += "".join(traceback.format_exception(*outcome.exc_info)).encode()
+        (request / "stdout").write_bytes(outcome.stdout_bytes)
+        (request / "stderr").write_bytes(stderr)
+        return outcome.exit_code
+
+
+_LEDGER: _InProcessLedger | None = None
+
+
+def _ledger_command() -> Path:
+    """The shell blocks' ``ledger`` script (its server starts with the first shell block)."""
+    global _LEDGER
+    if _LEDGER is None:
+        _LEDGER = _InProcessLedger()
+    return _LEDGER.script
 
 
 def _shell_env() -> dict[str, str]:
     env = dict(os.environ)
-    commands = _ledger_command(_COMMANDS).parent
+    commands = _ledger_command().parent
     path = [str(commands), str(Path(sys.executable).parent), env.get("PATH", "")]
     env["PATH"] = os.pathsep.join(path)
     # `python -m ledger` and the `ledger` script import this checkout, not another install.
@@ -190,6 +275,7 @@ def _bash(script: str, folder: Path, name: str) -> str:
         ["bash", "-euo", "pipefail", "-c", script],
         cwd=folder,
         env=_shell_env(),
+        stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
         timeout=SHELL_TIMEOUT_S,
@@ -321,8 +407,24 @@ def test_shell_blocks_run_the_ledger_command_of_this_checkout(tmp_path: Path) ->
         "command -v ledger; python -c 'import ledger; print(ledger.__file__)'", tmp_path, "probe"
     )
     command, module = printed.splitlines()
-    assert Path(command).read_text().endswith(f'"{sys.executable}" -m ledger "$@"\n')
+    assert Path(command) == _ledger_command()
     assert Path(module).resolve() == ROOT / "ledger" / "__init__.py"
+
+
+def test_the_shell_blocks_ledger_answers_as_the_process_does(tmp_path: Path) -> None:
+    """Arguments, the folder, the environment, standard input, standard error and the exit
+    status pass through the blocks' ``ledger`` as through ``python -m ledger``."""
+    script = """
+        {ledger} init
+        echo "SELECT 42 AS answer" | {ledger} sql
+        LEDGER_WAREHOUSE=./nowhere {ledger} tables 2>&1 || echo "exit $?"
+        """
+    answers = []
+    for name, ledger in [("in-process", "ledger"), ("process", f'"{sys.executable}" -m ledger')]:
+        shutil.rmtree(tmp_path / "warehouse", ignore_errors=True)  # the same folder, anew
+        answers.append(_bash(script.format(ledger=ledger), tmp_path, name))
+    assert answers[0] == answers[1]
+    assert "answer\n42\n" in answers[0] and "exit " in answers[0]
 
 
 def test_the_harness_reads_sessions_and_wildcards() -> None:

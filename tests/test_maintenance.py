@@ -433,7 +433,7 @@ def test_vacuum_trims_the_log_and_the_table_opens_fresh_and_from_a_stale_handle(
     old_versions = [h.version for h in table.history()]
 
     vacuum_now(table)  # expunges the merged files and writes a checkpoint at its version
-    time.sleep(1.6)  # past the transaction timeout
+    monkeypatch.setattr(vacuuming, "time", _ShiftedClock(1.6))  # past the transaction timeout
     vacuum_now(table)  # every snapshot within grace starts from that checkpoint now
     checkpoint = table.version
     log_keys = {k.rsplit("/", 1)[1] for k in _keys(table, "_log/")}
@@ -632,7 +632,7 @@ def test_replacing_merge_keeps_the_latest_entry_and_drops_marks_once_settled(
         (2, "b", 1, first.trx_id, 1, 1),
         mark,
     ]
-    time.sleep(1.6)
+    monkeypatch.setattr(merging, "time", _ShiftedClock(1.6))  # the merge's clock, past the timeout
     (merged,) = table.snapshot().markers()
     table.merge(files=[merged.path], min_files=1)  # now no older transaction can still commit
     kept_mark = [mark] if version_column else []

@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import datetime
 import math
-import time
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -65,6 +64,7 @@ from ledger.sql.live import expand_sql, live_entries_sql
 from tests.conftest import examples
 from tests.support.engines import Engine
 from tests.support.ledger_reads import policy_answer, raw_entries, sign_sums
+from tests.support.maintenance import clock_ahead
 from tests.support.policy_tables import POLICY_TABLES, policy_table
 from tests.support.scratch import scratch_dir
 
@@ -798,7 +798,7 @@ def test_replacing_drops_marks_only_in_full_merges_past_the_timeout(
     assert [row[0] for row in answer["visible"]] == sorted([0, 3, 5, other])
 
     monkeypatch.setattr(merging, "CLOCK_SKEW_MS", 0)
-    time.sleep(timeout + 0.2)
+    clock_ahead(monkeypatch, merging, timeout + 0.2)  # the merges' clock, past the timeout
 
     # Past the timeout, a merge that leaves a file of the partition out keeps its marks:
     # an older entry of a deleted key might be in that file.
@@ -833,7 +833,7 @@ def test_replacing_keeps_marks_when_a_key_can_span_partitions(
     table.update([{"k": 1, "a": moved}])  # the mark stays behind in the old partition
     table.delete([3])
     answer = policy_answer(table)
-    time.sleep(timeout + 0.2)
+    clock_ahead(monkeypatch, merging, timeout + 0.2)  # the merge's clock, past the timeout
 
     table.merge(min_files=1)
 

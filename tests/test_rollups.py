@@ -47,6 +47,7 @@ from ledger.errors import (
     TableExistsError,
     UnknownColumnError,
 )
+from ledger.maintenance import vacuum as vacuuming
 from ledger.rollup import Rollup
 from ledger.snapshot import Snapshot
 from ledger.storage import Store
@@ -60,7 +61,7 @@ from tests.support.failing import (
     caused_by_fault,
 )
 from tests.support.lost_responses import LateFailingStore, LostCommitResponseStore
-from tests.support.maintenance import POLICIES, set_clock_skew, vacuum_now
+from tests.support.maintenance import POLICIES, clock_ahead, set_clock_skew, vacuum_now
 from tests.support.scratch import make_scratch_dir
 
 SCHEMA = {"k": "BIGINT", "g": "VARCHAR", "p": "BIGINT", "x": "BIGINT", "d": "DECIMAL(10,2)"}
@@ -1485,7 +1486,8 @@ def test_a_refresh_past_a_vacuumed_log_is_refused_and_rebuild_restores(
     for k in range(1, 6):  # no merge: every data file stays alive, only log files can go
         base.insert([row(k, "ab"[k % 2], k % 2, k, dec(k))])
         oracle.insert([row(k, "ab"[k % 2], k % 2, k, dec(k))])
-    time.sleep(1.1)  # past the transaction timeout: the log before the checkpoint can go
+    # Vacuum's clock past the transaction timeout: the log before the checkpoint can go.
+    clock_ahead(monkeypatch, vacuuming, 1.1)
     assert vacuum_now(base).log_files_deleted > 0
     with pytest.raises(SnapshotNotFoundError):
         rollup.refresh()

@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 import ledger
+from ledger.maintenance import vacuum as vacuuming
 from tests.conftest import Location
-from tests.support.maintenance import set_clock_skew, vacuum_now
+from tests.support.maintenance import clock_ahead, set_clock_skew, vacuum_now
 
 SCHEMA = {"id": "BIGINT", "v": "VARCHAR", "region": "VARCHAR"}
 
@@ -86,7 +87,8 @@ def test_a_dropped_lifes_files_go_once_the_log_no_longer_names_it(
     assert vacuum_now(new).orphans_deleted == 0
     assert _rows(old_snapshot) == [(1, "a", "eu", 1, 0, 1)]
 
-    time.sleep(3.2)  # past the transaction timeout: the log is trimmed to the new life
+    # Vacuum's clock past the transaction timeout: the log is trimmed to the new life.
+    clock_ahead(monkeypatch, vacuuming, 3.2)
     deleted = vacuum_now(new).orphans_deleted + vacuum_now(new).orphans_deleted
     assert deleted == 1
     gone = {old.prefix + m.path for m in old_snapshot.state.alive_files}

@@ -30,6 +30,25 @@ def vacuum_now(table: ledger.Table) -> VacuumResult:
     return table.vacuum(0)
 
 
+class ShiftedClock:
+    """The ``time`` module as seen from ``seconds`` in the future."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def time(self) -> float:
+        return time.time() + self.seconds
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+
+def clock_ahead(monkeypatch: pytest.MonkeyPatch, module: Any, seconds: float) -> None:
+    """``module`` (ledger.maintenance.vacuum or .merge) reads its clock ``seconds`` ahead: it
+    judges every age as it would after a sleep of that long, with no sleep."""
+    monkeypatch.setattr(module, "time", ShiftedClock(seconds))
+
+
 def set_clock_skew(monkeypatch: pytest.MonkeyPatch, skew_ms: int = 0) -> None:
     """The clock-skew margin of merges and vacuum (both read ledger.maintenance.merge's)."""
     monkeypatch.setattr(merging, "CLOCK_SKEW_MS", skew_ms)
