@@ -9,7 +9,9 @@ from __future__ import annotations
 import atexit
 import contextlib
 import datetime as dt
+import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -967,3 +969,39 @@ def test_a_failed_batch_another_writer_then_takes_is_refused_and_handed_back(
         assert store.counter.failed, f"call {n} was never made"
         outcomes.add(landed)
     assert outcomes == ({False, True} if late else {False})
+
+
+def test_a_batch_taken_by_a_plain_insert_is_refused_and_the_log_holds_each_batch_token(
+    local_location: Location,
+) -> None:
+    """The writer's commits carry a token with their app batch (docs/format.md 5.4); a commit
+    of its batch without its token, here an insert naming the app batch, is never taken for
+    the writer's own, even after a failed attempt of that batch."""
+    warehouse = local_location.connect()
+    table = _events(warehouse)
+    store = AlwaysFailingCommits(warehouse.store)
+    writer = ledger.Warehouse(store).table("events").writer(max_seconds=None, app_id="feed")
+    writer.write(_event(1))
+    with pytest.raises(InjectedFault):
+        writer.flush()
+    table.insert([_event(2)], app_id="feed", batch=0)
+    store.healthy = True
+    with pytest.raises(ledger.BatchTakenError, match="one writer at a time"):
+        writer.flush()
+    with pytest.raises(ledger.BatchTakenError) as taken:
+        writer.close()
+    assert taken.value.rows is not None and taken.value.rows.column("event_id").to_pylist() == [1]
+    with table.writer(max_seconds=None, app_id="feed-2") as second:
+        second.write(_event(3))
+    log_lines = [
+        json.loads(warehouse.store.get(f"events/_log/{name}").decode().split("\n")[0])
+        for name in sorted(
+            info.key.rsplit("/", 1)[-1] for info in warehouse.store.list("events/_log/")
+        )
+        if ".checkpoint." not in name and name.endswith(".jsonl")
+    ]
+    apps = [meta["app"] for meta in log_lines if "app" in meta]
+    assert apps[0] == {"id": "feed", "batch": 0}  # the insert's: no token
+    assert set(apps[1]) == {"id", "batch", "token"} and apps[1]["id"] == "feed-2"
+    assert re.fullmatch(r"[0-9a-f]{32}", apps[1]["token"])
+    assert _rows_of(warehouse.table("events")) == _expected([_event(2), _event(3)])
