@@ -9,8 +9,10 @@ the commit holding its events landed: ``200`` means the events are durable and w
 exactly once. Requests that arrive while a commit is under way wait for the next one together
 (a group commit), so the answer takes about one commit's time, however many clients send.
 
-A malformed request (not JSON, not an object or a list of objects, an unknown field, a value
-that does not fit its column, a missing ``event_id``, one that is not a string or an empty one,
+A malformed request (not JSON, ``NaN`` or ``Infinity`` among its numbers, not an object or a
+list of objects, an unknown field, a value that does not fit its column: a number out of its
+range or with more digits than it keeps, text with a lone surrogate escape; a missing
+``event_id``, one that is not a string or an empty one,
 two events of a batch with one ``event_id``) gets ``400`` or ``422``, a body sent with a
 Content-Type other than JSON (a form) ``415``, and nothing of it is written; other requests in
 flight are not affected. The answer says where a body stopped parsing, and which event of a
@@ -47,7 +49,7 @@ import tempfile
 import threading
 import urllib.request
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -134,7 +136,7 @@ class IngestService:
         """Write the events and wait until they are committed; return how many. Events that do
         not fit the table raise :class:`RefusedEvents`, in the terms of the JSON body."""
         received_at = dt.datetime.now(dt.UTC)
-        check_fields(events, list(self.table.schema))
+        check_fields(events, self.table.schema)
         refuse_repeated_ids(events)
         stamped = [{**event, STAMPED: received_at} for event in events]
         try:
@@ -190,14 +192,15 @@ def event_position(index: int, events: int) -> str:
     return f"event {index + 1} of {events} in the JSON array (counted from 1)"
 
 
-def check_fields(events: list[dict[str, Any]], columns: list[str]) -> None:
-    """Refuse fields the events table does not have, the field the service sets, and an
-    event_id that is not a string, before anything is buffered. In a batch, the refusal names
-    the first event at fault."""
-    accepted = [c for c in columns if c != STAMPED]
+def check_fields(events: list[dict[str, Any]], schema: Mapping[str, str]) -> None:
+    """Refuse fields the events table does not have, the field the service sets, an event_id
+    that is not a string, and values no conversion takes (see :func:`check_values`), before
+    anything is buffered. In a batch, the refusal names the first event at fault."""
+    accepted = [c for c in schema if c != STAMPED]
     for index, event in enumerate(events):
         try:
             check_event(event, accepted)
+            check_values(event, schema)
         except RefusedEvents as e:
             if len(events) > 1:
                 raise RefusedEvents(f"{event_position(index, len(events))}: {e}") from None
@@ -237,6 +240,64 @@ def check_event(event: dict[str, Any], accepted: list[str]) -> None:
             f"the field 'event_id' holds {shown}, not a string; an event_id is a JSON string: "
             'send it quoted, as in "event_id": "e-1"'
         )
+
+
+_INTEGER_BITS = {"TINYINT": 8, "SMALLINT": 16, "INTEGER": 32, "BIGINT": 64}
+_DECIMAL_TYPE = re.compile(r"^DECIMAL\((?P<precision>\d+),\s*(?P<scale>\d+)\)$")
+
+
+def check_values(event: dict[str, Any], schema: Mapping[str, str]) -> None:
+    """Refuse values that JSON carries and no conversion takes, said in the terms of the body:
+    text holding a lone surrogate escape (JSON allows ``"\ud800"``, but it is half of a
+    character), and numbers out of their field's range or with more digits than it keeps,
+    judged on the number as sent whatever its exponent (``1e400`` is a number to JSON)."""
+    for name, value in event.items():
+        sql = schema.get(name, "")
+        why = _unfit_text(value) if isinstance(value, str) else _unfit_number(value, sql)
+        if why is not None:
+            raise RefusedEvents(
+                f"the field {name!r} of an event in the JSON body does not fit its type {sql}: "
+                f"{why}"
+            )
+
+
+def _unfit_text(text: str) -> str | None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        return (
+            f"it holds {json.dumps(text[e.start])}, a lone surrogate, which is half of a "
+            "character: send text of whole characters (a surrogate escape pairs with the next "
+            'one, as in "\\ud83d\\ude00")'
+        )
+    return None
+
+
+def _unfit_number(value: Any, sql: str) -> str | None:
+    """Why a JSON number does not fit a field of type ``sql``, or None (other values, and
+    numbers that fit, are left to the table). Compares decimals without expanding them: a
+    number of a million digits costs no more than one of ten."""
+    if isinstance(value, bool) or not isinstance(value, (int, decimal.Decimal)):
+        return None
+    number = decimal.Decimal(value)
+    bits = _INTEGER_BITS.get(sql)
+    if bits is not None:
+        if not -(2 ** (bits - 1)) <= number < 2 ** (bits - 1):
+            return f"value {value} is out of its range"
+        if number != number.to_integral_value():
+            return f"{value} is not a whole number"
+        return None
+    decimal_type = _DECIMAL_TYPE.match(sql)
+    if decimal_type is None or number.is_zero():
+        return None
+    precision, scale = int(decimal_type["precision"]), int(decimal_type["scale"])
+    if number.adjusted() + 1 > precision - scale:
+        return f"value {value} does not fit: it has more than {precision - scale} whole digit(s)"
+    _, digits, exponent = number.as_tuple()
+    trailing_zeros = len(digits) - len("".join(map(str, digits)).rstrip("0"))
+    if -(int(exponent) + trailing_zeros) > scale:
+        return f"value {value} has more than {scale} decimal place(s)"
+    return None
 
 
 # A refused value's column and type, as the table's errors begin: "column 'user_id' (BIGINT): ",
@@ -324,6 +385,14 @@ def in_request_terms(error: ledger.LedgerError) -> str:
 ROUTES = "this service answers POST /events and GET /health"
 
 
+def refuse_constant(name: str) -> Any:
+    """Refuse ``NaN``, ``Infinity`` and ``-Infinity``, which are not JSON (a JSON number is
+    finite), as the parser refuses any other word it does not know."""
+    raise ValueError(
+        f"{name} is not JSON: a JSON number is finite (send null, or leave the field out)"
+    )
+
+
 def refused_content_type(mimetype: str) -> str | None:
     """Why a body of this media type is not taken, or None: the service takes JSON only, sent
     as ``application/json`` (or a ``+json`` type), or without a Content-Type."""
@@ -366,7 +435,10 @@ def create_app(service: IngestService) -> Flask:
         try:  # the parser's message says where it failed
             # Numbers with a fraction or exponent read as decimals, so an amount is stored with
             # the digits the client sent (a float would round 1234567890123456.78).
-            body = json.loads(request.get_data(), parse_float=decimal.Decimal)
+            # NaN and Infinity, which Python's parser takes by default, are not JSON.
+            body = json.loads(
+                request.get_data(), parse_float=decimal.Decimal, parse_constant=refuse_constant
+            )
         except ValueError as e:  # JSONDecodeError, or bytes that are not UTF-8/16/32 text
             return {"error": f"the body did not parse as JSON: {e}"}, 400
         events = [body] if isinstance(body, dict) else body

@@ -43,6 +43,7 @@ import operator
 import re
 import threading
 import time
+import uuid
 import zoneinfo
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -61,6 +62,8 @@ from ledger.errors import (
     WriterClosedError,
 )
 from ledger.inputs import read_rows
+from ledger.log.entries import AppBatch
+from ledger.log.table_log import VacuumedLogError
 from ledger.schema import TableSchema, conform
 
 if TYPE_CHECKING:
@@ -134,7 +137,9 @@ class _Batch:
     bytes: int
     end_position: int
     batch: int | None
-    attempted: bool = False  # a commit of it may have landed (its failure says nothing)
+    # Recorded with the app batch in the log: the commit holding the batch is this one's
+    # exactly when it carries this token (a failed attempt's commit may have landed).
+    token: str | None
     failed: bool = False  # a commit of it failed: writers waiting for room are told
     converted: pa.Table | None = None
 
@@ -167,9 +172,14 @@ class BufferedWriter:
             raise InvalidArgumentError(f"app_id must be non-empty text, not {app_id!r}")
         self._app_id = app_id
         self._next_batch = 0
+        # A version before any commit of the next batch to commit: where a look for the commit
+        # of a batch refused as already committed starts (see _committed_before).
+        self._seen_version = 0
         if app_id is not None:
             # Go on after the app's last committed batch: a batch at or below it is a no-op.
-            self._next_batch = table.handle.latest_state().apps.get(app_id, -1) + 1
+            state = table.handle.latest_state()
+            self._next_batch = state.apps.get(app_id, -1) + 1
+            self._seen_version = state.version
         # The hot path of write() takes the condition's lock directly (the same lock, without
         # the Python-level wrapper of Condition.__enter__).
         self._lock = threading.Lock()
@@ -680,11 +690,12 @@ class BufferedWriter:
         rows = self._accepted - self._sealed_through
         if not rows:
             return
-        batch = None
+        batch = token = None
         if self._app_id is not None:
             batch, self._next_batch = self._next_batch, self._next_batch + 1
+            token = uuid.uuid4().hex
         parts = [part for part in self._open_parts if not isinstance(part, list) or part]
-        self._sealed.append(_Batch(parts, rows, self._open_bytes, self._accepted, batch))
+        self._sealed.append(_Batch(parts, rows, self._open_bytes, self._accepted, batch, token))
         self._sealed_bytes += self._open_bytes
         self._tail = []
         self._open_parts = [self._tail]
@@ -708,9 +719,6 @@ class BufferedWriter:
                     self._commit_batch(head)
                 except BaseException as e:
                     with self._state:
-                        # A batch another writer's commit already took was certainly not
-                        # committed by this one: its retry must not count as a replay.
-                        head.attempted = head.attempted or not isinstance(e, BatchTakenError)
                         head.failed = True
                         if isinstance(e, BatchTakenError):
                             self._taken = e
@@ -738,15 +746,47 @@ class BufferedWriter:
                 [p if isinstance(p, pa.Table) else self._convert_plain(p) for p in head.parts]
             )
             head.parts = []
-        info = self._table.insert(head.converted, app_id=self._app_id, batch=head.batch)
-        if info.version is None and not head.attempted:
-            # Never tried before, yet already committed: another writer commits batches under
-            # this app_id, and these rows would be dropped as a replay.
-            raise BatchTakenError(
-                f"batch {head.batch} of app {self._app_id!r} on table {self._table.name!r} was "
-                "already committed by another writer; an app_id must belong to one writer at a "
-                "time. The rows stay buffered"
+        info = self._table._insert_blind(
+            head.converted, self._app_id, head.batch, False, app_token=head.token
+        )
+        if info.version is not None:
+            self._seen_version = info.version
+            return
+        if self._app_id is None:
+            return
+        # Already committed: by an earlier attempt of this batch whose answer was lost (a
+        # replay: its rows are in), or by another writer under this app_id (these rows would
+        # be dropped as a replay). Only the token recorded in the commit tells them apart.
+        own, vacuumed = self._committed_before(head)
+        if own:
+            return
+        raise BatchTakenError(
+            f"batch {head.batch} of app {self._app_id!r} on table {self._table.name!r} was "
+            "already committed by another writer; an app_id must belong to one writer at a "
+            "time. The rows stay buffered"
+            + (
+                " (the log since this writer's last commit was vacuumed, so whether an "
+                "earlier attempt of this batch committed them cannot be told: check the table "
+                "before writing them again)"
+                if vacuumed
+                else ""
             )
+        )
+
+    def _committed_before(self, head: _Batch) -> tuple[bool, bool]:
+        """Whether a commit of ``head`` by this writer is in the log (an earlier attempt that
+        landed), and whether the log since this writer last looked was vacuumed (then it cannot
+        be told, and the rows are kept rather than dropped)."""
+        try:
+            commits = self._table.handle.log.commits_after(self._seen_version)
+        except VacuumedLogError:
+            return False, True
+        mine = AppBatch(str(self._app_id), int(head.batch or 0), head.token)
+        own = next((commit for commit in commits if commit.app == mine), None)
+        if own is None:
+            return False, False
+        self._seen_version = own.version
+        return True, False
 
     def _flush_in_background(self) -> None:
         while True:

@@ -375,25 +375,50 @@ class Table:
         evolve_schema: bool = False,
     ) -> CommitInfo:
         """Append new rows (the fast path for events): no read, never conflicts."""
+        return self._insert_blind(data, app_id, batch, evolve_schema)
+
+    def _insert_blind(
+        self,
+        data: Any,
+        app_id: str | None,
+        batch: int | None,
+        evolve_schema: bool,
+        app_token: str | None = None,
+    ) -> CommitInfo:
+        """:meth:`insert`; ``app_token`` is recorded with the app batch in the log (the
+        buffered writer's way to recognise its own commit of a batch, docs/format.md 5.4)."""
         if _readable_again(data):
             try:
-                return self._insert_on_held_state(data, app_id, batch, evolve_schema)
+                return self._insert_on_held_state(data, app_id, batch, evolve_schema, app_token)
             except HeldSnapshotOutdatedError:
                 # Another writer changed the table's config or schema since this handle's last
                 # look: nothing was committed; insert on the latest state, as without the held
                 # snapshot.
                 pass
-        return self._insert(data, app_id, batch, evolve_schema, held_snapshot=False)
+        return self._insert(
+            data, app_id, batch, evolve_schema, held_snapshot=False, app_token=app_token
+        )
 
     def _insert_on_held_state(
-        self, data: Any, app_id: str | None, batch: int | None, evolve_schema: bool
+        self,
+        data: Any,
+        app_id: str | None,
+        batch: int | None,
+        evolve_schema: bool,
+        app_token: str | None,
     ) -> CommitInfo:
         """Insert on the handle's held state, reserving the id ahead of the listing of _trx/
         while that keeps working (docs/format.md 6.1)."""
         if self._reserve_ahead:
             try:
                 return self._insert(
-                    data, app_id, batch, evolve_schema, held_snapshot=True, reserve_ahead=True
+                    data,
+                    app_id,
+                    batch,
+                    evolve_schema,
+                    held_snapshot=True,
+                    reserve_ahead=True,
+                    app_token=app_token,
                 )
             except ReservedAheadTakenError:
                 # Another writer holds the id sent ahead (or one above it): nothing was
@@ -401,7 +426,9 @@ class Table:
                 # each other again, so writers taking turns do not each pay twice.
                 self._reserve_ahead = False
         held_max = self.handle.state.max_trx_id
-        info = self._insert(data, app_id, batch, evolve_schema, held_snapshot=True)
+        info = self._insert(
+            data, app_id, batch, evolve_schema, held_snapshot=True, app_token=app_token
+        )
         self._reserve_ahead = info.trx_id in (None, held_max + 1)
         return info
 
@@ -414,6 +441,7 @@ class Table:
         *,
         held_snapshot: bool,
         reserve_ahead: bool = False,
+        app_token: str | None = None,
     ) -> CommitInfo:
         tx = Transaction(
             self,
@@ -422,6 +450,7 @@ class Table:
             evolve_schema=evolve_schema,
             held_snapshot=held_snapshot,
             reserve_ahead=reserve_ahead,
+            app_token=app_token,
         )
         try:
             tx.insert(data)

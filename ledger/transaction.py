@@ -147,6 +147,7 @@ class Transaction:
         commit_empty: bool = False,
         held_snapshot: bool = False,
         reserve_ahead: bool = False,
+        app_token: str | None = None,
     ) -> None:
         if (app_id is None) != (batch is None):
             raise InvalidArgumentError("pass app_id and batch together (or neither)")
@@ -177,7 +178,7 @@ class Transaction:
         self._schema = self._base.schema
         self._config = self._base.config
         self._evolve = evolve_schema
-        self._app = None if app_id is None else AppBatch(str(app_id), int(batch or 0))
+        self._app = None if app_id is None else AppBatch(str(app_id), int(batch or 0), app_token)
         # Every app batch the commit carries (one, or several: one per file of a load); it is
         # written only while none of them is committed (docs/format.md 5.4).
         self._tokens = {self._app.app_id: self._app.batch} if self._app is not None else tokens

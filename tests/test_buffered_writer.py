@@ -9,7 +9,9 @@ from __future__ import annotations
 import atexit
 import contextlib
 import datetime as dt
+import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -30,7 +32,12 @@ from ledger.buffered_writer import _column_fits, _full_row_check, _row_check
 from ledger.schema import TableSchema
 from ledger.storage import Store
 from tests.conftest import Location, examples
-from tests.support.failing import AlwaysFailingCommits, FailingStore, InjectedFault
+from tests.support.failing import (
+    AlwaysFailingCommits,
+    CrashingStore,
+    FailingStore,
+    InjectedFault,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = {"event_id": "BIGINT", "user": "VARCHAR", "amount": "DECIMAL(18,2)", "note": "VARCHAR"}
@@ -941,3 +948,104 @@ def test_rows_naming_every_column_accept_and_refuse_exactly_what_insert_does(
         return sorted(table.refresh().scan().project(query).fetchall(), key=repr)
 
     assert read(buffered) == read(oracle)
+
+
+@pytest.mark.parametrize("late", [False, True], ids=["fails-before", "fails-after-effect"])
+def test_a_failed_batch_another_writer_then_takes_is_refused_and_handed_back(
+    local_location: Location, late: bool
+) -> None:
+    """Fail the n-th storage call of a flush with app_id, for every n it makes (and every call
+    after it, until a second writer under the same app_id has committed: the first one's
+    background retries must not commit first). If the failed attempt's commit landed, the
+    second writer is refused and the retry is a replay; if it did not, the retry is refused
+    with its rows kept, and close() hands them back. Never a row lost or doubled."""
+    from tests.support.lost_responses import LateCrashingStore
+
+    warehouse = local_location.connect()
+    ours, theirs = [_event(i) for i in range(3)], [_event(i) for i in range(10, 12)]
+
+    def race(name: str, fail_after: int | None) -> tuple[FailingStore, int, bool]:
+        _events(warehouse, name)
+        store = (LateCrashingStore if late else CrashingStore)(warehouse.store, fail_at=None)
+        first = ledger.Warehouse(store).table(name).writer(max_seconds=None, app_id="feed")
+        second = warehouse.table(name).writer(max_seconds=None, app_id="feed")
+        first.write(ours)
+        start = store.counter.calls
+        if fail_after is not None:
+            store.counter.fail_at = start + fail_after
+        with contextlib.suppress(InjectedFault):
+            first.flush()
+        calls = store.counter.calls - start
+        landed = warehouse.table(name).history()[-1].app_id == "feed"
+        second.write(theirs)
+        if landed:  # the first writer's commit is there: the second one's batch is taken
+            with pytest.raises(ledger.BatchTakenError):
+                second.flush()
+            store.counter.fail_at = None
+            first.flush()  # a replay of its own commit (unless a background retry was first)
+            assert (first.committed_rows, first.pending_rows) == (len(ours), 0)
+            first.close()
+            with pytest.raises(ledger.BatchTakenError) as taken:
+                second.close()
+            kept, handed_back = ours, theirs
+        else:
+            assert second.flush() == len(theirs)
+            store.counter.fail_at = None
+            with pytest.raises(ledger.BatchTakenError, match="one writer at a time"):
+                first.flush()
+            assert (first.committed_rows, first.pending_rows) == (0, len(ours))
+            second.close()
+            with pytest.raises(ledger.BatchTakenError) as taken:
+                first.close()
+            kept, handed_back = theirs, ours
+        assert taken.value.rows is not None
+        assert sorted(taken.value.rows.column("event_id").to_pylist()) == sorted(
+            r["event_id"] for r in handed_back
+        )
+        assert _rows_of(warehouse.table(name)) == _expected(kept), f"fault at call {fail_after}"
+        return store, calls, landed
+
+    _, calls_of_a_flush, landed = race("probe", None)
+    assert landed and calls_of_a_flush > 3
+    outcomes = set()
+    for n in range(1, calls_of_a_flush + 1):
+        store, _, landed = race(f"t{n}", n)
+        assert store.counter.failed, f"call {n} was never made"
+        outcomes.add(landed)
+    assert outcomes == ({False, True} if late else {False})
+
+
+def test_a_batch_taken_by_a_plain_insert_is_refused_and_the_log_holds_each_batch_token(
+    local_location: Location,
+) -> None:
+    """The writer's commits carry a token with their app batch (docs/format.md 5.4); a commit
+    of its batch without its token, here an insert naming the app batch, is never taken for
+    the writer's own, even after a failed attempt of that batch."""
+    warehouse = local_location.connect()
+    table = _events(warehouse)
+    store = AlwaysFailingCommits(warehouse.store)
+    writer = ledger.Warehouse(store).table("events").writer(max_seconds=None, app_id="feed")
+    writer.write(_event(1))
+    with pytest.raises(InjectedFault):
+        writer.flush()
+    table.insert([_event(2)], app_id="feed", batch=0)
+    store.healthy = True
+    with pytest.raises(ledger.BatchTakenError, match="one writer at a time"):
+        writer.flush()
+    with pytest.raises(ledger.BatchTakenError) as taken:
+        writer.close()
+    assert taken.value.rows is not None and taken.value.rows.column("event_id").to_pylist() == [1]
+    with table.writer(max_seconds=None, app_id="feed-2") as second:
+        second.write(_event(3))
+    log_lines = [
+        json.loads(warehouse.store.get(f"events/_log/{name}").decode().split("\n")[0])
+        for name in sorted(
+            info.key.rsplit("/", 1)[-1] for info in warehouse.store.list("events/_log/")
+        )
+        if ".checkpoint." not in name and name.endswith(".jsonl")
+    ]
+    apps = [meta["app"] for meta in log_lines if "app" in meta]
+    assert apps[0] == {"id": "feed", "batch": 0}  # the insert's: no token
+    assert set(apps[1]) == {"id", "batch", "token"} and apps[1]["id"] == "feed-2"
+    assert re.fullmatch(r"[0-9a-f]{32}", apps[1]["token"])
+    assert _rows_of(warehouse.table("events")) == _expected([_event(2), _event(3)])

@@ -205,10 +205,15 @@ class LogTombstone:
 
 @dataclass(frozen=True)
 class AppBatch:
-    """An idempotency token: committing the same (app_id, batch) twice is a no-op."""
+    """An idempotency token: committing the same (app_id, batch) twice is a no-op.
+
+    ``token``, when the writer gives one, names the rows it sent for the batch: a writer whose
+    commit of the batch may have landed (the answer was lost) tells its own commit from another
+    writer's by it (ledger.buffered_writer)."""
 
     app_id: str
     batch: int
+    token: str | None = None
 
 
 @dataclass(frozen=True)
@@ -255,6 +260,8 @@ class LogFile:
             meta["trx_id"] = self.trx_id
         if self.app is not None:
             meta["app"] = {"id": self.app.app_id, "batch": self.app.batch}
+            if self.app.token is not None:
+                meta["app"]["token"] = self.app.token
         if self.checkpoint:
             meta["checkpoint"] = True
             meta["max_trx_id"] = self.max_trx_id
@@ -312,7 +319,13 @@ class LogFile:
                 log_tombstones=tombstones,
                 trx_id=None if meta.get("trx_id") is None else int(meta["trx_id"]),
                 config=None if "config" not in meta else TableConfig.from_json(meta["config"]),
-                app=None if app is None else AppBatch(str(app["id"]), int(app["batch"])),
+                app=None
+                if app is None
+                else AppBatch(
+                    str(app["id"]),
+                    int(app["batch"]),
+                    None if app.get("token") is None else str(app["token"]),
+                ),
                 checkpoint=bool(meta.get("checkpoint", False)),
                 max_trx_id=None if meta.get("max_trx_id") is None else int(meta["max_trx_id"]),
                 apps=None

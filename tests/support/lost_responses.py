@@ -8,9 +8,11 @@ before it reaches the store; these wrappers fail it after.
 
 from __future__ import annotations
 
+import pyarrow.fs as pafs
+
 from ledger.storage import Store
 from ledger.storage.local import LocalStore
-from tests.support.failing import FailingStore
+from tests.support.failing import CrashCounter, FailingStore, _FailingHandler
 
 MUTATING = ("put ", "put_if_absent ", "delete ")
 
@@ -35,6 +37,17 @@ class LateFailingStore(FailingStore):
     def delete(self, key: str) -> None:
         self.inner.delete(key)
         self.counter.tick(f"delete {key}")
+
+
+class LateCrashingStore(LateFailingStore):
+    """The ``fail_at``-th call takes effect, then raises; every later call fails too, writes
+    and deletes after taking effect (an outage that began as the answer to that call was on
+    its way) until ``counter.fail_at`` is set to None."""
+
+    def __init__(self, inner: Store, fail_at: int | None) -> None:
+        super().__init__(inner, fail_at)
+        self.counter = CrashCounter(fail_at)
+        self._fs = pafs.PyFileSystem(_FailingHandler(inner.filesystem, self.counter))
 
 
 class LostCommitResponseStore(FailingStore):
