@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import re
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,6 +21,7 @@ import views
 from ledger.partitioning import PartitionSpec
 from ledger.schema import TableSchema
 from tests.conftest import Location, examples
+from tests.test_cli import run_ledger
 
 SCHEMA = {"id": "BIGINT", "ts": "TIMESTAMP", "d": "DATE", "Region": "VARCHAR"}
 FORMATS = {"year": "%Y", "month": "%Y-%m", "day": "%Y-%m-%d", "hour": "%Y-%m-%d-%H"}
@@ -180,3 +182,6 @@ def test_every_call_matches_field_names_without_case(local_location: Location) -
     assert views.visible(table, partitions={"rEgIoN": "us"}).fetchall()[0][0] == 2
     table.drop_partitions(partitions={"region": "eu"})
     assert table.to_arrow()["id"].to_pylist() == [2]
+    root = Path(local_location.uri)
+    run_ledger("-w", str(root), "drop-partitions", "events", "--partition", "REGION=us", cwd=root)
+    assert table.refresh().count() == 0
