@@ -2221,12 +2221,20 @@ def _first_null(texts: pa.Array) -> int | None:
 def _resolve_files(location: str, store: Store | None) -> tuple[pafs.FileSystem, list[str], str]:
     """The filesystem, the non-empty data files and their one format for a path, folder or
     glob."""
+    if not location.strip():
+        # Read as a path it would be the working folder: a variable left unset
+        # (``os.environ.get("SRC", "")``) would load or delete whatever lies there.
+        raise InvalidArgumentError(
+            f"data {location!r} is an empty path, which names no file or folder; give the path "
+            "or URI of the data (a file, a folder or a glob); nothing was read or written"
+        )
     filesystem, path = _filesystem_of(location, store)
     # A file or folder that exists under a name holding glob characters (``d[1]``) is itself.
     if _GLOB_CHARACTERS & set(path) and not _exists(filesystem, path, location):
         infos = _glob(filesystem, path)
         if not infos:
             raise SourceNotFoundError(f"no file matches {location!r}; check the pattern")
+        listed = True
     else:
         info = _file_info(filesystem, path, location)
         if info.type == pafs.FileType.NotFound:
@@ -2241,12 +2249,13 @@ def _resolve_files(location: str, store: Store | None) -> tuple[pafs.FileSystem,
                 "files, a folder or a glob of them; write the rows to a file first, or read them "
                 "and pass the rows"
             )
-        infos = [info] if info.type == pafs.FileType.File else _folder_files(filesystem, path)
+        listed = info.type != pafs.FileType.File  # a folder's files, not one given by name
+        infos = [info] if not listed else _folder_files(filesystem, path)
         if not infos:
             # A folder that exists and holds no data file (empty, or only a _SUCCESS marker or
             # hidden files: a job that wrote no rows) is empty data, as a zero-byte file is.
             return filesystem, [], _EMPTY_FOLDER_FORMAT
-    formats = {_format_of(info.path, location) for info in infos}
+    formats = {_format_of(info.path, location, listed) for info in infos}
     if len(formats) > 1:
         raise InvalidArgumentError(
             f"{location!r} mixes file formats {sorted(formats)}; read one format at a time"
@@ -2272,8 +2281,8 @@ def _resolve_source_files(
 
 def local_source_files(location: str) -> list[str]:
     """The local data files a read of ``location`` (a file, folder or glob) takes, as absolute
-    paths in reading order: the files named, less hidden and ``_`` names, files of other
-    formats in a folder and empty files. Empty for an ``s3://`` URI or a location that names no
+    paths in reading order: the files named, less hidden and ``_`` names and empty files.
+    Empty for an ``s3://`` URI or a location that names no
     data file (its read fails with the reason)."""
     if urlparse(location).scheme == "s3":
         return []
@@ -2332,19 +2341,37 @@ def _file_info(filesystem: pafs.FileSystem, path: str, location: str) -> pafs.Fi
 
 
 def _folder_files(filesystem: pafs.FileSystem, folder: str) -> list[pafs.FileInfo]:
-    """The data files under a folder, recursively; hidden and ``_``-prefixed names (markers such
-    as ``_SUCCESS``) are skipped."""
+    """The files under a folder, recursively; hidden and ``_``-prefixed names (markers such as
+    ``_SUCCESS``) are skipped. Every other file is data: one of no data format is refused when
+    its format is read (:func:`_format_of`), as a glob naming it refuses it."""
     selector = pafs.FileSelector(folder, recursive=True)
 
     def taken(path: str) -> bool:
-        return not _is_hidden(path[len(folder) :]) and _suffix_of(path) in FILE_FORMATS
+        return not _is_hidden(path[len(folder) :])
 
     _refuse_broken_links(filesystem, folder, taken, folder)
-    return [
-        info
-        for info in filesystem.get_file_info(selector)
-        if info.type == pafs.FileType.File and taken(info.path)
-    ]
+    return _listed_files(filesystem.get_file_info(selector), taken, folder)
+
+
+def _listed_files(
+    listed: Sequence[pafs.FileInfo], taken: Callable[[str], bool], location: str
+) -> list[pafs.FileInfo]:
+    """The files of a listing a read of ``location`` takes; a device, pipe or socket among them
+    is refused naming it, as it is given alone: leaving it out would load the other files
+    without its rows."""
+    files = []
+    for info in listed:
+        if info.type in (pafs.FileType.Directory, pafs.FileType.NotFound) or not taken(info.path):
+            continue
+        if info.type != pafs.FileType.File:
+            raise InvalidArgumentError(
+                f"{info.path!r}, which {location!r} names, is neither a file nor a folder (a "
+                "device, pipe or socket): data is read from Parquet, CSV or JSON-lines files; "
+                "move it out of the folder or leave it out of the glob (nothing was read or "
+                "written)"
+            )
+        files.append(info)
+    return files
 
 
 def _glob(filesystem: pafs.FileSystem, pattern: str) -> list[pafs.FileInfo]:
@@ -2366,7 +2393,7 @@ def _glob(filesystem: pafs.FileSystem, pattern: str) -> list[pafs.FileInfo]:
         return _glob_names(wanted, parts) and not _is_hidden(path[len(base) :])
 
     _refuse_broken_links(filesystem, base, taken, pattern)
-    return [info for info in listed if info.type == pafs.FileType.File and taken(info.path)]
+    return _listed_files(listed, taken, pattern)
 
 
 def _refuse_broken_links(
@@ -2420,12 +2447,20 @@ def _suffix_of(path: str) -> str:
     return double if double in FILE_FORMATS else (suffixes[-1] if suffixes else "")
 
 
-def _format_of(path: str, location: str) -> str:
+def _format_of(path: str, location: str, listed: bool) -> str:
+    """The format a file's name tells; a file that tells none is refused, whether given alone
+    or named by a folder or glob (``listed``): skipping it would leave a misnamed data file
+    (``part-0000``, ``rows.tsv``) out of the load without a word."""
     suffix = _suffix_of(path)
     if suffix not in FILE_FORMATS:
         raise InvalidArgumentError(
             f"cannot tell the format of {path!r} (from {location!r}); name files "
             f"{', '.join(FILE_FORMATS)}"
+            if not listed
+            else f"{path!r}, which {location!r} names, is no data file: cannot tell its format "
+            f"from its name (data files are named {', '.join(FILE_FORMATS)}); move it out of the "
+            "folder, name it with a leading '_' or '.' to have it skipped, or leave it out of "
+            "the glob (nothing was read or written)"
         )
     return FILE_FORMATS[suffix]
 

@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 
 from ledger.arguments import INT64_MAX
 from ledger.errors import InvalidArgumentError
-from ledger.schema import CONVERSION_ERRORS, TableSchema
+from ledger.schema import CONVERSION_ERRORS, TableSchema, folded_name
 
 NULL_PARTITION = "__null__"
 # Bytes of one ``name=value`` path segment (local file systems allow 255 per segment) and of the
@@ -286,7 +286,6 @@ class PartitionSpec:
             )
         if not all(isinstance(f, Mapping) for f in filters):
             raise InvalidArgumentError(f"partitions must be {example}, got {partitions!r}")
-        known = {f.name: f for f in self.fields}
         if any(not f for f in filters):
             raise InvalidArgumentError(
                 f"partitions {partitions!r} holds a selection that names no partition field; "
@@ -296,20 +295,48 @@ class PartitionSpec:
         out = []
         for flt in filters:
             norm: dict[str, set[str | None]] = {}
+            given: dict[str, Any] = {}
             for name, wanted in flt.items():
-                if name not in known:
+                field = self.field_named(name)
+                if field.name in given:
                     raise InvalidArgumentError(
-                        f"{name!r} is not a partition field; the table's fields are {self.names}"
+                        f"partition field {field.name!r} is named twice in one selection "
+                        f"({given[field.name]!r} and {name!r}); name it once, with a list of "
+                        "its values to select several"
                     )
+                given[field.name] = name
                 values = wanted if isinstance(wanted, list | tuple | set | frozenset) else [wanted]
                 if any(isinstance(v, Mapping | list | tuple | set | bytes) for v in values):
                     raise InvalidArgumentError(
                         f"partition field {name!r}: values must be scalars (text, numbers, "
                         f"dates), got {wanted!r}"
                     )
-                norm[name] = {_format_filter_value(known[name], v) for v in values}
+                norm[field.name] = {_format_filter_value(field, v) for v in values}
             out.append(norm)
         return out
+
+    def field_named(self, name: Any) -> PartitionField:
+        """The field a selection names: matched without case, as column names are
+        (:func:`ledger.schema.folded_name`); a name two fields share but for case picks the one
+        written exactly so, and is refused otherwise."""
+        exact = [f for f in self.fields if f.name == name]
+        if exact:
+            return exact[0]
+        alike = [
+            f
+            for f in self.fields
+            if isinstance(name, str) and folded_name(f.name) == folded_name(name)
+        ]
+        if len(alike) > 1:
+            raise InvalidArgumentError(
+                f"{name!r} names partition fields {[f.name for f in alike]} alike (they differ "
+                "only in case); give one of them as it is written"
+            )
+        if not alike:
+            raise InvalidArgumentError(
+                f"{name!r} is not a partition field; the table's fields are {self.names}"
+            )
+        return alike[0]
 
 
 def _format_filter_value(field: PartitionField, value: Any) -> str | None:
@@ -322,7 +349,17 @@ def _format_filter_value(field: PartitionField, value: Any) -> str | None:
     if isinstance(value, str):
         _check_time_text(field, value)
         return value
-    return field.value_of(value)
+    if isinstance(value, dt.date | np.datetime64):  # a datetime (or pandas Timestamp) is a date
+        if isinstance(value, np.datetime64) and not np.isnat(value):
+            value = value.astype("datetime64[us]")  # a unit Arrow takes (not minutes, days)
+        try:
+            return field.value_of(value)
+        except CONVERSION_ERRORS:
+            pass  # NaT, or out of the column's range: refused below
+    whole = isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_)
+    if field.transform == "year" and whole and 1 <= value <= 9999:
+        return f"{int(value):04d}"  # the year's text, as a year field's partitions have it
+    raise InvalidArgumentError(_time_form_message(field, value))
 
 
 def _identity_text(field: PartitionField, value: Any) -> str:
@@ -411,10 +448,15 @@ def _check_time_text(field: PartitionField, text: str) -> None:
     except ValueError:
         valid = False
     if not valid:
-        raise InvalidArgumentError(
-            f"partition field {field.name!r} ({field.spec}) takes a {field.transform} as "
-            f"{_TIME_SHAPES[field.transform]} text (or a date or datetime), got {text!r}"
-        )
+        raise InvalidArgumentError(_time_form_message(field, text))
+
+
+def _time_form_message(field: PartitionField, value: Any) -> str:
+    whole = ", or a whole number from 1 to 9999" if field.transform == "year" else ""
+    return (
+        f"partition field {field.name!r} ({field.spec}) takes a {field.transform} as "
+        f"{_TIME_SHAPES[field.transform]} text (or a date or datetime{whole}), got {value!r}"
+    )
 
 
 def _bucket_text(field: PartitionField, value: Any) -> str:

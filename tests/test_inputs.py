@@ -508,7 +508,7 @@ def test_a_glob_matches_as_a_shell_does(local_location, tmp_path, monkeypatch, p
         ("land", "land/2026/broken.csv", True),  # a folder is read whole, links included
         ("land/*", "land/broken", True),  # a glob takes any name it matches
         ("land/a*.csv", "land/broken.csv", False),  # a link the glob does not name
-        ("land", "land/broken.txt", False),  # a folder skips names of other formats
+        ("land", "land/broken.txt", True),  # whatever its name: a folder's files are data
         ("land", "land/_broken.csv", False),  # and hidden ones
     ],
 )
@@ -544,7 +544,7 @@ FOLDER_NUMBERS = iter(range(10**6))
 
 @given(
     skipped=st.sets(
-        st.sampled_from(["_SUCCESS", ".hidden.parquet", "_temporary/part-0.parquet", "notes.txt"])
+        st.sampled_from(["_SUCCESS", ".hidden.parquet", "_temporary/part-0.parquet", "_notes.txt"])
     ),
     operation=st.sampled_from(["insert", "upsert", "delete", "append_entries"]),
 )

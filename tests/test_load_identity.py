@@ -1,7 +1,7 @@
 """A `ledger load` knows each data file the read takes by one app id (its path, size,
 modification time and the mode), however the source is spelled: a folder, the same folder with
-a stray non-data file, a glob matching the same files, a relative or absolute path. Files the
-read skips have none; a new file adds its own and leaves the others' alone."""
+markers and hidden files, a glob matching the same files, a relative or absolute path. Files
+the read skips have none; a new file adds its own and leaves the others' alone."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def test_every_spelling_of_the_same_data_files_is_one_load(tmp_path: Path) -> No
     first = load_tokens(str(folder), "insert")
     assert len(first) == len(set(first.values())) == 2
     (folder / "_SUCCESS").write_text("")
-    (folder / "README.txt").write_text("notes")
+    (folder / "_README.txt").write_text("notes")
     (folder / ".hidden.csv").write_text("id,amount\n9,90\n")
     (folder / "empty.csv").write_text("")
     spellings = [str(folder), f"{folder}/", f"{folder}/*.csv", f"{folder}/part*"]
@@ -36,8 +36,11 @@ def test_every_spelling_of_the_same_data_files_is_one_load(tmp_path: Path) -> No
         assert all(load_tokens(s, "insert") == first for s in spellings)
     finally:
         os.chdir(cwd)
-    (folder / "README.txt").unlink()
+    (folder / "_README.txt").unlink()
     assert load_tokens(str(folder), "insert") == first
+    (folder / "README.txt").write_text("notes")  # no data file: the load is refused
+    assert load_tokens(str(folder), "insert") == {}
+    assert load_tokens(f"{folder}/*.csv", "insert") == first
     assert not set(load_tokens(str(folder), "upsert").values()) & set(first.values())
 
 
