@@ -581,6 +581,14 @@ def calls_after_commits(table: ledger.Table, con: Any, clean_files: list[str]) -
         out[case]["clean_s"] = round(clean_s, 5)
         for which, samples in (("first", first), ("second", second), ("third", third)):
             out[case][f"ratio_{which}_call"] = round(statistics.median(samples) / clean_s, 3)
+        # The first call after a commit is a figure of its own, with the view's target.
+        out[case].update(
+            ratio=out[case]["ratio_first_call"],
+            target=f"<= {TARGETS['visible' if case == 'visible' else 'totals']}",
+            comparison="the first call after a commit, against the clean query",
+            value_s=out[case]["first_call_s"],
+            baseline_s=out[case]["clean_s"],
+        )
     return out
 
 
