@@ -259,7 +259,10 @@ def _statement(table: ledger.Table, **request: Any) -> str:
         texts.append(text)
         return None
 
-    with mock.patch.object(total_reads, "lazy_sql", kept):
+    with (
+        mock.patch.object(total_reads, "lazy_sql", kept),
+        mock.patch.object(total_reads, "answer_relation", kept),
+    ):
         views.totals(table, **request)
     [text] = texts
     return text

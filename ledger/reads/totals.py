@@ -35,6 +35,7 @@ from ledger.engines.duckdb.scan import (
 from ledger.engines.duckdb.session import bind_relations, lazy_sql
 from ledger.log.entries import FileMarker
 from ledger.reads.files import insertions_only
+from ledger.reads.kept_results import answer_relation
 from ledger.reads.kept_statements import KeptStatements
 from ledger.reads.partitions import PartitionRead
 from ledger.reads.visible import restricted_rows
@@ -96,14 +97,14 @@ def totals(
         )
         kept = _STATEMENTS.get(reuse_key, snap)
         if kept is not None:
-            return lazy_sql(con, *kept)
+            return answer_relation(con, *kept)
     read = snap.partition_read(partitions, entries=True)
     if not read.exact:
         return restricted_totals(snap, con, spec, request, read)
     text, params, bound = _statement(snap, con, spec, request, read.markers)
     if reuse_key is not None and not bound:
         _STATEMENTS.keep(reuse_key, snap, text, params)
-    return lazy_sql(con, text, params)
+    return lazy_sql(con, text, params) if bound else answer_relation(con, text, params)
 
 
 def _statement(

@@ -26,6 +26,7 @@ from ledger.engines.duckdb.session import bind_relations, lazy_sql, read_session
 from ledger.errors import InvalidArgumentError, UnknownColumnError
 from ledger.log.entries import FileMarker
 from ledger.reads.files import FileRoles, file_roles, split_by_age
+from ledger.reads.kept_results import answer_relation
 from ledger.reads.kept_statements import KeptStatements
 from ledger.reads.partitions import PartitionRead
 from ledger.snapshot import PartitionFilter, Snapshot
@@ -79,8 +80,10 @@ def visible(
                 kept = restricted_rows(snap, con, read, system_columns=system_columns)
                 return con.from_arrow(kept)
         markers = read.markers
-    text, params = visible_statement(snap, con, markers=markers, system_columns=system_columns)
-    return lazy_sql(con, text, params)
+    text, params, reusable = _statement_of(
+        snap, con, markers=markers, system_columns=system_columns
+    )
+    return answer_relation(con, text, params) if reusable else lazy_sql(con, text, params)
 
 
 def restricted_rows(
@@ -119,6 +122,28 @@ def visible_statement(
     (:mod:`ledger.reads.kept_statements`), unless it names a relation bound on ``con`` itself
     (files off the local disk, keys lonely files share), which only that connection can
     read."""
+    text, params, _ = _statement_of(
+        snap,
+        con,
+        markers=markers,
+        system_columns=system_columns,
+        columns=columns,
+        condition=condition,
+    )
+    return text, params
+
+
+def _statement_of(
+    snap: Snapshot,
+    con: duckdb.DuckDBPyConnection,
+    *,
+    markers: Sequence[FileMarker] | None = None,
+    system_columns: bool = False,
+    columns: tuple[str, ...] | None = None,
+    condition: exp.Expr | None = None,
+) -> tuple[str, dict[str, list[str]], bool]:
+    """:func:`visible_statement`, and whether it reads only the files its parameters name (so
+    its answer depends on nothing else: :mod:`ledger.reads.kept_results`)."""
     reuse_key: _StatementKey | None = None
     if markers is None:
         reuse_key = (
@@ -132,12 +157,12 @@ def visible_statement(
         )
         kept = _STATEMENTS.get(reuse_key, snap)
         if kept is not None:
-            return kept
+            return (*kept, True)
     chosen = snap.markers() if markers is None else markers
     text, params, bound = _make_statement(snap, con, chosen, system_columns, columns, condition)
     if reuse_key is not None and not bound:
         _STATEMENTS.keep(reuse_key, snap, text, params)
-    return text, params
+    return text, params, not bound
 
 
 def _make_statement(
@@ -343,14 +368,17 @@ def _rows(
             return restricted_rows(
                 snap, connection, read, columns=tuple(chosen), condition=condition
             )
-    text, params = visible_statement(
+    text, params, reusable = _statement_of(
         snap,
         connection,
         markers=None if read is None else read.markers,
         columns=tuple(chosen),
         condition=condition,
     )
-    relation = lazy_sql(connection, text, params)
+    if reusable:
+        relation = answer_relation(connection, text, params)
+    else:
+        relation = lazy_sql(connection, text, params)
     with storage_errors(f"reading {snap.name!r}"):
         return relation.to_arrow_table()
 

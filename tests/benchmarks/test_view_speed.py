@@ -31,7 +31,11 @@ same way) measure what a dashboard sees: the fixed cost of a call. There every v
 the warehouse's DuckDB database and the baseline runs on one DuckDB connection kept open, as a
 DuckDB user's program would; each repetition runs ``SMALL_PASSES`` calls of each. For
 information they also time a view call that opens its own connection (``ledger_new_connection``)
-and a per-call breakdown (``view_speed_small_breakdown``).
+and a per-call breakdown (``view_speed_small_breakdown``). A call on an unchanged table reads the
+answer kept by an earlier call (docs/views.md section 9), so beside the repeated calls they
+report each call with nothing kept (``ledger_first_call``: the statement runs) and, under
+``after_commit``, the first three calls after each of ``SMALL_PASSES`` commits of one updated
+row.
 """
 
 from __future__ import annotations
@@ -56,6 +60,8 @@ from sqlglot import exp
 import ledger
 import views
 from ledger.engines.duckdb.session import connect
+from ledger.reads import kept_results as kept_results_module
+from ledger.reads.kept_results import KEPT_BYTES, LARGEST_KEPT_BYTES, KeptResults
 from ledger.writer import FILE_ROWS, ROW_GROUP_ROWS, dictionary_columns
 from tests.benchmarks.builders import SCHEMA, column_values, keyed_rows, slices, with_dml
 from tests.benchmarks.timing import env_int, repeats, summary, timed
@@ -451,6 +457,17 @@ def small_cases(
             by = ["q"] if by_q else None
             return views.totals(table, by=by, sum=["a", "b"], avg=["b"], con=own).to_arrow_table()
 
+    def first_call(action: Callable[[], pa.Table]) -> Callable[[], pa.Table]:
+        def run() -> pa.Table:
+            kept = kept_results_module._KEPT  # the repeated calls' answers stay kept
+            kept_results_module._KEPT = KeptResults(KEPT_BYTES, LARGEST_KEPT_BYTES, 1)
+            try:
+                return action()
+            finally:
+                kept_results_module._KEPT = kept
+
+        return run
+
     rows = table.count()
     groups = clean(clean_totals_sql(clean_files, True))().num_rows
     cases: dict[str, list[tuple[str, Callable[[], pa.Table], int]]] = {}
@@ -459,10 +476,16 @@ def small_cases(
             ("ledger", lambda by_q=by_q: ledger_totals(table, by_q), expected),
             ("clean", clean(clean_totals_sql(clean_files, by_q)), expected),
             ("ledger_new_connection", lambda by_q=by_q: fresh_totals(by_q), expected),
+            (
+                "ledger_first_call",
+                first_call(lambda by_q=by_q: ledger_totals(table, by_q)),
+                expected,
+            ),
         ]
     cases["visible"] = [
         ("ledger", lambda: ledger_visible(table), rows),
         ("clean", clean(clean_visible_sql(clean_files)), rows),
+        ("ledger_first_call", first_call(lambda: ledger_visible(table)), rows),
     ]
     return cases
 
@@ -490,6 +513,10 @@ def measure_small(
 def small_figures(case: dict[str, list[float]], target: float) -> dict[str, Any]:
     out = figures(case, target)
     out["comparison"] = "the same query over a clean table, on a DuckDB connection kept open"
+    if "ledger_first_call" in case:  # nothing kept: the call runs its statement
+        first = summary(case["ledger_first_call"])["median_s"]
+        out["ledger_first_call_s"] = first
+        out["ratio_first_call"] = round(first / out["clean_s"], 3)
     if "ledger_new_connection" in case:
         fresh = summary(case["ledger_new_connection"])["median_s"]
         out["ledger_new_connection_s"] = fresh
@@ -511,7 +538,9 @@ def test_views_small_tables(name: str, tmp_path: Path, bench_results: dict[str, 
             assert ours.column("count").to_pylist() == theirs.column("count").to_pylist()
             assert ours.column("sum_a").to_pylist() == theirs.column("sum_a").to_pylist()
         samples = measure_small(small_cases(table, clean_files, con))
+        after_commit = calls_after_commits(table, con, clean_files)
     bench_results[name] = {
+        "after_commit": after_commit,
         "entries": SMALL_SIZES[name],
         "visible_rows": table.count(),
         "repeats": REPEATS,
@@ -523,6 +552,44 @@ def test_views_small_tables(name: str, tmp_path: Path, bench_results: dict[str, 
     if name == "view_speed_small_100k":
         bench_results["view_speed_small_breakdown"] = call_breakdown(table)
     table.close()
+
+
+def calls_after_commits(table: ledger.Table, con: Any, clean_files: list[str]) -> dict[str, Any]:
+    """Medians of the first, second and third call of each view after a commit (an update of
+    one row, not timed), over ``SMALL_PASSES`` commits: what a dashboard sees on a table being
+    written. The clean queries run between the calls, for the ratios."""
+    keys = table.count()
+    views_of: dict[str, tuple[Callable[[], pa.Table], str]] = {
+        "totals_by_q": (lambda: ledger_totals(table, True), clean_totals_sql(clean_files, True)),
+        "totals_grand": (lambda: ledger_totals(table, False), clean_totals_sql(clean_files, False)),
+        "visible": (lambda: ledger_visible(table), clean_visible_sql(clean_files)),
+    }
+    calls: dict[str, list[list[float]]] = {case: [[], [], [], []] for case in views_of}
+    for number in range(SMALL_PASSES):
+        table.update([{"k": (number * 7919) % keys, "a": number}])
+        for case, (action, clean_sql) in views_of.items():
+            for call in range(3):
+                calls[case][call].append(timed(action)[0])
+            calls[case][3].append(timed(lambda sql=clean_sql: con.sql(sql).to_arrow_table())[0])
+    out: dict[str, Any] = {"commits": SMALL_PASSES}
+    for case, (first, second, third, clean) in calls.items():
+        clean_s = statistics.median(clean)
+        out[case] = {
+            f"{which}_call_s": round(statistics.median(samples), 5)
+            for which, samples in (("first", first), ("second", second), ("third", third))
+        }
+        out[case]["clean_s"] = round(clean_s, 5)
+        for which, samples in (("first", first), ("second", second), ("third", third)):
+            out[case][f"ratio_{which}_call"] = round(statistics.median(samples) / clean_s, 3)
+        # The first call after a commit is a figure of its own, with the view's target.
+        out[case].update(
+            ratio=out[case]["ratio_first_call"],
+            target=f"<= {TARGETS['visible' if case == 'visible' else 'totals']}",
+            comparison="the first call after a commit, against the clean query",
+            value_s=out[case]["first_call_s"],
+            baseline_s=out[case]["clean_s"],
+        )
+    return out
 
 
 def call_breakdown(table: ledger.Table) -> dict[str, Any]:

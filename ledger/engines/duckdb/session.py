@@ -168,6 +168,12 @@ def bind_relations(
 _CHILDREN: weakref.WeakSet[duckdb.DuckDBPyConnection] = weakref.WeakSet()
 
 
+def is_read_child(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether ``con`` is a child connection a :class:`ReadSessions` made for one read (not a
+    caller's connection)."""
+    return con in _CHILDREN
+
+
 _VIEW_NUMBERS: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, Iterator[int]] = (
     weakref.WeakKeyDictionary()
 )

@@ -1,0 +1,161 @@
+"""Answers kept per statement, so a repeated read of an unchanged table runs no query.
+
+A view's statement over data files named as parameters answers the same as long as the files
+are the same, and data files are never rewritten under their name: its answer is a function
+of the text, the paths and (checked at every call) each file's size and modification time. So
+a read that made the same statement before keeps its answer as Arrow and makes the next
+relations over it (docs/views.md 9). The first call of a statement runs lazily, as every view;
+the second runs the statement at once and keeps the answer; later calls read the kept answer.
+
+What is kept is bounded in bytes (the answers' Arrow buffers, the least recently used dropped
+first) and per process; only reads on the product's own child connections use it (a caller's
+connection may change settings the answer depends on), and only answers whose column types
+come back from Arrow as DuckDB gave them.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable
+from typing import TYPE_CHECKING
+
+import duckdb
+import pyarrow as pa
+
+from ledger.engines.duckdb.session import is_read_child, lazy_sql
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+# Bytes of kept answers in all (Arrow buffers), and the largest answer kept.
+KEPT_BYTES = 64 * 2**20
+LARGEST_KEPT_BYTES = 16 * 2**20
+STATEMENTS_SEEN = 1024  # statements remembered as run once (their answer not kept yet)
+# DuckDB's own types (HUGEINT, UUID, ...) go through Arrow as extension types, so that the
+# relation made over a kept answer has the statement's types; only set while it is kept.
+_LOSSLESS_ON = "SET arrow_lossless_conversion = true"
+_LOSSLESS_OFF = "RESET arrow_lossless_conversion"
+
+
+class KeptResults:
+    """Answers by statement, at most ``limit`` bytes in all, none larger than ``largest``."""
+
+    def __init__(self, limit: int, largest: int, seen: int) -> None:
+        self.limit = limit
+        self.largest = largest
+        self._answers: OrderedDict[Hashable, pa.Table] = OrderedDict()
+        self._bytes = 0
+        # Statements run once: True when their answer may be kept at the next call, False when
+        # it cannot be (too large, or its types do not come back from Arrow).
+        self._seen: OrderedDict[Hashable, bool] = OrderedDict()
+        self._seen_limit = seen
+        self._lock = threading.Lock()
+
+    @property
+    def kept_bytes(self) -> int:
+        return self._bytes
+
+    def get(self, key: Hashable) -> pa.Table | None:
+        with self._lock:
+            answer = self._answers.get(key)
+            if answer is not None:
+                self._answers.move_to_end(key)
+            return answer
+
+    def worth_keeping(self, key: Hashable) -> bool:
+        """Whether ``key``'s answer should be kept now: the statement ran before and its answer
+        was not refused. Remembers this call."""
+        with self._lock:
+            before = self._seen.get(key)
+            if before is None:
+                self._seen[key] = True
+                while len(self._seen) > self._seen_limit:
+                    self._seen.popitem(last=False)
+                return False
+            self._seen.move_to_end(key)
+            return before
+
+    def refuse(self, key: Hashable) -> None:
+        with self._lock:
+            self._seen[key] = False
+
+    def keep(self, key: Hashable, answer: pa.Table) -> None:
+        size = answer.nbytes
+        if size > self.largest:
+            self.refuse(key)
+            return
+        with self._lock:
+            old = self._answers.pop(key, None)
+            if old is not None:
+                self._bytes -= old.nbytes
+            self._answers[key] = answer
+            self._bytes += size
+            self._seen.pop(key, None)
+            while self._bytes > self.limit:
+                _, dropped = self._answers.popitem(last=False)
+                self._bytes -= dropped.nbytes
+
+    def clear(self) -> None:
+        with self._lock:
+            self._answers.clear()
+            self._seen.clear()
+            self._bytes = 0
+
+
+_KEPT = KeptResults(KEPT_BYTES, LARGEST_KEPT_BYTES, STATEMENTS_SEEN)
+
+
+def kept_results() -> KeptResults:
+    """The process's kept answers (for tests and benchmarks: ``kept_results().clear()``)."""
+    return _KEPT
+
+
+def answer_relation(
+    con: duckdb.DuckDBPyConnection, text: str, params: Mapping[str, Sequence[str]] | None
+) -> duckdb.DuckDBPyRelation:
+    """The relation of ``text`` over the files ``params`` name, on ``con``: over the kept
+    answer when there is one, else :func:`lazy_sql` (kept when the same statement ran
+    before). ``text`` must read no relation bound on ``con`` (only files named in ``params``)."""
+    key = _key(con, text, params)
+    if key is None:
+        return lazy_sql(con, text, dict(params) if params else None)
+    answer = _KEPT.get(key)
+    if answer is not None:
+        return con.from_arrow(answer)
+    relation = lazy_sql(con, text, dict(params) if params else None)
+    if not _KEPT.worth_keeping(key):
+        return relation
+    con.execute(_LOSSLESS_ON)
+    try:
+        answer = relation.to_arrow_table()
+    except duckdb.Error:  # the lazy relation fails again, as it would have, when read
+        _KEPT.refuse(key)
+        return relation
+    finally:
+        con.execute(_LOSSLESS_OFF)
+    kept = con.from_arrow(answer)
+    if kept.types != relation.types:  # a type Arrow does not carry back (an ENUM)
+        _KEPT.refuse(key)
+        return relation
+    _KEPT.keep(key, answer)
+    return kept
+
+
+def _key(
+    con: duckdb.DuckDBPyConnection, text: str, params: Mapping[str, Sequence[str]] | None
+) -> Hashable | None:
+    """The statement and, for each file it reads, its path, size and modification time; None
+    when the answer cannot be kept (a caller's connection, a file gone)."""
+    if not is_read_child(con):
+        return None
+    files = []
+    for name, paths in sorted((params or {}).items()):
+        for path in paths:
+            try:
+                stat = os.stat(path)
+            except OSError:  # not a local file, or gone: the statement reports it
+                return None
+            files.append((name, path, stat.st_size, stat.st_mtime_ns))
+    return text, tuple(files)
