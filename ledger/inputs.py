@@ -315,6 +315,12 @@ def _rows_from_dicts(rows: list[Any], schema: TableSchema) -> Rows:
     it. Rows are grouped by their set of names (few distinct shapes in practice), so the masks
     are built per shape, not per row and column."""
     table, same_names = dicts_to_arrow(rows, schema)  # checks that every row is a dict
+    if rows and not table.num_columns and schema.names:
+        # Dicts that name no column are rows all the same: one column of the table, named by
+        # none of them, carries their count (an all-NULL row; a keyed write refuses it).
+        first = schema.names[0]
+        table = pa.table({first: pa.nulls(len(rows), schema.type_of(first))})
+        return Rows(table, {first: pa.array([False] * len(rows), pa.bool_())})
     if same_names or set(map(len, rows)) <= {table.num_columns}:
         return Rows(table)  # a row with as many names as all rows together names every column
     shape_ids: list[int] = []
