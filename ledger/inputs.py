@@ -54,6 +54,7 @@ from ledger.schema import (
     DECIMAL_NUMBER_TEXT,
     FLOAT_EXACT_INTEGERS,
     FLOAT_RELATIVE_ERROR,
+    INTEGER_TEXT,
     NO_OFFSET,
     NONZERO_NUMBER_TEXT,
     OFFSET,
@@ -69,6 +70,8 @@ from ledger.schema import (
     float_text_message,
     float_underflow_message,
     folded_name,
+    inexact_integer,
+    inexact_integer_message,
     parse_text,
     timestamp_refusal,
     to_arrow,
@@ -312,6 +315,12 @@ def _rows_from_dicts(rows: list[Any], schema: TableSchema) -> Rows:
     it. Rows are grouped by their set of names (few distinct shapes in practice), so the masks
     are built per shape, not per row and column."""
     table, same_names = dicts_to_arrow(rows, schema)  # checks that every row is a dict
+    if rows and not table.num_columns and schema.names:
+        # Dicts that name no column are rows all the same: one column of the table, named by
+        # none of them, carries their count (an all-NULL row; a keyed write refuses it).
+        first = schema.names[0]
+        table = pa.table({first: pa.nulls(len(rows), schema.type_of(first))})
+        return Rows(table, {first: pa.array([False] * len(rows), pa.bool_())})
     if same_names or set(map(len, rows)) <= {table.num_columns}:
         return Rows(table)  # a row with as many names as all rows together names every column
     shape_ids: list[int] = []
@@ -539,7 +548,14 @@ def _csv_batches(
     # Arrow's parser reads a number too large for its column as infinity and rounds integers
     # beyond those a float holds exactly: refused, see _refuse_changed_floats.
     floats = {name: kind for name, kind in table_types.items() if pa.types.is_floating(kind)}
-    as_text = dict.fromkeys([*integers, *blobs, *timestamps, *dates, *booleans], pa.string())
+    # Floats and decimals too: Arrow's parser trims spaces and tabs only, while text from every
+    # other source is trimmed as Python's float() and Decimal() trim it (a line break, a CR, a
+    # no-break space around the number), see _csv_numbers.
+    decimals = [name for name, kind in table_types.items() if pa.types.is_decimal(kind)]
+    numbers = {name: table_types[name] for name in [*floats, *decimals]}
+    as_text = dict.fromkeys(
+        [*integers, *blobs, *timestamps, *dates, *booleans, *numbers], pa.string()
+    )
     convert = pacsv.ConvertOptions(
         column_types={**table_types, **as_text},
         # An empty unquoted field is NULL; "" is an empty string; "NA" is text.
@@ -561,6 +577,7 @@ def _csv_batches(
             zeros_checked: set[str] = set()
             for batch in batches:
                 converted = _csv_integers(batch, integers, rows_before, path) if integers else batch
+                converted = _csv_numbers(converted, numbers) if numbers else converted
                 if floats:
                     _refuse_changed_floats(filesystem, path, converted, floats, zeros_checked)
                 if timestamps:
@@ -719,6 +736,40 @@ def _csv_integers(
     return pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
 
 
+def _csv_numbers(batch: pa.RecordBatch, numbers: Mapping[str, pa.DataType]) -> pa.RecordBatch:
+    """``batch`` with its FLOAT, DOUBLE and DECIMAL columns (read as text) trimmed of
+    surrounding whitespace and cast. Text that is no value of its column raises the error
+    Arrow's CSV parser would have raised (``In CSV column #n: ...``), which the caller turns
+    into a refusal naming column, row and value."""
+    columns = list(batch.columns)
+    for index, name in enumerate(batch.schema.names):
+        kind = numbers.get(name)
+        if kind is None:
+            continue
+        texts = columns[index]
+        try:
+            columns[index] = pc.cast(texts, kind)
+            continue
+        except pa.ArrowInvalid:
+            texts = pc.utf8_trim_whitespace(texts)
+        try:
+            columns[index] = pc.cast(texts, kind)
+        except pa.ArrowInvalid as e:
+            if pa.types.is_decimal(kind):
+                raise pa.ArrowInvalid(f"In CSV column #{index}: {e}") from e
+            for offset, text in enumerate(texts.to_pylist()):
+                try:
+                    pc.cast(pa.array([text], pa.string()), kind)
+                except pa.ArrowInvalid:
+                    raw = columns[index][offset].as_py()
+                    raise pa.ArrowInvalid(
+                        f"In CSV column #{index}: CSV conversion error to {kind}: invalid value "
+                        f"'{raw}'"
+                    ) from e
+            raise
+    return pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
+
+
 def _refuse_changed_floats(
     filesystem: pafs.FileSystem,
     path: str,
@@ -766,8 +817,8 @@ def _float_text_refusal(name: str, text: str, kind: pa.DataType) -> str | None:
     """Why the number ``text`` does not go into float column ``name`` as written, or None."""
     if _overflows(text, kind):
         return float_overflow_message(name, kind, text)
-    if _inexact_integer(text, kind):
-        return _inexact_integer_message(name, kind, text)
+    if inexact_integer(text, kind):
+        return inexact_integer_message(name, kind, text)
     if _underflows(text, kind):
         return float_underflow_message(name, kind, text)
     if kind == pa.float32() and DECIMAL_NUMBER_TEXT.fullmatch(text):
@@ -1441,8 +1492,8 @@ def _json_value_refusal(
             )
         return _json_number_unfit(path, name, target, text, where)
     if pa.types.is_floating(target):
-        if _inexact_integer(text, target):
-            message = _inexact_integer_message(name, target, text)
+        if inexact_integer(text, target):
+            message = inexact_integer_message(name, target, text)
         elif _underflows(text, target):
             message = float_underflow_message(name, target, text)
         else:
@@ -1560,7 +1611,7 @@ def _out_of_range_of(kind: pa.DataType) -> Callable[[str, str], bool]:
 def _big_float_text(text: str, _: str) -> bool:
     """Whether ``text`` is a number written as a float whose magnitude is 2**53 or more."""
     return (
-        _INTEGER_TEXT.fullmatch(text) is None
+        INTEGER_TEXT.fullmatch(text) is None
         and abs(decimal.Decimal(text)) >= FLOAT_EXACT_INTEGERS[pa.float64()]
     )
 
@@ -1661,8 +1712,8 @@ def _with_json_text(
                 where = f"line {lines_before + index + 1}: {_shown(line)}"
                 if pa.types.is_boolean(kind):
                     raise _json_number_not_boolean(path, name, text, where)
-                if pa.types.is_floating(kind) and _inexact_integer(text, kind):
-                    message = _inexact_integer_message(name, kind, text)
+                if pa.types.is_floating(kind) and inexact_integer(text, kind):
+                    message = inexact_integer_message(name, kind, text)
                     raise TypeMismatchError(f"{path!r}: {message} ({where})")
             if isinstance(value, _JsonNumber | bool):
                 row[name] = str.__str__(value) if isinstance(value, str) else _json_text(value)
@@ -1741,7 +1792,8 @@ def _line_blocks_of(source: pa.NativeFile) -> Iterator[bytes]:
 _JSON_KIND_CHANGE = re.compile(r"Column\((/[^)]*)\) changed from \w+ to (\w+)")
 _JSON_SYNTAX_ERROR = re.compile(r"JSON parse error: ")
 _JSON_BAD_NUMBER = re.compile(
-    r"Failed to convert JSON to (.+?)(?:, couldn't parse:(.*)$|: (\S+) requires scale)",
+    r"Failed to convert JSON to (.+?)"
+    r"(?:, couldn't parse:(.*)$|: (\S+) requires (?:scale|precision))",
     re.DOTALL,
 )
 _JSON_BAD_STRING = re.compile(r"The string '(.*)' is not a valid (\w+)", re.DOTALL)
@@ -1849,6 +1901,7 @@ def _json_number_refusal(
         lambda text, name: (
             _integer_unfit(text, table_types[name])
             or _decimal_places_unfit(text, table_types[name])
+            or _decimal_whole_digits_unfit(text, table_types[name])
         ),
     )
     if found is None:
@@ -1898,6 +1951,15 @@ def _decimal_places_unfit(text: str, kind: pa.DataType) -> bool:
         return False
     why = decimal_text_refusal(text, kind)
     return why is not None and "decimal place" in why
+
+
+def _decimal_whole_digits_unfit(text: str, kind: pa.DataType) -> bool:
+    """Whether JSON number ``text`` (``1e20``, ``123456789012.5``) has more whole digits than
+    DECIMAL type ``kind`` holds."""
+    if not pa.types.is_decimal(kind) or DECIMAL_NUMBER_TEXT.fullmatch(text) is None:
+        return False
+    why = decimal_text_refusal(text, kind)
+    return why is not None and "whole digit" in why
 
 
 def _json_time_number(
@@ -1998,7 +2060,7 @@ def _refuse_changed_json_floats(
     def is_refused(text: str, _: str) -> bool:
         return (
             _beyond_double(text, name)
-            or _inexact_integer(text, target)
+            or inexact_integer(text, target)
             or _underflows(text, pa.float64())
         )
 
@@ -2007,30 +2069,11 @@ def _refuse_changed_json_floats(
         _, text, where = found
         if _beyond_double(text, name):
             message = float_overflow_message(name, target, text)
-        elif _inexact_integer(text, target):
-            message = _inexact_integer_message(name, target, text)
+        elif inexact_integer(text, target):
+            message = inexact_integer_message(name, target, text)
         else:
             message = float_underflow_message(name, target, text)
         raise TypeMismatchError(f"{path!r}: {message} ({where})")
-
-
-def _inexact_integer(text: str, target: pa.DataType) -> bool:
-    """Whether ``text`` is an integer literal beyond those float type ``target`` holds."""
-    return bool(_INTEGER_TEXT.fullmatch(text)) and abs(int(text)) > FLOAT_EXACT_INTEGERS[target]
-
-
-def _inexact_integer_message(name: str, target: pa.DataType, text: str) -> str:
-    sql = arrow_to_sql_or_str(target)
-    bits = FLOAT_EXACT_INTEGERS[target].bit_length() - 1
-    return (
-        f"column {name!r} ({sql}): integer {text} does not fit: a {sql} holds integers exactly "
-        f"only within ±2**{bits}; make the column DECIMAL(38,0) or BIGINT, or write it as a "
-        "decimal number (with a point) to have it rounded"
-    )
-
-
-# Integer literals (no point, no exponent).
-_INTEGER_TEXT = re.compile(r"[+-]?[0-9]+")
 
 
 def _beyond_double(text: str, name: str) -> bool:

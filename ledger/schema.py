@@ -424,6 +424,8 @@ def parse_text(name: str, column: pa.ChunkedArray, target: pa.DataType) -> pa.Ch
     text = pc.utf8_trim_whitespace(column.cast(pa.string()))
     if pa.types.is_integer(target):
         text = _integer_text(name, text, target)
+    if pa.types.is_floating(target):
+        _refuse_inexact_integer_text(name, text, target)
     # A FLOAT goes through DOUBLE, so the FLOAT rules (no overflow to infinity) apply to it.
     step = pa.float64() if target == pa.float32() else target
 
@@ -440,6 +442,11 @@ def parse_text(name: str, column: pa.ChunkedArray, target: pa.DataType) -> pa.Ch
         bad = text[_first_failing(text, parsed_from)].as_py()
         if pa.types.is_timestamp(step) or pa.types.is_date(step):
             raise TypeMismatchError(time_text_message(name, step, bad)) from e
+        if pa.types.is_integer(step) and re.fullmatch(PLAIN_INTEGER_TEXT, bad or ""):
+            # Digits only, so it failed by its size: in the words an int that large gets.
+            raise TypeMismatchError(
+                f"column {name!r} ({arrow_to_sql_or_str(target)}): value {bad} is out of its range"
+            ) from e
         why = decimal_text_refusal(bad, step) if pa.types.is_decimal(step) else None
         if why is not None:
             raise TypeMismatchError(
@@ -462,6 +469,40 @@ PLAIN_INTEGER_TEXT = r"^[+-]?[0-9]+$"
 # Plain digits Arrow's cast reads as they are (it refuses a "+" sign).
 _ARROW_INTEGER_TEXT = r"^-?[0-9]+$"
 DECIMAL_NUMBER_TEXT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+# Integer literals (no point, no exponent).
+INTEGER_TEXT = re.compile(r"[+-]?[0-9]+")
+
+
+def inexact_integer(text: str, target: pa.DataType) -> bool:
+    """Whether ``text`` is an integer literal beyond those float type ``target`` holds."""
+    return bool(INTEGER_TEXT.fullmatch(text)) and abs(int(text)) > FLOAT_EXACT_INTEGERS[target]
+
+
+def inexact_integer_message(name: str, target: pa.DataType, text: str) -> str:
+    """The refusal of integer ``text`` by float column ``name``: beyond the integers it holds
+    exactly, it would be rounded (from every source: text, ``Decimal``, int, files)."""
+    sql = arrow_to_sql_or_str(target)
+    bits = FLOAT_EXACT_INTEGERS[target].bit_length() - 1
+    return (
+        f"column {name!r} ({sql}): integer {text} does not fit: a {sql} holds integers exactly "
+        f"only within ±2**{bits}; make the column DECIMAL(38,0) or BIGINT, or write it as a "
+        "decimal number (with a point) to have it rounded"
+    )
+
+
+def _refuse_inexact_integer_text(name: str, text: pa.ChunkedArray, target: pa.DataType) -> None:
+    """Integer literals (``"9007199254740993"``) beyond those float column ``name`` holds
+    exactly, refused as in a CSV file: Arrow's parser would round them. Only texts long
+    enough to be such an integer are looked at."""
+    digits = len(str(FLOAT_EXACT_INTEGERS[target]))
+    long_enough = pc.greater_equal(pc.utf8_length(text), digits)
+    if not pc.any(pc.fill_null(long_enough, False)).as_py():
+        return
+    for value in pc.filter(text, long_enough).to_pylist():
+        if value is not None and inexact_integer(value, target):
+            raise TypeMismatchError(inexact_integer_message(name, target, value))
 
 
 def _integer_text(name: str, text: pa.ChunkedArray, target: pa.DataType) -> pa.ChunkedArray:
@@ -954,6 +995,9 @@ def _values_to_arrow(
             ]
         table = _from_pylist_as_structs(rows, schema)
     table = _mixed_times(table, values, schema)
+    for field in table.schema:
+        if pa.types.is_decimal(field.type) and field.name in schema.names:
+            _refuse_inexact_whole_decimals(field.name, values[field.name], schema)
     table = _kinds_apart(values, table, schema)
     return _numbers_as_text(values, table, schema)
 
@@ -1226,7 +1270,9 @@ def _by_kind(name: str, values: list[Any], schema: TableSchema) -> pa.Array:
     target = schema.type_of(name)
     parts: list[pa.Array] = []
     order: list[int] = []
-    for (_, zoned), indices in positions.items():
+    for (kind, zoned), indices in positions.items():
+        if kind is decimal.Decimal:
+            _refuse_inexact_whole_decimals(name, [values[i] for i in indices], schema)
         part = _kind_array(name, [values[i] for i in indices], zoned, schema)
         if not _fits(part.type, target):
             value = values[indices[0]]
@@ -1265,9 +1311,26 @@ def _kind_array(name: str, values: list[Any], zoned: bool, schema: TableSchema) 
             return wide
         _refuse_huge_int(name, values, schema)
         _refuse_unstorable_decimals(name, values, schema)
+        _refuse_invalid_unicode(name, values, schema)
+        if all(isinstance(v, decimal.Decimal) for v in values if v is not None):
+            # An exponent beyond any Arrow decimal's scale (Decimal("0E-400"), a zero): the
+            # number goes as its text, as the same number from a file, under text's rules.
+            return pa.array([v if v is None else str(v) for v in values], pa.string())
         raise TypeMismatchError(
             f"column {name!r} ({schema.type_of(name)}): its values do not form one type ({e})"
         ) from e
+
+
+def _refuse_inexact_whole_decimals(name: str, values: list[Any], schema: TableSchema) -> None:
+    """A ``Decimal`` written as an integer (``Decimal(2**53 + 1)``; not ``Decimal("1.0")``)
+    beyond the integers a FLOAT or DOUBLE column holds exactly, refused as the same int or
+    text is (it would be rounded)."""
+    target = schema.type_of(name)
+    if not pa.types.is_floating(target):
+        return
+    for value in values:
+        if isinstance(value, decimal.Decimal) and inexact_integer(str(value), target):
+            raise TypeMismatchError(inexact_integer_message(name, target, str(value)))
 
 
 def _refuse_unstorable_decimals(name: str, values: list[Any], schema: TableSchema) -> None:
@@ -1288,6 +1351,23 @@ def _refuse_unstorable_decimals(name: str, values: list[Any], schema: TableSchem
                 f"column {name!r} ({sql}): value {value} does not fit: it has {digits} digits, "
                 "more than any DECIMAL holds; convert the value before writing"
             )
+
+
+def _refuse_invalid_unicode(name: str, values: list[Any], schema: TableSchema) -> None:
+    """Text holding a lone surrogate (``"\\ud800"``, what a bad decoding with
+    ``surrogateescape`` leaves) is no Unicode text any column stores."""
+    for value in values:
+        if not isinstance(value, str):
+            continue
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as e:
+            sql = arrow_to_sql_or_str(schema.type_of(name))
+            raise TypeMismatchError(
+                f"column {name!r} ({sql}): text {value[:60]!r} is not valid Unicode (it holds "
+                f"the lone surrogate {value[e.start]!r} at position {e.start}); decode the "
+                "source's bytes with the right encoding before writing"
+            ) from None
 
 
 _MISSING_KINDS = frozenset({"NaTType", "NAType"})
@@ -1617,6 +1697,8 @@ def _cast_column(name: str, column: pa.ChunkedArray, target: pa.DataType) -> pa.
         return _float_to_decimal(name, column, target)
     if pa.types.is_floating(source) and pa.types.is_integer(target):
         _refuse_floats_beyond_exact_integers(name, column, target)
+    if pa.types.is_integer(source) and pa.types.is_floating(target):
+        _refuse_inexact_integers(name, column, target)
     if pa.types.is_decimal(source) and pa.types.is_floating(target):
         # Arrow's decimal -> float cast scales by a rounded power of ten (Decimal("0.10") became
         # the FLOAT 0.099999994, while Decimal("0.100") became 0.1): the decimal's digits are
@@ -1769,6 +1851,19 @@ def _refuse_floats_beyond_exact_integers(
         f"been rounded (a float holds whole numbers exactly only below 2**{exponent}); give "
         'the column as integers (in pandas, read or convert it as dtype "Int64")'
     )
+
+
+def _refuse_inexact_integers(name: str, column: pa.ChunkedArray, target: pa.DataType) -> None:
+    """Integers beyond those float column ``name`` holds exactly, refused in the words the same
+    integer gets from a file (Arrow's cast says only that it is not in range)."""
+    limit = FLOAT_EXACT_INTEGERS[target]
+    if column.type.bit_width < limit.bit_length():
+        return
+    magnitudes = pc.abs_checked(column.cast(pa.decimal128(20, 0)))  # no overflow at -2**63
+    beyond = pc.fill_null(pc.greater(magnitudes, limit), False)
+    if pc.any(beyond).as_py():
+        bad = column[pc.index(beyond, True).as_py()].as_py()
+        raise TypeMismatchError(inexact_integer_message(name, target, str(bad)))
 
 
 def _float_to_decimal(name: str, column: pa.ChunkedArray, target: pa.DataType) -> pa.ChunkedArray:

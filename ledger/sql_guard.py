@@ -29,7 +29,7 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 
-from ledger.engines.duckdb.session import function_kinds
+from ledger.engines.duckdb.session import function_kinds, function_schemas
 from ledger.errors import UnsafeSqlError
 
 DIALECT = "duckdb"
@@ -76,6 +76,12 @@ _LEAKING_FUNCTIONS = frozenset(
         "has_foreign_data_wrapper_privilege", "has_function_privilege",
         "has_language_privilege", "has_schema_privilege", "has_sequence_privilege",
         "has_server_privilege", "has_table_privilege", "has_tablespace_privilege",
+        # The connection's catalog and session: the database, schema and search path in use,
+        # the role, the build, sequences, the log, the seed of random().
+        "current_database", "current_catalog", "current_schema", "current_schemas",
+        "current_role", "in_search_path", "version", "current_version", "get_block_size",
+        "currval", "nextval", "setval", "setseed", "write_log", "parse_duckdb_log_message",
+        "stats", "vector_type", "error",
     }
 )  # fmt: skip
 
@@ -281,7 +287,7 @@ def _check_function(node: exp.Func, text: str, what: str, error: type[UnsafeSqlE
     # A name that is both (unnest, range, generate_series) resolves to its scalar form outside
     # FROM; in FROM any function is refused by _check_tables.
     table_only = duckdb_table_functions() - duckdb_scalar_functions()
-    refused = names & (_TABLE_FUNCTIONS | _LEAKING_FUNCTIONS | table_only)
+    refused = names & (_TABLE_FUNCTIONS | _LEAKING_FUNCTIONS | table_only | catalog_helpers())
     if refused:
         raise error(
             f"{what} {text!r} calls {sorted(refused)[0]}(), a table function or one that reads "
@@ -292,6 +298,13 @@ def _check_function(node: exp.Func, text: str, what: str, error: type[UnsafeSqlE
             f"{what} {text!r} calls {node.name}(), which is not a scalar or aggregate function "
             "of DuckDB"
         )
+
+
+@functools.cache
+def catalog_helpers() -> frozenset[str]:
+    """Functions DuckDB defines for Postgres clients (schema ``pg_catalog``: ``pg_get_viewdef``,
+    ``format_type``, ``col_description``...): each reads the catalog or the session."""
+    return frozenset(name for name, schema in function_schemas() if schema == "pg_catalog")
 
 
 def _function_names(node: exp.Func) -> set[str]:

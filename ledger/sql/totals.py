@@ -11,6 +11,7 @@ from sqlglot import exp
 
 from ledger.arguments import closest_names
 from ledger.errors import InvalidArgumentError, UnknownColumnError
+from ledger.schema import arrow_to_sql_or_str
 from ledger.sql.decimals import decimal_average, decimal_types
 from ledger.sql.dialects import Dialect
 from ledger.sql.names import (
@@ -78,7 +79,8 @@ def check_totals_request(
     for column in (*sums_, *avgs_):
         if not _is_numeric(spec, column):
             raise InvalidArgumentError(
-                f"totals: cannot sum or average {column!r} ({spec.type_of(column)}); choose "
+                f"totals: cannot sum or average {column!r} "
+                f"({arrow_to_sql_or_str(spec.type_of(column))}); choose "
                 "numeric columns"
             )
     if not isinstance(count, bool):

@@ -227,3 +227,13 @@ def function_kinds() -> list[tuple[str, str]]:
             "SELECT DISTINCT lower(function_name), function_type FROM duckdb_functions()"
         ).fetchall()
     return [(str(name), str(kind)) for name, kind in rows]
+
+
+def function_schemas() -> list[tuple[str, str]]:
+    """Every function name DuckDB knows (lower case) with the schema defining it (``main``,
+    ``pg_catalog``)."""
+    with connect() as con:
+        rows = con.execute(
+            "SELECT DISTINCT lower(function_name), schema_name FROM duckdb_functions()"
+        ).fetchall()
+    return [(str(name), str(schema)) for name, schema in rows]
