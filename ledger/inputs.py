@@ -142,12 +142,17 @@ class SourceFiles:
     paths: tuple[str, ...]
 
 
-def concat_rows(parts: Sequence[Rows]) -> Rows:
+def concat_rows(parts: Sequence[Rows], schema: TableSchema | None = None) -> Rows:
     """One :class:`Rows` from several (columns absent from a part are NULL there, and count as
-    not given in its rows when another part names them)."""
+    not given in its rows when another part names them). With ``schema``, a column the parts
+    give in different types (files of a folder) is converted part by part first, as a part
+    alone would be (see :func:`in_common_types`)."""
     if len(parts) == 1:
         return parts[0]
-    table = pa.concat_tables([p.table for p in parts], promote_options="permissive")
+    tables = [p.table for p in parts]
+    if schema is not None:
+        tables = in_common_types(tables, schema)
+    table = pa.concat_tables(tables, promote_options="permissive")
     partial = {
         name
         for part in parts
@@ -164,6 +169,50 @@ def concat_rows(parts: Sequence[Rows]) -> Rows:
         ]
         given[name] = pa.concat_arrays(masks)
     return Rows(table, given)
+
+
+def in_common_types(tables: list[pa.Table], schema: TableSchema) -> list[pa.Table]:
+    """``tables`` (the files of a folder, say) with each column they give in different types
+    in one type: a column of the table converted in each table to its type, by the rules that
+    convert one file alone (:func:`ledger.schema.conform`), so a folder stores what its files
+    store one by one; a column the table lacks as text, which the table's checks then refuse
+    as an unknown column (or a schema evolution adds, or a transform reads). Arrow's own
+    promotion would refuse text beside numbers, or round a BIGINT beside a DOUBLE."""
+    kinds: dict[str, set[pa.DataType]] = {}
+    for table in tables:
+        for column in table.schema:
+            if not pa.types.is_null(column.type):
+                kinds.setdefault(column.name, set()).add(column.type)
+    differing = [name for name, types in kinds.items() if len(types) > 1 and name not in RESERVED]
+    if not differing:
+        return tables
+    known = set(schema.names)
+    unified = []
+    for table in tables:
+        for name in differing:
+            if name not in table.column_names or pa.types.is_null(table.schema.field(name).type):
+                continue
+            values = table.column(name)
+            if name in known:
+                converted = conform(pa.table({name: values}), schema, require_all_keys=False)
+                values = converted[0].column(name)
+            else:
+                values = _as_text(name, values, kinds[name])
+            table = table.set_column(table.column_names.index(name), name, values)
+        unified.append(table)
+    return unified
+
+
+def _as_text(name: str, values: pa.ChunkedArray, kinds: set[pa.DataType]) -> pa.ChunkedArray:
+    try:
+        return values.cast(pa.string())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+        shown = sorted(str(kind) for kind in kinds)
+        raise MalformedSourceError(
+            f"column {name!r} has different kinds of values in the files read ({shown}), "
+            "which do not convert to one; give it one kind in every file (or load the files "
+            "one by one); nothing was written"
+        ) from e
 
 
 def read_rows(
@@ -195,7 +244,8 @@ def read_rows(
         if row_presence:
             yield from _file_rows_with_presence(files, schema, store, empty_sources)
         else:
-            yield from _gather(_file_batches(files, schema, store), chunk_rows, empty_sources)
+            batches = _file_batches(files, schema, store)
+            yield from _gather(batches, chunk_rows, empty_sources, schema)
     elif isinstance(data, pa.RecordBatchReader):
         batches = _or_no_rows(iter(data), lambda: data.schema) if empty_sources else iter(data)
         yield from _gather(batches, chunk_rows, empty_sources)
@@ -381,10 +431,15 @@ def _slices(rows: Rows, chunk_rows: int) -> Iterator[Rows]:
 
 
 def _gather(
-    batches: Iterator[pa.RecordBatch], chunk_rows: int, keep_empty: bool = False
+    batches: Iterator[pa.RecordBatch],
+    chunk_rows: int,
+    keep_empty: bool = False,
+    schema: TableSchema | None = None,
 ) -> Iterator[Rows]:
     """Streamed batches gathered into chunks of about ``chunk_rows`` rows; with
-    ``keep_empty``, a batch of columns and no rows is a chunk of its own."""
+    ``keep_empty``, a batch of columns and no rows is a chunk of its own. With ``schema``,
+    batches (of several files) that give a column different types are converted to one (see
+    :func:`concat_rows`)."""
     pending: list[pa.RecordBatch] = []
     count = 0
     for batch in batches:
@@ -395,18 +450,18 @@ def _gather(
         pending.append(batch)
         count += batch.num_rows
         if count >= chunk_rows:
-            yield _rows_of_batches(pending)
+            yield _rows_of_batches(pending, schema)
             pending, count = [], 0
     if pending:
-        yield _rows_of_batches(pending)
+        yield _rows_of_batches(pending, schema)
 
 
-def _rows_of_batches(batches: list[pa.RecordBatch]) -> Rows:
+def _rows_of_batches(batches: list[pa.RecordBatch], schema: TableSchema | None) -> Rows:
     """Batches of several files may differ in columns: the rows of a file that lacks a column
     did not give it (an upsert keeps their values), as for a list of dicts."""
     if all(b.schema == batches[0].schema for b in batches):
         return Rows(pa.Table.from_batches(batches))
-    return concat_rows([Rows(pa.Table.from_batches([b])) for b in batches])
+    return concat_rows([Rows(pa.Table.from_batches([b])) for b in batches], schema)
 
 
 # --- files ------------------------------------------------------------------------------------

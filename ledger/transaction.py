@@ -702,7 +702,7 @@ class Transaction:
         chunks = list(self._chunks(data, row_presence=True, check_empty=self._check_keyed_columns))
         if not chunks:
             return None
-        given = concat_rows(chunks)
+        given = concat_rows(chunks, self._schema)
         if self._config.insert_transform is not None:
             given = transforms.apply_over_current(
                 self._config.insert_transform, given, self._value_columns, self._current_values
@@ -736,8 +736,8 @@ class Transaction:
                 keys = [
                     dict(zip(key_columns, _key_tuple(k, key_columns), strict=True)) for k in keys
                 ]
-        chunks = [c.table for c in self._chunks(keys)] if keys is not None else []
-        table = pa.concat_tables(chunks, promote_options="permissive") if chunks else None
+        chunks = list(self._chunks(keys)) if keys is not None else []
+        table = concat_rows(chunks, self._schema).table if chunks else None
         if table is None:
             return pa.table({k: pa.array([], self._key_type(k)) for k in key_columns})
         missing = [k for k in key_columns if k not in table.column_names]
