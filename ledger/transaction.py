@@ -689,7 +689,7 @@ class Transaction:
         """The rows as the table's insert transform shapes them (as given without one)."""
         if self._config.insert_transform is None:
             return table
-        return transforms.apply(self._config.insert_transform, table)
+        return transforms.apply(self._config.insert_transform, table, self._schema)
 
     def _keyed_rows(self, data: Any) -> Rows | None:
         """The rows of a keyed operation, checked, with which rows named which columns; None
@@ -705,7 +705,11 @@ class Transaction:
         given = concat_rows(chunks, self._schema)
         if self._config.insert_transform is not None:
             given = transforms.apply_over_current(
-                self._config.insert_transform, given, self._value_columns, self._current_values
+                self._config.insert_transform,
+                given,
+                self._value_columns,
+                self._current_values,
+                self._schema,
             )
             if not given.num_rows:
                 return None
