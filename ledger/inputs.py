@@ -633,10 +633,23 @@ def _csv_batches(
                 # columns, for the caller to check as it checks those of rows (read_rows).
                 yield pa.RecordBatch.from_pylist([], schema=batches.schema)
     except pa.ArrowInvalid as e:
+        if _EMPTY_CSV in str(e) and _holds_no_bytes(filesystem, path):
+            # A compressed file of no bytes once decompressed (a listing skips only files of
+            # zero bytes as stored) is empty data, as a zero-byte file is.
+            return
         refusal = _csv_refusal(filesystem, path, str(e), table_types)
         if refusal is None:
             raise
         raise pa.ArrowInvalid(refusal) from e
+
+
+# How Arrow's CSV reader refuses a stream of no bytes.
+_EMPTY_CSV = "Empty CSV file"
+
+
+def _holds_no_bytes(filesystem: pafs.FileSystem, path: str) -> bool:
+    with _open_stream(filesystem, path) as source:
+        return not source.read(1)
 
 
 def _csv_refusal(
