@@ -1831,8 +1831,16 @@ def _at_json_line(
             item = _json_integers(filesystem, path, table_types, item, integers_checked)
             _check_json_text(filesystem, path, table_types, item, zeros_checked)
             yield item
-    except pa.ArrowInvalid as e:
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
         message = str(e)
+        try:
+            nested = _json_nested_value(filesystem, path, message, table_types)
+        except OSError:
+            nested = None
+        if nested is not None:
+            raise nested from e
+        if not isinstance(e, pa.ArrowInvalid):
+            raise
         try:
             fraction = _json_fraction(filesystem, path, message, table_types)
         except OSError:
@@ -1855,6 +1863,55 @@ def _at_json_line(
         if where is None:
             raise
         raise pa.ArrowInvalid(f"{_JSON_ROW_OF_BLOCK.sub('', message)} ({where})") from e
+
+
+# How Arrow's JSON reader fails on an object or array in a column of another kind: a first block
+# read as one that does not cast to the column's type, or a change of kind in a later line.
+_JSON_NESTED_CAST = re.compile(r"Unsupported cast from (?:struct|list|large_list)<")
+_JSON_NESTED_CHANGE = re.compile(
+    r"Column\((/[^)]*)\) changed from (?:\w+ to (?:object|array)|(?:object|array) to)"
+)
+
+
+def _json_nested_value(
+    filesystem: pafs.FileSystem, path: str, message: str, table_types: Mapping[str, pa.DataType]
+) -> TypeMismatchError | None:
+    """The refusal of the first JSON object or array in a column of the table that takes
+    neither (a number, boolean, date or timestamp column), naming the column, the value, its
+    JSON kind and its line; None when Arrow's failure is about something else."""
+    change = _JSON_NESTED_CHANGE.search(message)
+    if change is not None:
+        named = [change.group(1).lstrip("/")]
+    elif _JSON_NESTED_CAST.search(message):
+        named = list(table_types)
+    else:
+        return None
+    columns = [
+        name
+        for name in named
+        if name in table_types
+        and not _is_varchar(table_types[name])
+        and not pa.types.is_nested(table_types[name])
+    ]
+
+    def holds_nested(row: dict[str, Any]) -> bool:
+        return any(isinstance(row.get(name), dict | list) for name in columns)
+
+    where = _first_json_line(filesystem, path, holds_nested) if columns else None
+    if where is None:
+        return None
+    line = where.split(": ", 1)[1]
+    row = json.loads(line, parse_float=_JsonNumber, parse_int=_JsonNumber)
+    name = next(name for name in columns if isinstance(row.get(name), dict | list))
+    kind, target = _json_kind(row[name]), table_types[name]
+    sql = arrow_to_sql_or_str(target)
+    written = json.dumps(json.loads(line)[name], separators=(",", ":"), ensure_ascii=False)
+    return TypeMismatchError(
+        f"{path!r}: column {name!r} ({sql}): value {_shown(written.encode(), 60)} is a JSON "
+        f"{kind}, and a {sql} column takes no {kind}: write one value of the column in its "
+        f"place, or keep the {kind} in a VARCHAR column, which holds it as its JSON text "
+        f"({where})"
+    )
 
 
 _JSON_TOO_BIG_FOR_DOUBLE = re.compile(r"Number too big to be stored in double")
