@@ -145,12 +145,17 @@ class SourceFiles:
     paths: tuple[str, ...]
 
 
-def concat_rows(parts: Sequence[Rows]) -> Rows:
+def concat_rows(parts: Sequence[Rows], schema: TableSchema | None = None) -> Rows:
     """One :class:`Rows` from several (columns absent from a part are NULL there, and count as
-    not given in its rows when another part names them)."""
+    not given in its rows when another part names them). With ``schema``, a column the parts
+    give in different types (files of a folder) is converted part by part first, as a part
+    alone would be (see :func:`in_common_types`)."""
     if len(parts) == 1:
         return parts[0]
-    table = pa.concat_tables([p.table for p in parts], promote_options="permissive")
+    tables = [p.table for p in parts]
+    if schema is not None:
+        tables = in_common_types(tables, schema)
+    table = pa.concat_tables(tables, promote_options="permissive")
     partial = {
         name
         for part in parts
@@ -167,6 +172,50 @@ def concat_rows(parts: Sequence[Rows]) -> Rows:
         ]
         given[name] = pa.concat_arrays(masks)
     return Rows(table, given)
+
+
+def in_common_types(tables: list[pa.Table], schema: TableSchema) -> list[pa.Table]:
+    """``tables`` (the files of a folder, say) with each column they give in different types
+    in one type: a column of the table converted in each table to its type, by the rules that
+    convert one file alone (:func:`ledger.schema.conform`), so a folder stores what its files
+    store one by one; a column the table lacks as text, which the table's checks then refuse
+    as an unknown column (or a schema evolution adds, or a transform reads). Arrow's own
+    promotion would refuse text beside numbers, or round a BIGINT beside a DOUBLE."""
+    kinds: dict[str, set[pa.DataType]] = {}
+    for table in tables:
+        for column in table.schema:
+            if not pa.types.is_null(column.type):
+                kinds.setdefault(column.name, set()).add(column.type)
+    differing = [name for name, types in kinds.items() if len(types) > 1 and name not in RESERVED]
+    if not differing:
+        return tables
+    known = set(schema.names)
+    unified = []
+    for table in tables:
+        for name in differing:
+            if name not in table.column_names or pa.types.is_null(table.schema.field(name).type):
+                continue
+            values = table.column(name)
+            if name in known:
+                converted = conform(pa.table({name: values}), schema, require_all_keys=False)
+                values = converted[0].column(name)
+            else:
+                values = _as_text(name, values, kinds[name])
+            table = table.set_column(table.column_names.index(name), name, values)
+        unified.append(table)
+    return unified
+
+
+def _as_text(name: str, values: pa.ChunkedArray, kinds: set[pa.DataType]) -> pa.ChunkedArray:
+    try:
+        return values.cast(pa.string())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+        shown = sorted(str(kind) for kind in kinds)
+        raise MalformedSourceError(
+            f"column {name!r} has different kinds of values in the files read ({shown}), "
+            "which do not convert to one; give it one kind in every file (or load the files "
+            "one by one); nothing was written"
+        ) from e
 
 
 def read_rows(
@@ -198,7 +247,8 @@ def read_rows(
         if row_presence:
             yield from _file_rows_with_presence(files, schema, store, empty_sources)
         else:
-            yield from _gather(_file_batches(files, schema, store), chunk_rows, empty_sources)
+            batches = _file_batches(files, schema, store)
+            yield from _gather(batches, chunk_rows, empty_sources, schema)
     elif isinstance(data, pa.RecordBatchReader):
         batches = _or_no_rows(iter(data), lambda: data.schema) if empty_sources else iter(data)
         yield from _gather(batches, chunk_rows, empty_sources)
@@ -390,10 +440,15 @@ def _slices(rows: Rows, chunk_rows: int) -> Iterator[Rows]:
 
 
 def _gather(
-    batches: Iterator[pa.RecordBatch], chunk_rows: int, keep_empty: bool = False
+    batches: Iterator[pa.RecordBatch],
+    chunk_rows: int,
+    keep_empty: bool = False,
+    schema: TableSchema | None = None,
 ) -> Iterator[Rows]:
     """Streamed batches gathered into chunks of about ``chunk_rows`` rows; with
-    ``keep_empty``, a batch of columns and no rows is a chunk of its own."""
+    ``keep_empty``, a batch of columns and no rows is a chunk of its own. With ``schema``,
+    batches (of several files) that give a column different types are converted to one (see
+    :func:`concat_rows`)."""
     pending: list[pa.RecordBatch] = []
     count = 0
     for batch in batches:
@@ -404,18 +459,18 @@ def _gather(
         pending.append(batch)
         count += batch.num_rows
         if count >= chunk_rows:
-            yield _rows_of_batches(pending)
+            yield _rows_of_batches(pending, schema)
             pending, count = [], 0
     if pending:
-        yield _rows_of_batches(pending)
+        yield _rows_of_batches(pending, schema)
 
 
-def _rows_of_batches(batches: list[pa.RecordBatch]) -> Rows:
+def _rows_of_batches(batches: list[pa.RecordBatch], schema: TableSchema | None) -> Rows:
     """Batches of several files may differ in columns: the rows of a file that lacks a column
     did not give it (an upsert keeps their values), as for a list of dicts."""
     if all(b.schema == batches[0].schema for b in batches):
         return Rows(pa.Table.from_batches(batches))
-    return concat_rows([Rows(pa.Table.from_batches([b])) for b in batches])
+    return concat_rows([Rows(pa.Table.from_batches([b])) for b in batches], schema)
 
 
 # --- files ------------------------------------------------------------------------------------
@@ -595,10 +650,23 @@ def _csv_batches(
                 # columns, for the caller to check as it checks those of rows (read_rows).
                 yield pa.RecordBatch.from_pylist([], schema=batches.schema)
     except pa.ArrowInvalid as e:
+        if _EMPTY_CSV in str(e) and _holds_no_bytes(filesystem, path):
+            # A compressed file of no bytes once decompressed (a listing skips only files of
+            # zero bytes as stored) is empty data, as a zero-byte file is.
+            return
         refusal = _csv_refusal(filesystem, path, str(e), table_types)
         if refusal is None:
             raise
         raise pa.ArrowInvalid(refusal) from e
+
+
+# How Arrow's CSV reader refuses a stream of no bytes.
+_EMPTY_CSV = "Empty CSV file"
+
+
+def _holds_no_bytes(filesystem: pafs.FileSystem, path: str) -> bool:
+    with _open_stream(filesystem, path) as source:
+        return not source.read(1)
 
 
 def _csv_refusal(
@@ -1815,8 +1883,16 @@ def _at_json_line(
             item = _json_integers(filesystem, path, table_types, item, integers_checked)
             _check_json_text(filesystem, path, table_types, item, zeros_checked)
             yield item
-    except pa.ArrowInvalid as e:
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
         message = str(e)
+        try:
+            nested = _json_nested_value(filesystem, path, message, table_types)
+        except OSError:
+            nested = None
+        if nested is not None:
+            raise nested from e
+        if not isinstance(e, pa.ArrowInvalid):
+            raise
         try:
             fraction = _json_fraction(filesystem, path, message, table_types)
         except OSError:
@@ -1839,6 +1915,55 @@ def _at_json_line(
         if where is None:
             raise
         raise pa.ArrowInvalid(f"{_JSON_ROW_OF_BLOCK.sub('', message)} ({where})") from e
+
+
+# How Arrow's JSON reader fails on an object or array in a column of another kind: a first block
+# read as one that does not cast to the column's type, or a change of kind in a later line.
+_JSON_NESTED_CAST = re.compile(r"Unsupported cast from (?:struct|list|large_list)<")
+_JSON_NESTED_CHANGE = re.compile(
+    r"Column\((/[^)]*)\) changed from (?:\w+ to (?:object|array)|(?:object|array) to)"
+)
+
+
+def _json_nested_value(
+    filesystem: pafs.FileSystem, path: str, message: str, table_types: Mapping[str, pa.DataType]
+) -> TypeMismatchError | None:
+    """The refusal of the first JSON object or array in a column of the table that takes
+    neither (a number, boolean, date or timestamp column), naming the column, the value, its
+    JSON kind and its line; None when Arrow's failure is about something else."""
+    change = _JSON_NESTED_CHANGE.search(message)
+    if change is not None:
+        named = [change.group(1).lstrip("/")]
+    elif _JSON_NESTED_CAST.search(message):
+        named = list(table_types)
+    else:
+        return None
+    columns = [
+        name
+        for name in named
+        if name in table_types
+        and not _is_varchar(table_types[name])
+        and not pa.types.is_nested(table_types[name])
+    ]
+
+    def holds_nested(row: dict[str, Any]) -> bool:
+        return any(isinstance(row.get(name), dict | list) for name in columns)
+
+    where = _first_json_line(filesystem, path, holds_nested) if columns else None
+    if where is None:
+        return None
+    line = where.split(": ", 1)[1]
+    row = json.loads(line, parse_float=_JsonNumber, parse_int=_JsonNumber)
+    name = next(name for name in columns if isinstance(row.get(name), dict | list))
+    kind, target = _json_kind(row[name]), table_types[name]
+    sql = arrow_to_sql_or_str(target)
+    written = json.dumps(json.loads(line)[name], separators=(",", ":"), ensure_ascii=False)
+    return TypeMismatchError(
+        f"{path!r}: column {name!r} ({sql}): value {_shown(written.encode(), 60)} is a JSON "
+        f"{kind}, and a {sql} column takes no {kind}: write one value of the column in its "
+        f"place, or keep the {kind} in a VARCHAR column, which holds it as its JSON text "
+        f"({where})"
+    )
 
 
 _JSON_TOO_BIG_FOR_DOUBLE = re.compile(r"Number too big to be stored in double")

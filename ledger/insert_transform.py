@@ -21,7 +21,7 @@ import difflib
 import functools
 import logging
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -279,19 +279,68 @@ def _read_columns(tree: exp.Expr) -> list[str]:
     return names
 
 
-def apply(sql: str, rows: pa.Table) -> pa.Table:
+def apply(
+    sql: str,
+    rows: pa.Table,
+    schema: TableSchema | None = None,
+    *,
+    shown: str | None = None,
+    hidden: Collection[str] = (),
+) -> pa.Table:
     """The transform's output over ``rows``; :class:`~ledger.errors.InsertTransformError` if it
-    fails on them (a cast that does not fit, a source column the rows lack)."""
-    return _run(check_shape(sql), rows)
+    fails on them (a cast that does not fit, a source column the rows lack). With ``schema``
+    (an insert's), a column of the table the transform reads and the rows leave out is NULL to
+    it, as to an upsert's new key. A failure names ``shown`` (the transform as its table has
+    it, when ``sql`` is a run of it) and the columns of ``rows`` but ``hidden`` ones."""
+    rendered = check_shape(sql)
+    if schema is not None:
+        rows, left_out = _typed_nulls(rendered, rows, schema)
+        hidden = [*hidden, *left_out]
+    return _run(rendered, rows, shown=shown, hidden=hidden)
 
 
-def apply_to_rows(sql: str, rows: Rows) -> Rows:
+def left_out_columns(sql: str, names: Iterable[str], schema: TableSchema) -> list[pa.Field]:
+    """The columns of the table the transform reads that rows of columns ``names`` leave out."""
+    read = _read_names(check_shape(sql))
+    have = set(map(folded_name, names))
+    return [f for f in schema.arrow() if folded_name(f.name) in read - have]
+
+
+def _typed_nulls(
+    rendered: str, rows: pa.Table, schema: TableSchema, left_out: bool = True
+) -> tuple[pa.Table, list[str]]:
+    """``rows`` with each column of the table the transform reads that they hold as NULL alone
+    (no type: None in every dict) cast to the column's type, and with ``left_out`` each they
+    leave out added as NULL of its type, so ``ts + INTERVAL 1 HOUR`` reads a NULL timestamp
+    whether an insert leaves ``ts`` out or gives it as None; and the names of the added
+    columns."""
+    read = _read_names(rendered)
+    types = {folded_name(f.name): f.type for f in schema.arrow()}
+    for i, column in enumerate(rows.schema):
+        kind = types.get(folded_name(column.name))
+        if kind is not None and pa.types.is_null(column.type) and folded_name(column.name) in read:
+            rows = rows.set_column(i, column.name, pa.nulls(rows.num_rows, kind))
+    added = left_out_columns(rendered, rows.column_names, schema) if left_out else []
+    for field in added:
+        rows = rows.append_column(field, pa.nulls(rows.num_rows, field.type))
+    return rows, [field.name for field in added]
+
+
+@functools.lru_cache(maxsize=256)
+def _read_names(rendered: str) -> frozenset[str]:
+    return frozenset(map(folded_name, _read_columns(sqlglot.parse_one(rendered, dialect=DIALECT))))
+
+
+def apply_to_rows(
+    sql: str, rows: Rows, *, shown: str | None = None, hidden: Collection[str] = ()
+) -> Rows:
     """The transform over rows that may name different columns (a list of dicts). Rows that
     named the same columns are transformed together; to the transform a column a row did not
     name is NULL, and an output column of that name stays not given for the row (an upsert keeps
-    the row's current value). Columns the transform makes under other names are given."""
+    the row's current value). Columns the transform makes under other names are given. A
+    failure is named as :func:`apply` names it."""
     if not rows.given:
-        return Rows(apply(sql, rows.table))
+        return Rows(apply(sql, rows.table, shown=shown, hidden=hidden))
     partial = sorted(rows.given)
     masks = pa.table({f"m{i}": rows.given[name] for i, name in enumerate(partial)})
     shapes = masks.group_by(masks.column_names).aggregate([]).to_pylist()
@@ -300,7 +349,7 @@ def apply_to_rows(sql: str, rows: Rows) -> Rows:
         selected = pa.array([True] * rows.num_rows)
         for i in range(len(partial)):
             selected = pc.and_(selected, pc.equal(masks.column(f"m{i}"), shape[f"m{i}"]))
-        shaped = apply(sql, rows.table.filter(selected))
+        shaped = apply(sql, rows.table.filter(selected), shown=shown, hidden=hidden)
         omitted = [c for i, c in enumerate(partial) if not shape[f"m{i}"]]
         parts.append(Rows(shaped.drop_columns([c for c in omitted if c in shaped.column_names])))
     return concat_rows(parts)
@@ -311,6 +360,7 @@ def apply_over_current(
     rows: Rows,
     value_columns: Sequence[str],
     current_values: Callable[[pa.Table], pa.Table],
+    schema: TableSchema | None = None,
 ) -> Rows:
     """The transform over keyed rows (an upsert or update) that may leave table columns out:
     each row is transformed as it will be, its key's visible row overlaid by the columns it
@@ -320,9 +370,13 @@ def apply_over_current(
     ``current_values`` takes the transform's output over the rows as given (which holds the
     keys) and returns ``value_columns`` of each row's visible row, NULL for a new key, row for
     row. An output column named like a column the row left out stays not given (the row keeps
-    its current value): the stored value already is the transform's output.
+    its current value): the stored value already is the transform's output. With ``schema``,
+    the columns no row names are NULL of their column's type to the first run, as to an insert.
     """
     rendered = check_shape(sql)
+    if schema is not None:
+        # Columns the rows leave out stay out: they hold the current values below.
+        rows = Rows(_typed_nulls(rendered, rows.table, schema, left_out=False)[0], rows.given)
     made = made_columns(rendered)
     overlaid = [c for c in value_columns if folded_name(c) not in made]
     if not any(c not in rows.table.column_names or c in rows.given for c in overlaid):
@@ -330,12 +384,16 @@ def apply_over_current(
     # Columns no row names are NULL to the first run, which only finds each row's key.
     absent = [c for c in overlaid if c not in rows.table.column_names]
     table = rows.table
+    kinds = {} if schema is None else dict(zip(schema.names, schema.arrow().types, strict=True))
     for name in absent:
-        table = table.append_column(name, pa.nulls(rows.num_rows))
+        table = table.append_column(name, pa.nulls(rows.num_rows, kinds.get(name, pa.null())))
     ordinal = unused_name("row_ordinal", table.column_names)
     ordinals = pa.array(range(rows.num_rows), pa.int64())
     numbered = Rows(table.append_column(ordinal, ordinals), rows.given)
-    first = apply_to_rows(finding_keys(rendered, ordinal), numbered).table
+    # A failure of this run names the transform and the columns the caller gave.
+    finding = finding_keys(rendered, ordinal)
+    hidden = (ordinal, *absent)
+    first = apply_to_rows(finding, numbered, shown=rendered, hidden=hidden).table
     if ordinal not in first.column_names:
         raise InsertTransformError(
             f"{WHAT} {rendered!r} does not pass every column of {RELATION} through its star, so "
@@ -449,17 +507,23 @@ def _run(
     rendered: str,
     rows: pa.Table,
     failed: Callable[[str], InsertTransformError] | None = None,
+    *,
+    shown: str | None = None,
+    hidden: Collection[str] = (),
 ) -> pa.Table:
+    named = rendered if shown is None else shown
+    columns = pa.schema([f for f in rows.schema if f.name not in hidden])
+
     def failed_on_rows(reason: str) -> InsertTransformError:
-        nested = _missing_nested(reason, rows.schema)
+        nested = _missing_nested(reason, columns)
         if nested is not None:
             return InsertTransformError(
-                f"{WHAT} {rendered!r} reads {nested}. Nothing was written; give the field in "
+                f"{WHAT} {named!r} reads {nested}. Nothing was written; give the field in "
                 "every write (null where a row has none), or leave it out of the transform"
             )
-        given = ", ".join(f"{f.name} {f.type}" for f in rows.schema)
+        given = ", ".join(f"{f.name} {f.type}" for f in columns)
         return InsertTransformError(
-            f"{WHAT} {rendered!r} failed on the rows written (columns: {given}): {reason}. "
+            f"{WHAT} {named!r} failed on the rows written (columns: {given}): {reason}. "
             "Nothing was written; pass the columns the transform reads, in types it takes"
         )
 
@@ -501,6 +565,7 @@ __all__ = [
     "check_against_schema",
     "check_shape",
     "finding_keys",
+    "left_out_columns",
     "made_columns",
     "set_insert_transform",
     "unused_name",

@@ -490,7 +490,8 @@ class Table:
         for chunk in read_rows(data, state.schema, store=self.store, empty_sources=True):
             rows = chunk.table
             if config.insert_transform is not None:
-                rows = transforms.apply(config.insert_transform, rows)  # as insert shapes them
+                # As insert shapes them.
+                rows = transforms.apply(config.insert_transform, rows, state.schema)
             row_ids = None
             if ROW_ID in rows.column_names:
                 if not config.generated_row_id:

@@ -690,7 +690,7 @@ class Transaction:
         """The rows as the table's insert transform shapes them (as given without one)."""
         if self._config.insert_transform is None:
             return table
-        return transforms.apply(self._config.insert_transform, table)
+        return transforms.apply(self._config.insert_transform, table, self._schema)
 
     def _keyed_rows(self, data: Any) -> Rows | None:
         """The rows of a keyed operation, checked, with which rows named which columns; None
@@ -703,10 +703,14 @@ class Transaction:
         chunks = list(self._chunks(data, row_presence=True, check_empty=self._check_keyed_columns))
         if not chunks:
             return None
-        given = concat_rows(chunks)
+        given = concat_rows(chunks, self._schema)
         if self._config.insert_transform is not None:
             given = transforms.apply_over_current(
-                self._config.insert_transform, given, self._value_columns, self._current_values
+                self._config.insert_transform,
+                given,
+                self._value_columns,
+                self._current_values,
+                self._schema,
             )
             if not given.num_rows:
                 return None
@@ -737,8 +741,8 @@ class Transaction:
                 keys = [
                     dict(zip(key_columns, _key_tuple(k, key_columns), strict=True)) for k in keys
                 ]
-        chunks = [c.table for c in self._chunks(keys)] if keys is not None else []
-        table = pa.concat_tables(chunks, promote_options="permissive") if chunks else None
+        chunks = list(self._chunks(keys)) if keys is not None else []
+        table = concat_rows(chunks, self._schema).table if chunks else None
         if table is None:
             return pa.table({k: pa.array([], self._key_type(k)) for k in key_columns})
         missing = [k for k in key_columns if k not in table.column_names]

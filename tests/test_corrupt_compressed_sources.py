@@ -80,3 +80,27 @@ def test_ledger_load_reports_the_file(tmp_path: Path):
     assert loaded.exit_code != 0
     assert "could not be decompressed as bz2" in loaded.output and "rows.csv.bz2" in loaded.output
     assert table.version == 0
+
+
+@pytest.mark.parametrize("suffix", sorted(CODECS))
+@pytest.mark.parametrize("operation", ["insert", "upsert", "update", "delete", "check"])
+def test_a_compressed_file_of_no_bytes_is_empty_data_as_a_zero_byte_file_is(
+    tmp_path: Path, suffix: str, operation: str
+) -> None:
+    _, compress = CODECS[suffix]
+    table = _table(tmp_path)
+    keyed = operation in ("update", "delete")
+    if keyed:
+        table.insert([{"id": 1, "v": 0}])
+    (tmp_path / "in").mkdir()
+    empty = tmp_path / "in" / f"empty.csv{suffix}"
+    empty.write_bytes(compress(b""))
+    write = getattr(table, operation)
+    info = write(str(empty))
+    assert info is None or info.version is None
+    # In a folder, beside a file with rows: the rows are written, the empty file adds none.
+    (tmp_path / "in" / "rows.csv").write_text("id,v\n1,7\n")
+    write(str(tmp_path / "in"))
+    kept = [] if operation in ("delete", "check") else [{"id": 1, "v": 7}]
+    assert table.to_arrow().to_pylist() == kept
+    assert table.refresh().version == int(keyed) + (operation != "check")

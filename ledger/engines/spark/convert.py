@@ -132,20 +132,34 @@ def conformed_columns(
     return out
 
 
-def transformed(tx: Transaction, frame: DataFrame) -> DataFrame:
-    """The rows as the table's insert transform (at the transaction's snapshot) shapes them."""
+def transformed(tx: Transaction, frame: DataFrame, *, inserted: bool = False) -> DataFrame:
+    """The rows as the table's insert transform (at the transaction's snapshot) shapes them.
+    Rows ``inserted`` that leave out a column of the table the transform reads hold it as NULL,
+    as the embedded engine's insert does (``insert_transform.apply``)."""
     sql = tx.config.insert_transform
-    return frame if sql is None else insert_transformed(frame, sql)
+    if sql is None:
+        return frame
+    left_out = insert_transform.left_out_columns(sql, frame.columns, tx.schema) if inserted else []
+    if left_out:
+        kinds = spark_schema(pa.schema(left_out))
+        nulls = [F.lit(None).cast(f.dataType).alias(f.name) for f in kinds.fields]
+        frame = frame.select("*", *nulls)
+    return insert_transformed(frame, sql)
 
 
-def insert_transformed(df: DataFrame, sql: str) -> DataFrame:
+def insert_transformed(
+    df: DataFrame, sql: str, *, shown: str | None = None, hidden: Sequence[str] = ()
+) -> DataFrame:
     """``df`` as the table's insert transform shapes it: the very query the embedded engine
     runs (on an in-process DuckDB, over each Arrow batch, inside ``mapInArrow``), so a transform
     means the same on both engines; Spark SQL would give some functions and casts other
     meanings. A transform works row by row (``ledger.insert_transform``), so batches can be cut
     anywhere. The result is evaluated once here: a transform that fails on the data raises
-    :class:`~ledger.errors.InsertTransformError` before anything is written."""
-    output = insert_transform.apply(sql, arrow_schema(df).empty_table()).schema
+    :class:`~ledger.errors.InsertTransformError` before anything is written, naming ``shown``
+    and the columns but ``hidden`` ones (see ``insert_transform.apply``)."""
+    hiding = tuple(hidden)
+    empty = arrow_schema(df).empty_table()
+    output = insert_transform.apply(sql, empty, shown=shown, hidden=hiding).schema
     check_data_names(output.names)
     try:
         target = spark_schema(output)
@@ -157,7 +171,8 @@ def insert_transformed(df: DataFrame, sql: str) -> DataFrame:
 
     def shape(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            result = insert_transform.apply(sql, pa.Table.from_batches([batch]))
+            rows = pa.Table.from_batches([batch])
+            result = insert_transform.apply(sql, rows, shown=shown, hidden=hiding)
             yield from result.cast(output).to_batches()
 
     with task_errors("running the insert transform"):

@@ -202,7 +202,10 @@ class PartialRows:
         types = spark_schema(file_schema(self.tx.schema, self.tx.config))
         nulls = [F.lit(None).cast(types[c].dataType).alias(c) for c in self.absent]
         frame = self.numbered.select("*", *nulls)
-        return insert_transformed(frame, insert_transform.finding_keys(sql, self.ordinal))
+        finding = insert_transform.finding_keys(sql, self.ordinal)
+        # A failure names the transform and the columns the caller gave.
+        hidden = (self.ordinal, *self.absent)
+        return insert_transformed(frame, finding, shown=sql, hidden=hidden)
 
     def second_run(self, first: DataFrame, current: DataFrame) -> DataFrame:
         """The conformed rows of the transform over each row overlaid on its key's visible row

@@ -77,7 +77,7 @@ def insert(tx: Transaction, data: DataFrame, mode: str) -> int:
             "write entries with their own sign"
         )
     if mode == "insert":
-        frame = transformed(tx, frame)
+        frame = transformed(tx, frame, inserted=True)
     rows = conformed_columns(tx, frame, require_keys=True)
     if mode == "entries" and signs["marks"]:
         _check_delete_marks(tx, rows)
