@@ -198,3 +198,30 @@ def test_threads_share_kept_answers() -> None:
             answers = [answer for done in pool.map(lambda _: calls(), range(4)) for answer in done]
         assert answers == [want] * (4 * CALLS)
         assert kept_results.kept_results().kept_bytes > 0
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        "at <= now()",
+        "at <= CURRENT_TIMESTAMP",
+        "at::DATE <= current_date",
+        "at <= get_current_timestamp()",
+        "age(at) > INTERVAL 1 SECOND",
+        "random() < 2",
+    ],
+)
+def test_a_statement_reading_the_clock_or_chance_is_run_at_every_call(where: str) -> None:
+    """``where="at > now() - INTERVAL 1 HOUR"`` over unchanged files answers otherwise as time
+    goes by: such a statement is never answered from a kept one."""
+    with tempfile.TemporaryDirectory() as root:
+        table = ledger.connect(root).create_table("t", TYPES, primary_key="k")
+        table.insert(ROWS)
+        for _ in range(CALLS):
+            assert len(views.rows(table, where=where)) == len(ROWS)
+            assert len(views.visible(table).fetchall()) == len(ROWS)
+            views.totals(table, sum="big", where=where).fetchall()
+        # Only the statement without a condition (the visible rows) is kept.
+        kept = kept_results.kept_results()
+        assert all(not kept_results.changes_between_runs(text) for text, _ in list(kept._answers))
+        assert kept_results.changes_between_runs(f"SELECT * FROM x WHERE {where}")

@@ -15,7 +15,9 @@ come back from Arrow as DuckDB gave them.
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Hashable
@@ -118,7 +120,7 @@ def answer_relation(
     """The relation of ``text`` over the files ``params`` name, on ``con``: over the kept
     answer when there is one, else :func:`lazy_sql` (kept when the same statement ran
     before). ``text`` must read no relation bound on ``con`` (only files named in ``params``)."""
-    key = _key(con, text, params)
+    key = None if changes_between_runs(text) else _key(con, text, params)
     if key is None:
         return lazy_sql(con, text, dict(params) if params else None)
     answer = _KEPT.get(key)
@@ -159,3 +161,31 @@ def _key(
                 return None
             files.append((name, path, stat.st_size, stat.st_mtime_ns))
     return text, tuple(files)
+
+
+# Functions whose value changes from one run of the same statement to the next, over the same
+# files: the clock (a ``where=`` such as ``ts > now() - INTERVAL 1 HOUR``), chance and the
+# session. A statement naming one is run at every call, never answered from a kept answer.
+# (DuckDB's catalog marks far more functions as not consistent, every date part and even
+# arithmetic among them, because their result may depend on the TimeZone setting, which the
+# read database fixes to UTC.)
+_CHANGING = (
+    "now", "today", "current_date", "current_time", "current_timestamp", "current_localtime",
+    "current_localtimestamp", "localtime", "localtimestamp", "get_current_time",
+    "get_current_timestamp", "transaction_timestamp", "statement_timestamp", "age",
+    "random", "uuid", "uuidv4", "uuidv7", "gen_random_uuid", "setseed",
+    "nextval", "currval", "setval", "txid_current", "current_transaction_id",
+    "current_query", "current_query_id", "current_connection_id", "sleep_ms", "getvariable",
+    "current_setting", "getenv",
+)  # fmt: skip
+_NAMES_A_CHANGING_FUNCTION = re.compile(
+    r'(?<![\w$])"?(?:' + "|".join(_CHANGING) + r')"?(?![\w$])', re.IGNORECASE
+)
+
+
+@functools.lru_cache(maxsize=1024)
+def changes_between_runs(text: str) -> bool:
+    """Whether statement ``text`` may name a function whose value changes between runs (the
+    clock, chance, the session): its answer is then never kept. Any word spelt as one of
+    them counts, a column so named too: keeping fewer answers is never wrong."""
+    return _NAMES_A_CHANGING_FUNCTION.search(text) is not None
