@@ -1685,7 +1685,9 @@ def _cast_column(name: str, column: pa.ChunkedArray, target: pa.DataType) -> pa.
     if pa.types.is_dictionary(source):
         column = column.cast(source.value_type)
         source = column.type
-    if _is_all_missing(column):
+    if not len(column) or _is_all_missing(column):
+        # No value of the wrong type (an empty pandas column is float64 or object, whatever
+        # the data it would hold).
         return pa.chunked_array([pa.nulls(len(column), target)], target)
     if pa.types.is_timestamp(source) and pa.types.is_date(target):
         return midnight_dates(name, column, target)

@@ -139,3 +139,26 @@ def test_an_empty_list_and_empty_sources_of_the_tables_columns_write_nothing(
         for write in (table.insert, table.upsert, table.update, table.delete):
             assert write(source).version is None
     assert table.refresh().version == 0
+
+
+@pytest.mark.parametrize("operation", ["insert", "upsert", "delete", "check"])
+@pytest.mark.parametrize(
+    "source",
+    [
+        pd.DataFrame({"id": [], "name": [], "amount": []}),  # float64 / object by pandas' choice
+        pd.DataFrame({"id": pd.Series([], dtype="float64"), "name": pd.Series([], dtype="int64")}),
+        pa.table({"id": pa.array([], pa.int64()), "name": pa.array([], pa.date32())}),
+        {"id": [], "name": [], "amount": []},
+    ],
+    ids=["pandas-empty-lists", "pandas-dtypes", "arrow-date-into-text", "dict"],
+)
+def test_empty_columns_of_any_type_hold_no_wrong_value(
+    tmp_path: Path, source: Any, operation: str
+) -> None:
+    """``pd.DataFrame({"id": [], "v": []})`` gives its columns float64: with no value in them,
+    no value is of the wrong type, so the frame is empty data, as a column of missing values
+    alone goes into a column of any type."""
+    table = _table(tmp_path)
+    info = getattr(table, operation)(source)
+    assert info is None or info.version is None
+    assert table.refresh().version == 0
