@@ -1685,9 +1685,11 @@ def _cast_column(name: str, column: pa.ChunkedArray, target: pa.DataType) -> pa.
     if pa.types.is_dictionary(source):
         column = column.cast(source.value_type)
         source = column.type
-    if not len(column) or _is_all_missing(column):
-        # No value of the wrong type (an empty pandas column is float64 or object, whatever
-        # the data it would hold).
+    if _is_all_missing(column) or (
+        not len(column) and (pa.types.is_null(source) or pa.types.is_floating(source))
+    ):
+        # No value of the wrong type: an empty pandas column is float64 (or object, read as
+        # Arrow's null type) whatever the data it would hold, as its missing values are.
         return pa.chunked_array([pa.nulls(len(column), target)], target)
     if pa.types.is_timestamp(source) and pa.types.is_date(target):
         return midnight_dates(name, column, target)

@@ -150,6 +150,26 @@ def _check_nodes(
             )
         if isinstance(node, exp.Func):
             _check_function(node, text, what, error)
+        if tables and isinstance(node, exp.Column) and _reads_a_session_value(node):
+            raise error(
+                f"{what} {text!r} names {node.name!r} unqualified: where its relation has no "
+                f"such column, DuckDB reads it as the session's {node.name}, which caller SQL "
+                "may not read; if it is a column, qualify it with its relation's name "
+                f'(rows."{node.name}")'
+            )
+
+
+# Names DuckDB reads, when no column of the relation has them, as the session's values (its
+# "SQL value functions", written without parentheses, quoted or not).
+_SESSION_VALUES = frozenset(
+    {"current_catalog", "current_role", "current_schema", "current_user", "session_user", "user"}
+)
+
+
+def _reads_a_session_value(node: exp.Column) -> bool:
+    """Whether column reference ``node`` may be read as a session value: unqualified, and
+    named like one."""
+    return not node.table and node.name.lower() in _SESSION_VALUES
 
 
 def _in_recursive_arm(node: exp.Expr, cte: exp.CTE) -> bool:

@@ -14,6 +14,7 @@ import pytest
 import sqlglot
 
 import ledger
+import views
 from ledger.insert_transform import check_shape
 from ledger.sql_guard import check_expression, checked_select
 
@@ -96,3 +97,39 @@ def test_functions_of_the_row_still_run(tmp_path):
     )
     table.insert([{"id": 1, "name": "ann"}])
     assert table.to_arrow().column("name").to_pylist() == ["ANN"]
+
+
+# DuckDB's SQL value functions: written without parentheses (quoted or not), a name no column
+# of the relation holds is read as the session's value.
+_SESSION_VALUES = ["current_catalog", "current_role", "current_schema", "current_user", "user"]
+
+
+@pytest.mark.parametrize("name", _SESSION_VALUES)
+@pytest.mark.parametrize("spelling", ["{}", '"{}"', "{upper}"])
+def test_a_session_value_named_as_a_bare_column_is_refused(tmp_path, name, spelling):
+    written = spelling.format(name, upper=name.upper())
+    table = ledger.connect(str(tmp_path)).create_table(
+        "t", {"id": "BIGINT", "s": "VARCHAR"}, primary_key="id"
+    )
+    # Unquoted, some of them parse as the function itself: refused as its call.
+    refused = "unqualified|calls"
+    with pytest.raises(ledger.UnsafeSqlError, match=refused):
+        table.set_insert_transform(f"SELECT id, {written} AS s FROM rows")
+    for relation in ("entries", "rows"):
+        with pytest.raises(ledger.UnsafeSqlError, match=refused):
+            checked_select(f"SELECT *, {written} AS s FROM {relation}", (relation,), "query")
+    assert table.refresh().version == 0
+
+
+def test_a_column_named_like_a_session_value_is_read_qualified(tmp_path):
+    table = ledger.connect(str(tmp_path)).create_table(
+        "t", {"id": "BIGINT", "user": "VARCHAR"}, primary_key="id"
+    )
+    table.set_insert_transform('SELECT id, upper(rows."user") AS "user" FROM rows')
+    table.insert([{"id": 1}, {"id": 2, "user": "bob"}])
+    assert sorted(table.to_arrow().to_pylist(), key=lambda r: r["id"]) == [
+        {"id": 1, "user": None},
+        {"id": 2, "user": "BOB"},
+    ]
+    # A where= knows the table's columns: an unknown name is refused there before it runs.
+    assert views.rows(table, where="\"user\" = 'BOB'").num_rows == 1
