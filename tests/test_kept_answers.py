@@ -5,6 +5,7 @@ caller's connection keeps nothing; a statement that fails on the rows still fail
 
 from __future__ import annotations
 
+import os
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, date, datetime
@@ -225,3 +226,32 @@ def test_a_statement_reading_the_clock_or_chance_is_run_at_every_call(where: str
         kept = kept_results.kept_results()
         assert all(not kept_results.changes_between_runs(text) for text, _ in list(kept._answers))
         assert kept_results.changes_between_runs(f"SELECT * FROM x WHERE {where}")
+
+
+def test_a_key_holds_no_list_of_files_and_large_tables_keep_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A kept answer's key is the statement and a digest of its files, whatever their number
+    (a tiny totals answer must not pin a list of thousands of paths); files larger in all than
+    an answer kept are read lazily at every call, so a caller filtering a large table's view
+    is never made to read all of it at once."""
+    with tempfile.TemporaryDirectory() as root:
+        table = ledger.connect(root).create_table("t", TYPES, primary_key="k")
+        for row in ROWS:
+            table.insert([row])  # a file per row
+        for _ in range(CALLS):
+            views.totals(table, sum="big").fetchall()
+        kept = kept_results.kept_results()
+        [(text, digest)] = list(kept._answers)
+        assert isinstance(digest, bytes) and len(digest) == 20
+        assert not any(path in text for path in _files(table))
+        kept.clear()
+        monkeypatch.setattr(kept_results, "LARGEST_KEPT_BYTES", sum(map(_size, _files(table))) - 1)
+        for _ in range(CALLS):
+            assert len(views.visible(table).fetchall()) == len(ROWS)
+            views.totals(table, sum="big").fetchall()
+        assert kept.kept_bytes == 0 and not kept._seen
+
+
+def _size(path: str) -> int:
+    return os.stat(path).st_size

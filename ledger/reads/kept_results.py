@@ -16,6 +16,7 @@ come back from Arrow as DuckDB gave them.
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import re
 import threading
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 KEPT_BYTES = 64 * 2**20
 LARGEST_KEPT_BYTES = 16 * 2**20
 STATEMENTS_SEEN = 1024  # statements remembered as run once (their answer not kept yet)
+ANSWERS_KEPT = 1024  # answers kept at most, however small
 # DuckDB's own types (HUGEINT, UUID, ...) go through Arrow as extension types, so that the
 # relation made over a kept answer has the statement's types; only set while it is kept.
 _LOSSLESS_ON = "SET arrow_lossless_conversion = true"
@@ -95,7 +97,7 @@ class KeptResults:
             self._answers[key] = answer
             self._bytes += size
             self._seen.pop(key, None)
-            while self._bytes > self.limit:
+            while self._bytes > self.limit or len(self._answers) > ANSWERS_KEPT:
                 _, dropped = self._answers.popitem(last=False)
                 self._bytes -= dropped.nbytes
 
@@ -148,19 +150,26 @@ def answer_relation(
 def _key(
     con: duckdb.DuckDBPyConnection, text: str, params: Mapping[str, Sequence[str]] | None
 ) -> Hashable | None:
-    """The statement and, for each file it reads, its path, size and modification time; None
-    when the answer cannot be kept (a caller's connection, a file gone)."""
+    """The statement and a digest of, for each file it reads, its path, size and modification
+    time (a key holds no list of files, whatever their number); None when the answer is not
+    to be kept (a caller's connection, a file gone, files larger in all than an answer kept)."""
     if not is_read_child(con):
         return None
-    files = []
+    files = hashlib.blake2b(digest_size=20)
+    read = 0
     for name, paths in sorted((params or {}).items()):
         for path in paths:
             try:
                 stat = os.stat(path)
             except OSError:  # not a local file, or gone: the statement reports it
                 return None
-            files.append((name, path, stat.st_size, stat.st_mtime_ns))
-    return text, tuple(files)
+            read += stat.st_size
+            files.update(f"{name}\0{path}\0{stat.st_size}\0{stat.st_mtime_ns}\0".encode())
+    if read > LARGEST_KEPT_BYTES:
+        # Its answer (the visible rows) could be too large to keep, and learning that would
+        # read it all at once, where the caller may only fetch a part (a filter, a limit).
+        return None
+    return text, files.digest()
 
 
 # Functions whose value changes from one run of the same statement to the next, over the same
