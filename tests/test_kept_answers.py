@@ -1,5 +1,5 @@
-"""Answers kept per statement (ledger/reads/kept_results.py): the third and later calls of a
-view on an unchanged table read a kept answer, which must be the answer the statement gives,
+"""Answers kept per statement (ledger/engines/duckdb/kept_results.py): the third and later calls
+of a view on an unchanged table read a kept answer, which must be the answer the statement gives,
 in the same DuckDB and Arrow types, after every write; what is kept stays within its bound; a
 caller's connection keeps nothing; a statement that fails on the rows still fails when read."""
 
@@ -18,8 +18,8 @@ from hypothesis import given, settings
 
 import ledger
 import views
+from ledger.engines.duckdb import kept_results
 from ledger.engines.duckdb.session import connect
-from ledger.reads import kept_results
 from ledger.reads import visible as visible_reads
 from tests.conftest import examples
 from tests.support.view_oracle import InPlaceTable, assert_same_rows

@@ -22,6 +22,7 @@ import pyarrow as pa
 from sqlglot import exp
 
 from ledger.engines.duckdb.errors import storage_errors
+from ledger.engines.duckdb.kept_results import answer_relation
 from ledger.engines.duckdb.scan import (
     ColumnFacts,
     FileSources,
@@ -35,7 +36,6 @@ from ledger.engines.duckdb.scan import (
 from ledger.engines.duckdb.session import bind_relations, lazy_sql
 from ledger.log.entries import FileMarker
 from ledger.reads.files import insertions_only
-from ledger.reads.kept_results import answer_relation
 from ledger.reads.kept_statements import KeptStatements
 from ledger.reads.partitions import PartitionRead
 from ledger.reads.visible import restricted_rows

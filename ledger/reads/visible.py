@@ -15,6 +15,7 @@ import pyarrow as pa
 from sqlglot import exp
 
 from ledger.engines.duckdb.errors import predicate_failures, storage_errors
+from ledger.engines.duckdb.kept_results import answer_relation
 from ledger.engines.duckdb.query import check_condition
 from ledger.engines.duckdb.scan import (
     ParquetSource,
@@ -26,7 +27,6 @@ from ledger.engines.duckdb.session import bind_relations, lazy_sql, read_session
 from ledger.errors import InvalidArgumentError, UnknownColumnError
 from ledger.log.entries import FileMarker
 from ledger.reads.files import FileRoles, file_roles, split_by_age
-from ledger.reads.kept_results import answer_relation
 from ledger.reads.kept_statements import KeptStatements
 from ledger.reads.partitions import PartitionRead
 from ledger.snapshot import PartitionFilter, Snapshot
@@ -143,7 +143,7 @@ def _statement_of(
     condition: exp.Expr | None = None,
 ) -> tuple[str, dict[str, list[str]], bool]:
     """:func:`visible_statement`, and whether it reads only the files its parameters name (so
-    its answer depends on nothing else: :mod:`ledger.reads.kept_results`)."""
+    its answer depends on nothing else: :mod:`ledger.engines.duckdb.kept_results`)."""
     reuse_key: _StatementKey | None = None
     if markers is None:
         reuse_key = (

@@ -59,9 +59,9 @@ from sqlglot import exp
 
 import ledger
 import views
+from ledger.engines.duckdb import kept_results as kept_results_module
+from ledger.engines.duckdb.kept_results import KEPT_BYTES, LARGEST_KEPT_BYTES, KeptResults
 from ledger.engines.duckdb.session import connect
-from ledger.reads import kept_results as kept_results_module
-from ledger.reads.kept_results import KEPT_BYTES, LARGEST_KEPT_BYTES, KeptResults
 from ledger.writer import FILE_ROWS, ROW_GROUP_ROWS, dictionary_columns
 from tests.benchmarks.builders import SCHEMA, column_values, keyed_rows, slices, with_dml
 from tests.benchmarks.timing import env_int, repeats, summary, timed
