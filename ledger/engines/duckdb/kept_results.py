@@ -37,10 +37,6 @@ KEPT_BYTES = 64 * 2**20
 LARGEST_KEPT_BYTES = 16 * 2**20
 STATEMENTS_SEEN = 1024  # statements remembered as run once (their answer not kept yet)
 ANSWERS_KEPT = 1024  # answers kept at most, however small
-# DuckDB's own types (HUGEINT, UUID, ...) go through Arrow as extension types, so that the
-# relation made over a kept answer has the statement's types; only set while it is kept.
-_LOSSLESS_ON = "SET arrow_lossless_conversion = true"
-_LOSSLESS_OFF = "RESET arrow_lossless_conversion"
 
 
 class KeptResults:
@@ -49,7 +45,7 @@ class KeptResults:
     def __init__(self, limit: int, largest: int, seen: int) -> None:
         self.limit = limit
         self.largest = largest
-        self._answers: OrderedDict[Hashable, pa.Table] = OrderedDict()
+        self._answers: OrderedDict[Hashable, tuple[pa.Table, str]] = OrderedDict()
         self._bytes = 0
         # Statements run once: True when their answer may be kept at the next call, False when
         # it cannot be (too large, or its types do not come back from Arrow).
@@ -61,7 +57,7 @@ class KeptResults:
     def kept_bytes(self) -> int:
         return self._bytes
 
-    def get(self, key: Hashable) -> pa.Table | None:
+    def get(self, key: Hashable) -> tuple[pa.Table, str] | None:
         with self._lock:
             answer = self._answers.get(key)
             if answer is not None:
@@ -85,7 +81,7 @@ class KeptResults:
         with self._lock:
             self._seen[key] = False
 
-    def keep(self, key: Hashable, answer: pa.Table) -> None:
+    def keep(self, key: Hashable, answer: pa.Table, projection: str) -> None:
         size = answer.nbytes
         if size > self.largest:
             self.refuse(key)
@@ -93,12 +89,12 @@ class KeptResults:
         with self._lock:
             old = self._answers.pop(key, None)
             if old is not None:
-                self._bytes -= old.nbytes
-            self._answers[key] = answer
+                self._bytes -= old[0].nbytes
+            self._answers[key] = (answer, projection)
             self._bytes += size
             self._seen.pop(key, None)
             while self._bytes > self.limit or len(self._answers) > ANSWERS_KEPT:
-                _, dropped = self._answers.popitem(last=False)
+                _, (dropped, _) = self._answers.popitem(last=False)
                 self._bytes -= dropped.nbytes
 
     def clear(self) -> None:
@@ -125,26 +121,50 @@ def answer_relation(
     key = None if changes_between_runs(text) else _key(con, text, params)
     if key is None:
         return lazy_sql(con, text, dict(params) if params else None)
-    answer = _KEPT.get(key)
-    if answer is not None:
-        return con.from_arrow(answer)
+    found = _KEPT.get(key)
+    if found is not None:
+        answer, projection = found
+        kept = _over(con, answer, projection)
+        if kept is not None:
+            return kept
     relation = lazy_sql(con, text, dict(params) if params else None)
     if not _KEPT.worth_keeping(key):
         return relation
-    con.execute(_LOSSLESS_ON)
     try:
         answer = relation.to_arrow_table()
     except duckdb.Error:  # the lazy relation fails again, as it would have, when read
         _KEPT.refuse(key)
         return relation
-    finally:
-        con.execute(_LOSSLESS_OFF)
-    kept = con.from_arrow(answer)
-    if kept.types != relation.types:  # a type Arrow does not carry back (an ENUM)
-        _KEPT.refuse(key)
+    projection = _projection(relation)
+    kept = _over(con, answer, projection)
+    if kept is None or kept.types != relation.types:
+        _KEPT.refuse(key)  # a type that does not come back from Arrow
         return relation
-    _KEPT.keep(key, answer)
+    _KEPT.keep(key, answer, projection)
     return kept
+
+
+def _projection(relation: duckdb.DuckDBPyRelation) -> str:
+    """The projection giving a relation over the Arrow answer the statement's own types:
+    DuckDB hands some of its types to Arrow as others (``HUGEINT`` as ``DECIMAL(38,0)``, ``UUID``
+    as text), exactly, and they are cast back. (DuckDB's lossless Arrow conversion is a setting
+    of the whole database, which would change what other reads hand over meanwhile.)"""
+    return ", ".join(
+        f"CAST({quoted} AS {kind}) AS {quoted}"
+        for quoted, kind in (
+            ('"' + name.replace('"', '""') + '"', str(kind))
+            for name, kind in zip(relation.columns, relation.types, strict=True)
+        )
+    )
+
+
+def _over(
+    con: duckdb.DuckDBPyConnection, answer: pa.Table, projection: str
+) -> duckdb.DuckDBPyRelation | None:
+    try:
+        return con.from_arrow(answer).project(projection)
+    except duckdb.Error:
+        return None
 
 
 def _key(
