@@ -29,7 +29,7 @@ from ledger.maintenance.merge import PartitionMerge
 from ledger.maintenance.partitions import PartitionChange
 from tests.conftest import Location
 from tests.support.ledger_reads import entry_count, visible_rows
-from tests.support.maintenance import set_clock_skew, vacuum_now
+from tests.support.maintenance import ShiftedClock, set_clock_skew, vacuum_now
 
 EVENTS = {"id": "BIGINT", "ts": "TIMESTAMP", "user_id": "INTEGER", "v": "INTEGER"}
 FILE_COLUMNS = ["id", "ts", "user_id", "v", "trx_id", "trx_seq", "dml_type"]
@@ -82,19 +82,6 @@ def _read_data_file(table: ledger.Table, marker: Any) -> pq.ParquetFile:
     # Opened as one file, never as a dataset: a dataset would add hive columns from the path.
     source = table.store.filesystem.open_input_file(table.store.fs_path(table.prefix + marker.path))
     return pq.ParquetFile(source)
-
-
-class _ShiftedClock:
-    """The ``time`` module as seen from ``seconds`` in the future."""
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-
-    def time(self) -> float:
-        return time.time() + self.seconds
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(time, name)
 
 
 # --- merge: choosing files ---------------------------------------------------------------------
@@ -433,7 +420,7 @@ def test_vacuum_trims_the_log_and_the_table_opens_fresh_and_from_a_stale_handle(
     old_versions = [h.version for h in table.history()]
 
     vacuum_now(table)  # expunges the merged files and writes a checkpoint at its version
-    monkeypatch.setattr(vacuuming, "time", _ShiftedClock(1.6))  # past the transaction timeout
+    monkeypatch.setattr(vacuuming, "time", ShiftedClock(1.6))  # past the transaction timeout
     vacuum_now(table)  # every snapshot within grace starts from that checkpoint now
     checkpoint = table.version
     log_keys = {k.rsplit("/", 1)[1] for k in _keys(table, "_log/")}
@@ -465,7 +452,7 @@ def test_vacuum_deletes_orphans_of_a_crashed_transaction_only_once_old_enough(
     committed = _alive_keys(table)
 
     def vacuum_at(seconds_later: float, grace: float) -> int:
-        monkeypatch.setattr(vacuuming, "time", _ShiftedClock(seconds_later))
+        monkeypatch.setattr(vacuuming, "time", ShiftedClock(seconds_later))
         return table.vacuum(grace).orphans_deleted
 
     assert vacuum_at(0, grace=0) == 0
@@ -486,7 +473,7 @@ def test_vacuum_orphan_rule_uses_the_clock_skew_margin_of_the_merge_module(
     table = _events(local_warehouse, transaction_timeout=1)
     crashed = table.transaction()
     crashed.insert([{"id": 3, "ts": dt.datetime(2026, 1, 1), "user_id": 1, "v": 3}])
-    monkeypatch.setattr(vacuuming, "time", _ShiftedClock(5))
+    monkeypatch.setattr(vacuuming, "time", ShiftedClock(5))
     assert vacuum_now(table).orphans_deleted == 1
     assert _keys(table, "_data/") == set()
 
@@ -632,7 +619,7 @@ def test_replacing_merge_keeps_the_latest_entry_and_drops_marks_once_settled(
         (2, "b", 1, first.trx_id, 1, 1),
         mark,
     ]
-    monkeypatch.setattr(merging, "time", _ShiftedClock(1.6))  # the merge's clock, past the timeout
+    monkeypatch.setattr(merging, "time", ShiftedClock(1.6))  # the merge's clock, past the timeout
     (merged,) = table.snapshot().markers()
     table.merge(files=[merged.path], min_files=1)  # now no older transaction can still commit
     kept_mark = [mark] if version_column else []

@@ -16,29 +16,15 @@ import sys
 import textwrap
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 import ledger
 from ledger.maintenance import vacuum as vacuuming
 from tests.conftest import Location
-from tests.support.maintenance import set_clock_skew
+from tests.support.maintenance import ShiftedClock, set_clock_skew
 
 SCHEMA = {"k": "BIGINT", "v": "BIGINT", "part": "VARCHAR"}
-
-
-class _ShiftedClock:
-    """The ``time`` module as seen from ``seconds`` in the future."""
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-
-    def time(self) -> float:
-        return time.time() + self.seconds
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(time, name)
 
 
 def _table(location: Location) -> ledger.Table:
@@ -93,7 +79,7 @@ def test_vacuum_deletes_old_temporary_files_everywhere_in_the_table_and_keeps_yo
 
     # Older than the grace but not than the transaction timeout: kept.
     assert table.vacuum(0).temporaries_deleted == 0
-    monkeypatch.setattr(vacuuming, "time", _ShiftedClock(1.5))
+    monkeypatch.setattr(vacuuming, "time", ShiftedClock(1.5))
     assert table.vacuum(0).temporaries_deleted == 1
     assert not young.exists()
     assert local_location.connect().table("t").count() == 1
@@ -159,7 +145,7 @@ def test_a_writer_killed_mid_commit_leaves_a_temporary_log_file_that_vacuum_remo
     assert (fresh.version, fresh.count()) == (version, 1)  # the killed commit never landed
     assert table.vacuum(0).temporaries_deleted == 0  # it might still be a write in progress
 
-    monkeypatch.setattr(vacuuming, "time", _ShiftedClock(2))
+    monkeypatch.setattr(vacuuming, "time", ShiftedClock(2))
     result = table.vacuum(0)
     assert result.temporaries_deleted == 1
     assert result.orphans_deleted == 1  # the killed transaction's data file
