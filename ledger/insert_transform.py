@@ -359,7 +359,7 @@ def apply_over_current(
     sql: str,
     rows: Rows,
     value_columns: Sequence[str],
-    current_values: Callable[[pa.Table], pa.Table],
+    current_values: Callable[[pa.Table], tuple[pa.Table, pa.Array]],
     schema: TableSchema | None = None,
 ) -> Rows:
     """The transform over keyed rows (an upsert or update) that may leave table columns out:
@@ -368,10 +368,12 @@ def apply_over_current(
     current value (a new key has none: the columns it leaves out are NULL to the transform).
 
     ``current_values`` takes the transform's output over the rows as given (which holds the
-    keys) and returns ``value_columns`` of each row's visible row, NULL for a new key, row for
-    row. An output column named like a column the row left out stays not given (the row keeps
-    its current value): the stored value already is the transform's output. With ``schema``,
-    the columns no row names are NULL of their column's type to the first run, as to an insert.
+    keys) and returns ``value_columns`` of each row's visible row (NULL for a new key) and
+    whether the key has one, row for row. An output column named like a column a row of a key
+    with a visible row left out stays not given (the row keeps its current value): the stored
+    value already is the transform's output. A new key has no stored value: its row is
+    transformed as an insert's, every output column given. With ``schema``, the columns no row
+    names are NULL of their column's type to the first run, as to an insert.
     """
     rendered = check_shape(sql)
     if schema is not None:
@@ -401,26 +403,33 @@ def apply_over_current(
             "every column the transform reads in each row"
         )
     positions = first.column(ordinal)
-    current = current_values(first.drop_columns([ordinal]))
-    return apply_to_rows(rendered, _overlay(rows, positions, current, overlaid))
+    current, found = current_values(first.drop_columns([ordinal]))
+    return apply_to_rows(rendered, _overlay(rows, positions, current, found, overlaid))
 
 
 def _overlay(
-    rows: Rows, positions: pa.ChunkedArray, current: pa.Table, columns: Sequence[str]
+    rows: Rows,
+    positions: pa.ChunkedArray,
+    current: pa.Table,
+    found: pa.Array,
+    columns: Sequence[str],
 ) -> Rows:
     """``rows`` at ``positions``, where each of ``columns`` a row did not name holds the
-    current value; the masks still say which columns the row named."""
+    current value. The masks say which columns the row named, and every column for a row whose
+    key is new (``found`` false): an insert's row, whose output columns are all given."""
     table = rows.table.take(positions)
     given = {name: mask.take(positions) for name, mask in rows.given.items()}
+    new_key = pc.invert(pc.fill_null(found, False))
     for name in columns:
         values = current.column(name).combine_chunks()
         if name not in table.column_names:
             table = table.append_column(name, values)
-            given[name] = pa.array([False] * table.num_rows, pa.bool_())
+            given[name] = new_key
         elif name in given:
             column = table.column_names.index(name)
             named, kept = _common_type(table.column(name).combine_chunks(), values)
             table = table.set_column(column, name, pc.if_else(given[name], named, kept))
+            given[name] = pc.or_(given[name], new_key)
     return Rows(table, given)
 
 

@@ -722,13 +722,17 @@ class Transaction:
         _check_unique(rows, self.key_columns)
         return Rows(rows, {c: m for c, m in given.given.items() if c in rows.column_names})
 
-    def _current_values(self, rows: pa.Table) -> pa.Table:
-        """The value columns of the visible row of each row's key (NULL for a new key), row
-        for row: what a partial row is overlaid on before the insert transform runs."""
+    def _current_values(self, rows: pa.Table) -> tuple[pa.Table, pa.Array]:
+        """The value columns of the visible row of each row's key (NULL for a new key) and
+        whether the key has one, row for row: what a partial row is overlaid on before the
+        insert transform runs."""
         keys = self._conform(rows, require_keys=True).select(list(self.key_columns))
         _check_unique(keys, self.key_columns)
         latest, _ = self._read_live(keys=keys)
-        return rmw.fill_missing(keys, latest, self.key_columns, self._value_columns)
+        found = transforms.unused_name("key_found", latest.column_names)
+        latest = latest.append_column(found, pa.array([True] * latest.num_rows, pa.bool_()))
+        current = rmw.fill_missing(keys, latest, self.key_columns, [*self._value_columns, found])
+        return current.drop_columns([found]), current.column(found).combine_chunks()
 
     def _key_table(self, keys: Any) -> pa.Table:
         key_columns = list(self.key_columns)

@@ -1,6 +1,7 @@
 """Partial rows through an insert transform: an upsert or update of a key that exists is
 transformed as the row will be (its visible row overlaid by the columns given), so columns the
-transform derives are derived from the real values; a new key's absent columns are NULL."""
+transform derives are derived from the real values; a new key's row is transformed as an
+insert's (its absent columns NULL to the transform, every output column kept)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,13 @@ COLUMNS = {
 }
 DERIVING = (
     "select * replace (lower(region) as region), upper(name) as name_upper, "
+    "score * 2 as double_score from rows"
+)
+
+# Rewrites `region` in place with a default, so a new key's left-out region is the
+# transform's output, not NULL.
+DEFAULTING = (
+    "select * replace (coalesce(lower(region), 'none') as region), upper(name) as name_upper, "
     "score * 2 as double_score from rows"
 )
 
@@ -96,6 +104,26 @@ def test_a_column_the_transform_rewrites_in_place_is_kept_when_the_row_leaves_it
     }
 
 
+@pytest.mark.parametrize("operation", ["insert", "upsert"])
+def test_an_upsert_of_a_new_key_stores_what_an_insert_stores(local_location, operation):
+    """A column the transform rewrites in place and the row leaves out: an existing key keeps
+    its stored value, a new key has none and takes the transform's output, as an insert does."""
+    table = local_location.connect().create_table(
+        "t",
+        {"id": "BIGINT", "status": "VARCHAR", "note": "VARCHAR"},
+        primary_key="id",
+        insert_transform="select * replace (coalesce(status, 'new') as status) from rows",
+    )
+    table.insert([{"id": 1, "status": "paid", "note": "a"}])
+    getattr(table, operation)([{"id": 2, "note": "b"}])
+    table.upsert([{"id": 1, "note": "c"}, {"id": 3, "note": "d"}])
+    assert _visible(table) == {
+        1: {"id": 1, "status": "paid", "note": "c"},
+        2: {"id": 2, "status": "new", "note": "b"},
+        3: {"id": 3, "status": "new", "note": "d"},
+    }
+
+
 def test_an_explicit_select_list_also_sees_the_current_values(local_location):
     table = local_location.connect().create_table(
         "t",
@@ -137,7 +165,7 @@ def _derived(row: dict[str, Any]) -> dict[str, Any]:
     region = row["region"]
     return {
         **row,
-        "region": None if region is None else region.lower(),
+        "region": "none" if region is None else region.lower(),
         "name_upper": None if row["name"] is None else row["name"].upper(),
         "double_score": None if row["score"] is None else row["score"] * 2,
     }
@@ -148,7 +176,8 @@ def _apply_in_place(
 ) -> None:
     """The oracle: each row becomes the current row overlaid by what it names (a new key's
     other columns NULL), then the transform derives its columns from that row. A column the
-    transform rewrites in place (region) is only rewritten where the row names it."""
+    transform rewrites in place (region) is only rewritten where the row names it or the key
+    is new (an insert's row)."""
     for row in rows:
         key = row["id"]
         if operation == "delete":
@@ -174,7 +203,7 @@ def _runnable(state: dict[int, Any], operation: str, rows: list[dict[str, Any]])
 @settings(max_examples=examples(30), deadline=None)
 @given(steps=st.lists(_step(), min_size=1, max_size=6))
 def test_partial_writes_through_a_transform_match_the_in_place_oracle(steps, tmp_path_factory):
-    table = _players(ledger.connect(str(tmp_path_factory.mktemp("wh"))))
+    table = _players(ledger.connect(str(tmp_path_factory.mktemp("wh"))), DEFAULTING)
     state: dict[int, dict[str, Any]] = {}
     for operation, rows in steps:
         if not _runnable(state, operation, rows):
@@ -215,13 +244,14 @@ def test_spark_partial_writes_derive_from_the_row_as_it_will_be(spark, local_loc
 
     warehouse = local_location.connect()
     by_spark, embedded = (
-        warehouse.create_table(name, COLUMNS, primary_key="id", insert_transform=DERIVING)
+        warehouse.create_table(name, COLUMNS, primary_key="id", insert_transform=DEFAULTING)
         for name in ("by_spark", "embedded")
     )
     first = pd.DataFrame(
         {"id": [1, 2], "name": ["ann", "bo"], "score": [1, 2], "region": ["EU", "US"]}
     )
-    scores = pd.DataFrame({"id": [1, 3], "score": [7, 9]})  # 3 is new: its name is NULL
+    # 3 is new: its name is NULL, its region the transform's default
+    scores = pd.DataFrame({"id": [1, 3], "score": [7, 9]})
     names = pd.DataFrame({"id": [2], "name": ["bob"]})
     ls.insert(by_spark, spark.createDataFrame(first))
     ls.upsert(by_spark, spark.createDataFrame(scores))
@@ -237,7 +267,7 @@ def test_spark_partial_writes_derive_from_the_row_as_it_will_be(spark, local_loc
                 "double_score": 14},
             2: {"id": 2, "name": "bob", "score": 2, "region": "us", "name_upper": "BOB",
                 "double_score": 4},
-            3: {"id": 3, "name": None, "score": 9, "region": None, "name_upper": None,
+            3: {"id": 3, "name": None, "score": 9, "region": "none", "name_upper": None,
                 "double_score": 18},
         }
     )  # fmt: skip

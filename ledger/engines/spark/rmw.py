@@ -167,7 +167,8 @@ class PartialRows:
 
     The first run (columns left out NULL) finds each row's key; the second runs over the rows
     with the current values of their keys filled in. An output column named like a column left
-    out is dropped, so the row keeps its stored value (already the transform's output)."""
+    out keeps the stored value of a key with a visible row (already the transform's output);
+    a new key's row is transformed as an insert's, every output column kept."""
 
     tx: Transaction
     numbered: DataFrame
@@ -213,13 +214,31 @@ class PartialRows:
         sql = self.tx.config.insert_transform
         assert sql is not None
         keys = list(self.tx.key_columns)
-        values = current.select(*map(col, [*keys, *self.absent]))
+        found = insert_transform.unused_name("key_found", [*self.numbered.columns, *self.absent])
+        values = current.select(*map(col, [*keys, *self.absent]), F.lit(True).alias(found))
         keyed = first.select(col(self.ordinal), *map(col, keys)).join(values, keys, "left")
         overlaid = self.numbered.join(keyed.drop(*keys), self.ordinal, "inner").drop(self.ordinal)
-        shaped = insert_transformed(overlaid, sql)
+        shaped = insert_transformed(overlaid.drop(found), sql)
         left_out = {folded_name(c) for c in self.absent}
         kept = [c for c in shaped.columns if folded_name(c) not in left_out]
-        return conformed_columns(self.tx, shaped.select(*map(col, kept)), require_keys=True)
+        if len(kept) == len(shaped.columns):
+            return conformed_columns(self.tx, shaped, require_keys=True)
+        # A column the transform rewrites in place: the stored value for a key that has one
+        # (given as it is, which writes what leaving it out would), the output for a new key.
+        new_keys = conformed_columns(
+            self.tx,
+            insert_transformed(overlaid.filter(col(found).isNull()).drop(found), sql),
+            require_keys=True,
+        )
+        rewritten = [c for c in new_keys.columns if folded_name(c) in left_out]
+        stored = conformed_columns(
+            self.tx,
+            insert_transformed(overlaid.filter(col(found).isNotNull()).drop(found), sql).select(
+                *map(col, kept)
+            ),
+            require_keys=True,
+        ).join(current.select(*map(col, [*keys, *rewritten])), keys, "left")
+        return new_keys.unionByName(stored.select(*map(col, new_keys.columns)))
 
 
 def _refuse_stale_versions(tx: Transaction, entries: DataFrame, rows: DataFrame) -> None:
