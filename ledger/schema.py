@@ -12,6 +12,7 @@ import decimal
 import functools
 import itertools
 import json
+import math
 import operator
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -1736,6 +1737,21 @@ def _cast_column(name: str, column: pa.ChunkedArray, target: pa.DataType) -> pa.
             raise TypeMismatchError(
                 f"column {name!r} ({sql}), {named_row(row)}: value {bad} is out of its range "
                 f"(a {sql} holds {low} to {high}); widen the column or fix the value before "
+                "writing"
+            ) from None
+        if pa.types.is_floating(source) and pa.types.is_integer(target) and type(bad) is float:
+            # Arrow's words name a half float by its bits ("Float value 15872 was truncated").
+            sql = arrow_to_sql_or_str(target)
+            low, high = _INTEGER_RANGE[target]
+            problem = (
+                f"is out of its range (a {sql} holds {low} to {high}); widen the column or "
+                "fix the value"
+                if math.isfinite(bad) and bad.is_integer()
+                else "is not a whole number (an integer column takes whole numbers); round or "
+                "fix the value, or make the column DOUBLE or DECIMAL,"
+            )
+            raise TypeMismatchError(
+                f"column {name!r} ({sql}), {named_row(row)}: value {bad!r} {problem} before "
                 "writing"
             ) from None
         whole = (
