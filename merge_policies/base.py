@@ -38,6 +38,11 @@ class MergeContext:
     # Every transaction with a trx_id at or below this one has committed or can no longer
     # commit (it timed out); None when no such bound is known yet.
     settled_trx_id: int | None
+    # Where the executor offers it: two relations splitting ``source`` by the files the
+    # entries come from, (those of files holding at least one insertion, those of files
+    # holding delete marks only), so a query can skip work the markers already answer. None
+    # when only ``source`` exists.
+    split_sources: tuple[str, str] | None = None
 
 
 # How a policy's visible rows are derived from its entries (docs/views.md says each exactly).

@@ -51,18 +51,18 @@ class CollapsingPolicy(PolicyDefaults):
         columns = idents(list(context.columns))
         grouped = ", ".join([values, *negative_zero_flags(self.float_columns)])
         dml, trx, seq = ident(DML_TYPE), ident(TRX_ID), ident(TRX_SEQ)
-        src = context.source
+        marked, grouped_entries, passed = _sources(context, keys, columns)
         # Per group: the entry orders of its insertions and of its marks, newest first; the
         # entries kept are slices of those lists (see the module docstring). The lists are
         # sorted after aggregating: an ordered aggregate (list(... ORDER BY ...)) buffers and
         # sorts every group apart, and cost as much as a scan of every entry.
         return f"""
-WITH marked_keys AS (SELECT DISTINCT {keys} FROM {src} WHERE {dml} = -1),
+WITH marked_keys AS ({marked}),
 groups AS (
     SELECT {grouped}, sum({dml}) AS __net,
         list_reverse_sort(list({ENTRY_ORDER}) FILTER (WHERE {dml} = 1)) AS __inserts,
         list_reverse_sort(list({ENTRY_ORDER}) FILTER (WHERE {dml} = -1)) AS __marks
-    FROM (SELECT * FROM {src} SEMI JOIN marked_keys USING ({keys}))
+    FROM ({grouped_entries})
     GROUP BY ALL
 ),
 kept AS (
@@ -76,7 +76,7 @@ kept AS (
     FROM groups
     WHERE __net <> 0 OR coalesce(__inserts[1] > __marks[1], false)
 )
-SELECT {columns} FROM {src} ANTI JOIN marked_keys USING ({keys})
+{passed}
 UNION ALL
 SELECT {values},
     CAST(__entry.o // {ORDER_SHIFT} AS BIGINT) AS {trx},
@@ -84,6 +84,35 @@ SELECT {values},
     CAST(__entry.d AS TINYINT) AS {dml}
 FROM kept
 """
+
+
+def _sources(context: MergeContext, keys: str, columns: str) -> tuple[str, str, str]:
+    """The query's three reads of the entries: the keys holding a delete mark, the entries of
+    those keys (to group), and every other entry (passed through).
+
+    Given the entries split by file (``context.split_sources``), a file of delete marks only
+    is read once, not three times, with no join: every entry of it is a mark, so its key is
+    marked and the entry grouped. A mark whose key holds a NULL (which the joins never match,
+    so reading ``source`` passes it through) is then grouped only with marks of its own
+    values from such files, none of which a group of marks alone drops: it is returned as it
+    is either way.
+    """
+    dml = ident(DML_TYPE)
+    if context.split_sources is None:
+        src = context.source
+        return (
+            f"SELECT DISTINCT {keys} FROM {src} WHERE {dml} = -1",
+            f"SELECT * FROM {src} SEMI JOIN marked_keys USING ({keys})",
+            f"SELECT {columns} FROM {src} ANTI JOIN marked_keys USING ({keys})",
+        )
+    with_insertions, marks_only = context.split_sources
+    return (
+        f"SELECT DISTINCT {keys} FROM (SELECT {keys} FROM {with_insertions} WHERE {dml} = -1 "
+        f"UNION ALL SELECT {keys} FROM {marks_only})",
+        f"SELECT * FROM {with_insertions} SEMI JOIN marked_keys USING ({keys}) "
+        f"UNION ALL SELECT * FROM {marks_only}",
+        f"SELECT {columns} FROM {with_insertions} ANTI JOIN marked_keys USING ({keys})",
+    )
 
 
 def build(options: Mapping[str, Any], schema: TableSchema, config: TableConfig) -> CollapsingPolicy:

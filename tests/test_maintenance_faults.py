@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 import time
 import types
 import uuid
@@ -32,6 +33,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow.fs as pafs
 import pytest
 
 import ledger
@@ -40,8 +42,10 @@ from ledger.storage import Store
 from tests.conftest import Location
 from tests.support.failing import (
     FAULTS,
+    CallCounter,
     CrashingStore,
     FailingStore,
+    _FailingHandler,
     caused_by_fault,
 )
 from tests.support.ledger_reads import policy_answer
@@ -530,3 +534,44 @@ def test_an_uncommitted_merge_output_is_an_orphan_only_once_old_enough(
     assert after.answer == before.answer
     assert warehouse.table("t").merge().version == before.version + 1
     assert read_table(warehouse, "t").answer == before.answer
+
+
+class _ThreadRecordingHandler(_FailingHandler):
+    """The fault-injecting store's filesystem, noting the thread of every call that reads."""
+
+    def __init__(self, fs: pafs.FileSystem, counter: CallCounter) -> None:
+        super().__init__(fs, counter)
+        self.reading_threads: set[int] = set()
+
+    def get_file_info(self, paths: list[str]) -> Any:
+        self.reading_threads.add(threading.get_ident())
+        return super().get_file_info(paths)
+
+    def open_input_stream(self, path: str) -> Any:
+        self.reading_threads.add(threading.get_ident())
+        return super().open_input_stream(path)
+
+    def open_input_file(self, path: str) -> Any:
+        self.reading_threads.add(threading.get_ident())
+        return super().open_input_file(path)
+
+
+@pytest.mark.timeout(300)
+def test_data_files_on_a_python_filesystem_are_opened_by_the_calling_thread(
+    s3_location: Location,
+) -> None:
+    """The fault-injecting store's filesystem is written in Python: opening a file there takes
+    the GIL. A scan of data files that pyarrow opened on its own threads hung for good now and
+    then (DuckDB starts the scan holding the GIL while pyarrow's thread opening a file holds the
+    scan's lock), in merges and reads alike; the files are opened by the thread that runs the
+    statement, before the scan starts. A collapsing merge reads its entries three times."""
+    warehouse = s3_location.connect()
+    build_base(warehouse, "t", "collapsing")
+    before = policy_answer(warehouse.table("t"))
+    store = FailingStore(warehouse.store, fail_at=None)
+    handler = _ThreadRecordingHandler(warehouse.store.filesystem, store.counter)
+    store._fs = pafs.PyFileSystem(handler)
+    table = ledger.Warehouse(store).table("t")
+    assert table.merge().version == 9
+    assert policy_answer(table) == before
+    assert handler.reading_threads == {threading.get_ident()}

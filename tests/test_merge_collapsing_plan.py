@@ -9,6 +9,7 @@ child connections of one database per store, so merges at once must keep their e
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
@@ -26,7 +27,12 @@ from ledger.log.entries import TableConfig
 from ledger.schema import TableSchema
 from ledger.sql import ident, idents
 from ledger.sql.live import negative_zero_flags
-from ledger.sql.names import ENTRIES, ORDER_SHIFT
+from ledger.sql.names import (
+    ENTRIES,
+    ENTRIES_OF_INSERTION_FILES,
+    ENTRIES_OF_MARK_FILES,
+    ORDER_SHIFT,
+)
 from merge_policies import load_policy
 from merge_policies.base import ENTRY_ORDER, MergeContext
 from tests.conftest import examples
@@ -87,10 +93,16 @@ FROM kept
 """
 
 
-def current_sql() -> str:
+def current_sql(context: MergeContext = CONTEXT) -> str:
     schema = TableSchema.from_json({"k": "BIGINT", "v": "BIGINT", "x": "DOUBLE"})
     config = TableConfig(table_uuid="plan", primary_key=("k",))
-    return load_policy({"name": "collapsing"}, schema, config).merge_sql(CONTEXT)
+    return load_policy({"name": "collapsing"}, schema, config).merge_sql(context)
+
+
+# The entries split by file, as the embedded engine offers them (rewrite.register_entries).
+SPLIT_CONTEXT = dataclasses.replace(
+    CONTEXT, split_sources=(ENTRIES_OF_INSERTION_FILES, ENTRIES_OF_MARK_FILES)
+)
 
 
 def comparable(row: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -105,9 +117,13 @@ def comparable(row: tuple[Any, ...]) -> tuple[Any, ...]:
     )
 
 
-def run(entries: pa.Table, sql: str) -> list[tuple[Any, ...]]:
+def run(
+    entries: pa.Table, sql: str, relations: dict[str, pa.Table] | None = None
+) -> list[tuple[Any, ...]]:
     with closing(connect()) as con:
         con.register(ENTRIES, entries)
+        for name, relation in (relations or {}).items():
+            con.register(name, relation)
         return sorted((comparable(r) for r in con.sql(sql).fetchall()), key=repr)
 
 
@@ -131,6 +147,32 @@ def test_collapsing_query_returns_what_the_reference_plan_returns(
         [dict(zip(ENTRY_SCHEMA.names, row, strict=True)) for row in rows], schema=ENTRY_SCHEMA
     )
     assert run(entries, current_sql()) == run(entries, reference_sql())
+
+
+@settings(max_examples=examples(30), deadline=None)
+@given(st.lists(st.tuples(entry, st.integers(0, 3)), max_size=40))
+def test_collapsing_query_over_entries_split_by_file_returns_what_the_reference_returns(
+    rows_in_files: list[tuple[tuple[Any, ...], int]],
+) -> None:
+    """Entries spread over up to four files; the files holding delete marks only are read
+    apart from the others (read once, no join), the rest as before."""
+    files: dict[int, list[dict[str, Any]]] = {}
+    for row, file in rows_in_files:
+        files.setdefault(file, []).append(dict(zip(ENTRY_SCHEMA.names, row, strict=True)))
+    marks_only = [r for f in files.values() if all(e["dml_type"] == -1 for e in f) for r in f]
+    with_insertions = [r for f in files.values() if any(e["dml_type"] == 1 for e in f) for r in f]
+    everything = pa.Table.from_pylist(with_insertions + marks_only, schema=ENTRY_SCHEMA)
+    split = {
+        ENTRIES_OF_INSERTION_FILES: pa.Table.from_pylist(with_insertions, schema=ENTRY_SCHEMA),
+        ENTRIES_OF_MARK_FILES: pa.Table.from_pylist(marks_only, schema=ENTRY_SCHEMA),
+    }
+    assert run(everything, current_sql(SPLIT_CONTEXT), split) == run(everything, reference_sql())
+
+
+def test_the_split_query_reads_the_split_relations() -> None:
+    """The property above runs the query reading files apart, not the one reading entries."""
+    split = current_sql(SPLIT_CONTEXT)
+    assert ENTRIES_OF_MARK_FILES in split and f"FROM {ENTRIES} " not in split
 
 
 def test_the_reference_plan_differs_from_the_current_one() -> None:

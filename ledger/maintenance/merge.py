@@ -50,7 +50,7 @@ from ledger.reads.files import _meet as boxes_meet
 from ledger.reads.files import insertions_only
 from ledger.schema import DML_TYPE, ROW_ID, TRX_ID, TRX_SEQ, arrow_to_sql_or_str
 from ledger.snapshot import PartitionFilter
-from ledger.sql.names import ENTRIES
+from ledger.sql.names import ENTRIES, ENTRIES_OF_INSERTION_FILES, ENTRIES_OF_MARK_FILES
 from ledger.sql_guard import checked_select
 from ledger.transaction import check_timeout
 from ledger.trx_ids import reservation_body, reserve_trx_id
@@ -219,6 +219,11 @@ def _merge_partition(
         value_columns=(*base.schema.names, *([ROW_ID] if config.generated_row_id else [])),
         covers_every_entry_of_its_keys=plan.covers_partition and key_only,
         settled_trx_id=settled,
+        # The embedded engine registers the entries split by file (rewrite.register_entries);
+        # a rewrite of another engine offers ``entries`` only.
+        split_sources=(
+            (ENTRIES_OF_INSERTION_FILES, ENTRIES_OF_MARK_FILES) if rewrite is None else None
+        ),
     )
     sql, what = policy.merge_sql(context), f"merge policy {policy.name!r}"
     if rewrite is not None:

@@ -31,6 +31,10 @@ __all__ = [
 ORDER_SHIFT = 4294967296
 
 ENTRIES = "entries"  # the relation a merge policy's or a rewrite's query reads
+# A merge's entries split by the files they come from (see MergeContext.split_sources): the
+# files holding an insertion, and the files holding delete marks only.
+ENTRIES_OF_INSERTION_FILES = "__ledger_entries_of_insertion_files"
+ENTRIES_OF_MARK_FILES = "__ledger_entries_of_mark_files"
 
 # Columns and relations of generated queries.
 NET = "__ledger_net"  # a key's sum of dml_type

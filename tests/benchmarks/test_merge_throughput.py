@@ -60,6 +60,7 @@ from ledger.maintenance import merge as merging
 from ledger.schema import DML_TYPE, TRX_ID, TRX_SEQ
 from ledger.sql import ident
 from ledger.sql.names import ENTRIES as ENTRIES_RELATION
+from ledger.sql.names import ENTRIES_OF_INSERTION_FILES, ENTRIES_OF_MARK_FILES
 from ledger.writer import file_schema, sort_columns
 from merge_policies import load_policy
 from merge_policies.base import MergeContext
@@ -396,6 +397,7 @@ def collapsing_sql(source: MergeInput) -> str:
         value_columns=tuple(state.schema.names),
         covers_every_entry_of_its_keys=True,
         settled_trx_id=None,
+        split_sources=(ENTRIES_OF_INSERTION_FILES, ENTRIES_OF_MARK_FILES),
     )
     return load_policy(config.policy, state.schema, config).merge_sql(context)
 

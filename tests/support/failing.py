@@ -5,10 +5,12 @@ library asks it for every data file it is about to write or read) and every file
 the pyarrow filesystem. So "fail the N-th call" covers log writes, trx_id reservations, listings
 and data-file writes and reads alike.
 
-Reads fail at ``fs_path``, on the caller's thread, not inside the filesystem handler: pyarrow
-opens data files for a dataset scan on its own I/O threads, and a Python exception raised there
-deadlocks pyarrow (the error needs the GIL that the scanning thread holds). Real stores are C++
-filesystems that never call back into Python, so this is a limit of the harness only.
+Reads fail at ``fs_path``, on the caller's thread, not inside the filesystem handler. This
+store's filesystem is written in Python, so every call into it takes the GIL: the engine's scans
+open its data files on the thread that runs the statement, before the scan starts
+(ledger/engines/duckdb/scan.py), since a file opened on one of pyarrow's threads while DuckDB
+starts a scan holding the GIL deadlocks both. Real stores are C++ filesystems that never call
+back into Python.
 """
 
 from __future__ import annotations

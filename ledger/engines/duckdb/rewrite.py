@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import closing, contextmanager
 
+import duckdb
 import pyarrow as pa
 from sqlglot import exp
 
@@ -15,13 +16,44 @@ from ledger.engines.duckdb.session import connect, read_sessions
 from ledger.log.entries import FileMarker
 from ledger.schema import arrow_to_sql
 from ledger.sql import ident, idents
-from ledger.sql.names import ENTRIES, TRX_ID, TRX_SEQ
+from ledger.sql.names import (
+    ENTRIES,
+    ENTRIES_OF_INSERTION_FILES,
+    ENTRIES_OF_MARK_FILES,
+    TRX_ID,
+    TRX_SEQ,
+)
 from ledger.storage import Store
 
 # DuckDB's Parquet writer cuts row groups at multiples of its vector size.
 COPY_ROW_GROUP_STEP = 2048
 # The relation of the files a rewrite copies as they are, beside the query's result.
 PASSING = "__ledger_passing_entries"
+
+
+def register_entries(
+    con: duckdb.DuckDBPyConnection,
+    store: Store,
+    table_prefix: str,
+    files: Sequence[FileMarker],
+    schema: pa.Schema,
+) -> None:
+    """Register the entries of ``files`` as :data:`ENTRIES`, and split by file as
+    :data:`ENTRIES_OF_INSERTION_FILES` (files holding an insertion) and
+    :data:`ENTRIES_OF_MARK_FILES` (files holding delete marks only, told by their markers),
+    the relations a merge policy's query may read instead (MergeContext.split_sources)."""
+    marks_only = [m for m in files if m.rows and m.dml_sum == -m.rows]
+    entries = scan_files(con, store, table_prefix, files, schema)
+    con.register(ENTRIES, entries)
+    if not marks_only:  # the split is the whole and nothing: no footer is read twice
+        con.register(ENTRIES_OF_INSERTION_FILES, entries)
+        con.register(ENTRIES_OF_MARK_FILES, schema.empty_table())
+        return
+    with_insertions = [m for m in files if not (m.rows and m.dml_sum == -m.rows)]
+    con.register(
+        ENTRIES_OF_INSERTION_FILES, scan_files(con, store, table_prefix, with_insertions, schema)
+    )
+    con.register(ENTRIES_OF_MARK_FILES, scan_files(con, store, table_prefix, marks_only, schema))
 
 
 @contextmanager
@@ -42,7 +74,7 @@ def rewrite_entries(
     and :class:`StorageError` for a data file that cannot be read.
     """
     with closing(connect()) as con, storage_errors(f"merging {table_prefix.rstrip('/')!r}"):
-        scan_files(con, store, table_prefix, files, schema).create_view(ENTRIES)
+        register_entries(con, store, table_prefix, files, schema)
         if passing:
             scan_files(con, store, table_prefix, passing, schema).create_view(PASSING)
             sql = with_passing(sql, schema)
@@ -88,14 +120,15 @@ def copy_entries(
     with closing(cursor) as con, storage_errors(f"merging {table_prefix.rstrip('/')!r}"):
         # The result's types, bound over no rows: the files' relation has exactly ``schema``'s
         # types, and binding over it would read every file's footer once more.
-        con.register(ENTRIES, schema.empty_table())
+        for relation in (ENTRIES, ENTRIES_OF_INSERTION_FILES, ENTRIES_OF_MARK_FILES):
+            con.register(relation, schema.empty_table())
         returned = con.sql(sql).limit(0).to_arrow_table().schema
         if len(returned) != len(schema) or any(
             returned.get_field_index(f.name) < 0 or returned.field(f.name).type != f.type
             for f in schema
         ):
             return False
-        con.register(ENTRIES, scan_files(con, store, table_prefix, files, schema))
+        register_entries(con, store, table_prefix, files, schema)
         if passing:
             con.register(PASSING, scan_files(con, store, table_prefix, passing, schema))
             sql = with_passing(sql, schema)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import duckdb
 import pyarrow as pa
 import pyarrow.dataset as pads
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from sqlglot import exp
 
@@ -52,13 +53,30 @@ def scan_files(
             [p for p in local if p is not None], union_by_name=True, hive_partitioning=False
         )
         return relation.project(_projection(schema, frozenset(relation.columns)))
-    dataset = pads.dataset(
-        [store.fs_path(k) for k in keys],
-        schema=schema,
-        format="parquet",
-        filesystem=store.filesystem,
-    )
+    paths = [store.fs_path(k) for k in keys]
+    filesystem = store.filesystem
+    if isinstance(filesystem, pafs.PyFileSystem):
+        return con.from_arrow(_opened_dataset(filesystem, paths, schema))
+    dataset = pads.dataset(paths, schema=schema, format="parquet", filesystem=filesystem)
     return con.from_arrow(dataset)
+
+
+def _opened_dataset(
+    filesystem: pafs.FileSystem, paths: Sequence[str], schema: pa.Schema
+) -> pads.Dataset:
+    """The Parquet files ``paths`` as a dataset of files opened here, on the calling thread.
+
+    DuckDB starts each scan of a dataset (``Scanner.to_reader``) holding the GIL, and pyarrow
+    then opens the dataset's files on its own threads while pulling from them; a filesystem
+    written in Python needs the GIL for every open, so a thread opening a file and the scan
+    being started wait on each other for good. Files opened beforehand are only read by
+    pyarrow's threads, through the file objects the filesystem returned (native ones, as a
+    filesystem wrapping a native one returns, never call back into Python). Native filesystems
+    (S3, local disk) are scanned by path, each file opened as the scan reaches it.
+    """
+    parquet = pads.ParquetFileFormat()
+    fragments = [parquet.make_fragment(filesystem.open_input_file(p)) for p in paths]
+    return pads.FileSystemDataset(fragments, schema, parquet)
 
 
 @functools.lru_cache(maxsize=256)
