@@ -423,6 +423,8 @@ def parse_text(name: str, column: pa.ChunkedArray, target: pa.DataType) -> pa.Ch
     <pyarrow.Decimal128Scalar: Decimal('5.00')>
     """
     text = pc.utf8_trim_whitespace(column.cast(pa.string()))
+    if pa.types.is_decimal(target):
+        text = _zeros_with_exponents(text)
     if pa.types.is_integer(target):
         text = _integer_text(name, text, target)
     if pa.types.is_floating(target):
@@ -462,6 +464,21 @@ def parse_text(name: str, column: pa.ChunkedArray, target: pa.DataType) -> pa.Ch
     stored = parsed if step == target else _cast_column(name, parsed, target)
     _refuse_underflowed_text(name, text, stored, target)
     return stored
+
+
+def _zeros_with_exponents(text: pa.ChunkedArray) -> pa.ChunkedArray:
+    """``text`` with each zero written with an exponent (``0e76``, ``0.0E-400``) as ``0``:
+    Arrow's decimal cast refuses an exponent beyond the type's digits even for a zero, which
+    is a zero in any DECIMAL."""
+    exponents = pc.fill_null(pc.match_substring_regex(text, "[eE]"), False)
+    if not pc.any(exponents).as_py():
+        return text
+    values = text.to_pylist()
+    for i, value in enumerate(values):
+        zero = value is not None and bool(DECIMAL_NUMBER_TEXT.fullmatch(value))
+        if zero and decimal.Decimal(value).is_zero():
+            values[i] = "-0" if value.startswith("-") else "0"
+    return pa.chunked_array([pa.array(values, pa.string())])
 
 
 # An integer in plain decimal digits, and a number as CSV writers write one (``7``, ``-7.0``,
@@ -1346,8 +1363,9 @@ def _refuse_unstorable_decimals(name: str, values: list[Any], schema: TableSchem
                 f"column {name!r} ({sql}): value {value} is no number a {sql} holds (no NaN or "
                 "infinity); write NULL for a missing value"
             )
+        # A zero is one digit whatever its exponent (Decimal("0E+76") is 0).
         digits = len(value.as_tuple().digits) + max(0, int(value.as_tuple().exponent))
-        if digits > 76:
+        if digits > 76 and not value.is_zero():
             raise TypeMismatchError(
                 f"column {name!r} ({sql}): value {value} does not fit: it has {digits} digits, "
                 "more than any DECIMAL holds; convert the value before writing"

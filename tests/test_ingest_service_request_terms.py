@@ -13,7 +13,7 @@ import uuid
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import ledger
@@ -245,6 +245,7 @@ def service_taking_numbers(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 @settings(max_examples=examples(15), deadline=None)
 @given(text=_NUMBERS, field=st.sampled_from(["user_id", "amount"]))
+@example(text="0E+76", field="user_id")
 def test_any_json_number_is_stored_exactly_or_refused_in_the_documented_form(
     service_taking_numbers: Any, text: str, field: str
 ) -> None:
