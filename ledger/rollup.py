@@ -33,7 +33,7 @@ from ledger.arguments import column_names
 from ledger.changes import ChangeSet, change_set
 from ledger.engines import engine_named
 from ledger.engines.duckdb.errors import VALUE_ERRORS, engine_reason
-from ledger.engines.duckdb.session import bind_relations, connect
+from ledger.engines.duckdb.session import bind_relations, work_connection
 from ledger.errors import (
     ConflictError,
     InvalidArgumentError,
@@ -229,7 +229,7 @@ DeltaFunction = Callable[[DeltaRequest], pa.Table]
 def embedded_deltas(request: DeltaRequest) -> pa.Table:
     """The group deltas of a refresh, computed on the embedded DuckDB engine."""
     rollup, base = request.rollup, request.rollup.base
-    with closing(connect()) as con:
+    with closing(work_connection()) as con:
         if request.changes is None:
             entries = Snapshot(base.name, base.store, base.prefix, request.base_state).scan(con=con)
         else:

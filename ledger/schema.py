@@ -1769,8 +1769,7 @@ def _cast_column(name: str, column: pa.ChunkedArray, target: pa.DataType) -> pa.
                 "fix the value, or make the column DOUBLE or DECIMAL,"
             )
             raise TypeMismatchError(
-                f"column {name!r} ({sql}), {named_row(row)}: value {bad!r} {problem} before "
-                "writing"
+                f"column {name!r} ({sql}), {named_row(row)}: value {bad!r} {problem} before writing"
             ) from None
         whole = (
             " (an integer column takes whole numbers within its range)"

@@ -16,7 +16,7 @@ from sqlglot import exp
 
 from ledger.changes import ChangeSet, change_set
 from ledger.engines.duckdb.errors import storage_errors
-from ledger.engines.duckdb.session import connect
+from ledger.engines.duckdb.session import work_connection
 from ledger.errors import InvalidArgumentError, SnapshotNotFoundError
 from ledger.publish.delta_types import delta_schema, published_schema
 from ledger.publish.rows import all_rows, changed_keys, repeats_cross_keys, rows_of_keys
@@ -259,7 +259,7 @@ def publish_plan(source: Table | Rollup, published: int | None) -> PublishPlan:
                 "dedup key is not its key, so any key's rows may have changed"
             )
             found = None
-    with closing(connect()) as con, storage_errors(f"publishing {snap.name!r}"):
+    with closing(work_connection()) as con, storage_errors(f"publishing {snap.name!r}"):
         if found is None:
             rows = all_rows(con, snap, spec, schema)
             return plan(True, reason, rows, key_schema.empty_table())

@@ -12,7 +12,7 @@ import pyarrow as pa
 from sqlglot import exp
 
 from ledger.engines.duckdb.errors import QUERY_ERRORS, engine_reason
-from ledger.engines.duckdb.session import connect
+from ledger.engines.duckdb.session import work_connection
 from ledger.errors import InvalidPredicateError
 
 DIALECT = "duckdb"  # the sqlglot dialect trees are rendered in
@@ -27,6 +27,7 @@ def run(con: duckdb.DuckDBPyConnection, query: exp.Expression) -> duckdb.DuckDBP
 
     >>> from contextlib import closing
     >>> from sqlglot import select
+    >>> from ledger.engines.duckdb.session import connect
     >>> with closing(connect()) as con:
     ...     run(con, select("1 AS one")).fetchall()
     [(1,)]
@@ -37,7 +38,7 @@ def run(con: duckdb.DuckDBPyConnection, query: exp.Expression) -> duckdb.DuckDBP
 def query_over(sql: str, name: str, rows: pa.Table, failed: Callable[[str], Exception]) -> pa.Table:
     """``sql`` run over ``rows`` registered as ``name``; ``failed(reason)`` is raised when the
     engine refuses it or it fails on the rows."""
-    with closing(connect()) as con:
+    with closing(work_connection()) as con:
         con.register(name, rows)
         try:
             result: pa.Table = con.sql(sql).to_arrow_table()
@@ -51,7 +52,7 @@ def partition_values_matching(values: pa.Table, predicate: str) -> pa.Table:
 
     Raises :class:`InvalidPredicateError` when the predicate is not a boolean expression (DuckDB
     would accept ``WHERE 1``), and the engine's QUERY_ERRORS when it does not bind."""
-    with closing(connect()) as con:
+    with closing(work_connection()) as con:
         con.register("partition_values", values)
         kind = con.sql(f"SELECT ({predicate}) FROM partition_values").types[0]
         if str(kind) not in CONDITION_TYPES:
@@ -83,6 +84,6 @@ def check_condition(schema: pa.Schema, predicate: str, *, shown: str | None = No
 def _condition_type(schema: pa.Schema, predicate: str) -> str:
     """The type ``predicate`` binds to over rows of ``schema``: kept, since binding needs a
     connection and the same filter comes back with every call of a dashboard."""
-    with closing(connect()) as con:
+    with closing(work_connection()) as con:
         con.register("checked_rows", schema.empty_table())
         return str(con.sql(f"SELECT ({predicate}) FROM checked_rows").types[0])

@@ -12,7 +12,7 @@ from sqlglot import exp
 
 from ledger.engines.duckdb.errors import storage_errors
 from ledger.engines.duckdb.scan import scan_files
-from ledger.engines.duckdb.session import connect, read_sessions
+from ledger.engines.duckdb.session import read_sessions, work_connection
 from ledger.log.entries import FileMarker
 from ledger.schema import arrow_to_sql
 from ledger.sql import ident, idents
@@ -73,10 +73,10 @@ def rewrite_entries(
     Raises the engine's own errors for a query that does not fit the data (see QUERY_ERRORS)
     and :class:`StorageError` for a data file that cannot be read.
     """
-    with closing(connect()) as con, storage_errors(f"merging {table_prefix.rstrip('/')!r}"):
+    with closing(work_connection()) as con, storage_errors(f"merging {table_prefix.rstrip('/')!r}"):
         register_entries(con, store, table_prefix, files, schema)
         if passing:
-            scan_files(con, store, table_prefix, passing, schema).create_view(PASSING)
+            con.register(PASSING, scan_files(con, store, table_prefix, passing, schema))
             sql = with_passing(sql, schema)
         # NULLS LAST, as pyarrow sorts the files appends write.
         order = ", ".join(f"{ident(c)} ASC NULLS LAST" for c in order_by)
@@ -156,7 +156,7 @@ def _copy_statement(
 
 def query_result_schema(sql: str, schema: pa.Schema) -> pa.Schema:
     """The schema ``sql`` returns over ``entries`` with ``schema`` (bound on no rows)."""
-    with closing(connect()) as con:
+    with closing(work_connection()) as con:
         con.register(ENTRIES, schema.empty_table())
         return con.sql(sql).limit(0).to_arrow_table().schema
 
@@ -169,8 +169,11 @@ def query_changes_entries(
     columns = idents(schema.names)
     given = f"SELECT {columns} FROM {ENTRIES}"
     returned = f"SELECT {columns} FROM ({sql})"
-    with closing(connect()) as con, storage_errors(f"rewriting {table_prefix.rstrip('/')!r}"):
-        scan_files(con, store, table_prefix, files, schema).create_view(ENTRIES)
+    with (
+        closing(work_connection()) as con,
+        storage_errors(f"rewriting {table_prefix.rstrip('/')!r}"),
+    ):
+        con.register(ENTRIES, scan_files(con, store, table_prefix, files, schema))
         [(changed,)] = con.sql(
             f"SELECT EXISTS ({given} EXCEPT ALL {returned}) "
             f"OR EXISTS ({returned} EXCEPT ALL {given})"
@@ -190,9 +193,12 @@ def entries_not_kept_once(
     entries whose pair no input entry has (NULL pairs are left to the row checks)."""
     pair = idents([TRX_ID, TRX_SEQ])
     known = f"{ident(TRX_ID)} IS NOT NULL AND {ident(TRX_SEQ)} IS NOT NULL"
-    with closing(connect()) as con, storage_errors(f"rewriting {table_prefix.rstrip('/')!r}"):
-        scan_files(con, store, table_prefix, inputs, schema).create_view("given_entries")
-        scan_files(con, store, table_prefix, outputs, schema).create_view("returned_entries")
+    with (
+        closing(work_connection()) as con,
+        storage_errors(f"rewriting {table_prefix.rstrip('/')!r}"),
+    ):
+        con.register("given_entries", scan_files(con, store, table_prefix, inputs, schema))
+        con.register("returned_entries", scan_files(con, store, table_prefix, outputs, schema))
         [(repeated, foreign)] = con.sql(
             f"SELECT (SELECT count(*) - count(DISTINCT ({pair})) FROM returned_entries "
             f"WHERE {known}), (SELECT count(*) FROM returned_entries "

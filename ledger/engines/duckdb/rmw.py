@@ -18,7 +18,7 @@ from ledger.engines.duckdb.key_scan import (
     key_entries,
 )
 from ledger.engines.duckdb.scan import scan_files
-from ledger.engines.duckdb.session import DuckDBConnection, connect
+from ledger.engines.duckdb.session import DuckDBConnection, work_connection
 from ledger.log.entries import FileMarker
 from ledger.sql import ident, idents
 from ledger.sql.dialects import DIALECTS
@@ -107,7 +107,7 @@ def _live_rows_read(
         alone = entries.sort_by([(TRX_ID, "ascending"), (TRX_SEQ, "ascending")])
         alone = alone.select(list(value_columns))
         return alone, alone
-    with closing(connect()) as con, storage_errors(f"reading {table_prefix.rstrip('/')!r}"):
+    with closing(work_connection()) as con, storage_errors(f"reading {table_prefix.rstrip('/')!r}"):
         _bind_entries(con, entries, store, table_prefix, files, schema)
         source = "ledger_entries"
         if keys is not None:
@@ -224,7 +224,7 @@ def _bind_entries(
     if entries is not None:
         con.register("ledger_entries", entries)
     else:
-        scan_files(con, store, table_prefix, files, schema).create_view("ledger_entries")
+        con.register("ledger_entries", scan_files(con, store, table_prefix, files, schema))
 
 
 def _one_insertion_per_key(entries: pa.Table, key_columns: Sequence[str]) -> bool:
@@ -267,8 +267,11 @@ def entries_touch(
             return True
     if not (predicates and predicate_files):
         return False
-    with closing(connect()) as con, storage_errors(f"checking {table_prefix.rstrip('/')!r}"):
-        scan_files(con, store, table_prefix, predicate_files, schema).create_view("inserted")
+    with (
+        closing(work_connection()) as con,
+        storage_errors(f"checking {table_prefix.rstrip('/')!r}"),
+    ):
+        con.register("inserted", scan_files(con, store, table_prefix, predicate_files, schema))
         for predicate in predicates:
             hit = con.sql(
                 f"SELECT 1 FROM inserted WHERE {ident(DML_TYPE)} = 1 AND ({predicate}) LIMIT 1"
@@ -288,8 +291,11 @@ def _scan_holds_keys(
 ) -> bool:
     """:func:`entries_touch`'s key test by a scan and a join, for keys Arrow does not compare
     as SQL does."""
-    with closing(connect()) as con, storage_errors(f"checking {table_prefix.rstrip('/')!r}"):
-        scan_files(con, store, table_prefix, files, schema).create_view("written")
+    with (
+        closing(work_connection()) as con,
+        storage_errors(f"checking {table_prefix.rstrip('/')!r}"),
+    ):
+        con.register("written", scan_files(con, store, table_prefix, files, schema))
         con.register("touched", keys)
         return bool(
             con.sql(
@@ -314,7 +320,7 @@ def stale_versions(
     ``current``. A NULL version ranks below every other version."""
     row_keys = rows.select(list(key_columns))
     entries = key_entries(store, table_prefix, files, schema, key_columns, row_keys)
-    with closing(connect()) as con, storage_errors(f"reading {table_prefix.rstrip('/')!r}"):
+    with closing(work_connection()) as con, storage_errors(f"reading {table_prefix.rstrip('/')!r}"):
         _bind_entries(con, entries, store, table_prefix, files, schema)
         con.register("ledger_rows", rows.select([*key_columns, version_column]))
         order = order_from_text(latest_first, DIALECTS["duckdb"])
@@ -336,7 +342,7 @@ def anti_join(keys: pa.Table, found: pa.Table, key_columns: Sequence[str]) -> pa
             found_keys.rename_columns(positional), keys=positional, join_type="left anti"
         )
         return missing.rename_columns(names)
-    with closing(connect()) as con:
+    with closing(work_connection()) as con:
         con.register("wanted", keys)
         con.register("found", found.select(names))
         return con.sql(
@@ -387,7 +393,7 @@ def _current_values(
     while position in keys.column_names:
         position = "_" + position
     numbered = keys.append_column(position, pa.array(range(keys.num_rows), pa.int64()))
-    with closing(connect()) as con:
+    with closing(work_connection()) as con:
         con.register("given", numbered)
         con.register("current", latest.select([*key_columns, *columns]))
         return con.sql(
@@ -422,7 +428,7 @@ def unmatched_marks(
 ) -> pa.Table:
     """The value tuples that ``incoming``'s delete marks cancel more often than they are live
     (in ``live``, one row per live entry, or inserted by ``incoming``), with the excess."""
-    with closing(connect()) as con:
+    with closing(work_connection()) as con:
         con.register("live_entries", live)
         con.register("incoming_entries", incoming)
         floats = _float_columns(incoming.schema, value_columns)
@@ -446,15 +452,15 @@ def unmatched_marks_of_files(
     """:func:`unmatched_marks` over every entry of ``files`` whose key has an entry in
     ``keys_files``: the marks of those keys that cancel no insertion among them (a table's
     entries after a rewrite, whose query may have dropped or changed what a mark cancels)."""
-    with closing(connect()) as con, storage_errors(f"reading {table_prefix.rstrip('/')!r}"):
+    with closing(work_connection()) as con, storage_errors(f"reading {table_prefix.rstrip('/')!r}"):
         keys = idents(list(key_columns))
-        scan_files(con, store, table_prefix, keys_files, schema).create_view("keys_entries")
-        con.sql(f"SELECT DISTINCT {keys} FROM keys_entries").create_view("touched_keys")
-        scan_files(con, store, table_prefix, files, schema).create_view("all_entries")
+        con.register("keys_entries", scan_files(con, store, table_prefix, keys_files, schema))
+        con.register("touched_keys", con.sql(f"SELECT DISTINCT {keys} FROM keys_entries"))
+        con.register("all_entries", scan_files(con, store, table_prefix, files, schema))
         keyed = f"SELECT * FROM all_entries SEMI JOIN touched_keys USING ({keys})"
-        con.sql(keyed).create_view("incoming_entries")
+        con.register("incoming_entries", con.sql(keyed))
         values = idents(list(value_columns))
-        con.sql(f"SELECT {values} FROM all_entries WHERE false").create_view("live_entries")
+        con.register("live_entries", con.sql(f"SELECT {values} FROM all_entries WHERE false"))
         floats = _float_columns(schema, value_columns)
         return con.sql(
             unmatched_marks_sql(

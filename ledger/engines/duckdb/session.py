@@ -110,6 +110,24 @@ class ReadSessions:
             return self._database
 
 
+# The database the engine's own short statements run on (read-modify-write reads, transforms,
+# checks, merges): one per process, a child connection per statement.
+_WORK = ReadSessions()
+
+
+def work_connection() -> duckdb.DuckDBPyConnection:
+    """A new child connection of the process's work database, for one piece of the engine's
+    work: opening a database of its own would cost tens of milliseconds, a child costs
+    microseconds. Close it when done; the views and temporary tables it made go with it.
+
+    >>> from contextlib import closing
+    >>> with closing(work_connection()) as con:
+    ...     con.sql("SELECT current_setting('TimeZone')").fetchall()
+    [('UTC',)]
+    """
+    return _WORK.cursor()
+
+
 # Keyed by the store object itself (stores compare by identity): a warehouse's tables share
 # its store; a store no longer used takes its database with it.
 _SESSIONS: weakref.WeakKeyDictionary[Store, ReadSessions] = weakref.WeakKeyDictionary()
