@@ -135,6 +135,27 @@ def test_the_latest_insertion_settles_keys_when_lonely_files_are_older() -> None
         assert sorted(relation.fetchall()) == want
 
 
+def test_keys_inserted_once_with_the_marks_are_taken_without_grouping() -> None:
+    """While no key is inserted twice in the files holding marks, each key's insertion there
+    is its latest and the statement does not group them by key; once a key is, it does."""
+    with tempfile.TemporaryDirectory() as root:
+        table = ledger.connect(root).create_table(
+            "t", {"k": "BIGINT", "v": "DOUBLE"}, primary_key=["k"]
+        )
+        table.insert([{"k": k, "v": 1.0} for k in range(0, 10, 2)])
+        table.insert([{"k": k, "v": 1.0} for k in range(1, 10, 2)])
+        table.update([{"k": 3, "v": 2.0}, {"k": 4, "v": 2.0}])
+        relation = views.visible(table)
+        assert "__ledger_latest_insertions" in relation.sql_query()
+        assert "__ledger_latest_order" not in relation.sql_query()
+        want = {k: 2.0 if k in (3, 4) else 1.0 for k in range(10)}
+        assert sorted(relation.fetchall()) == sorted(want.items())
+        table.update([{"k": 3, "v": 3.0}])
+        relation = views.visible(table)
+        assert "__ledger_latest_order" in relation.sql_query()
+        assert sorted(relation.fetchall()) == sorted({**want, 3: 3.0}.items())
+
+
 def test_a_mark_carrying_the_latest_insertions_values_cancels_it() -> None:
     """Keys whose latest insertion carries a mark's values (a zero of the other sign, a
     reinsertion of the values just marked, a hand-written delete) are cancelled per tuple."""

@@ -29,6 +29,7 @@ from ledger.log.entries import FileMarker
 from ledger.reads.files import FileRoles, file_roles, split_by_age
 from ledger.reads.kept_statements import KeptStatements
 from ledger.reads.partitions import PartitionRead
+from ledger.schema import DML_TYPE
 from ledger.snapshot import PartitionFilter, Snapshot
 from ledger.sql import ident, idents
 from ledger.sql.dialects import DIALECTS
@@ -190,6 +191,7 @@ def _make_statement(
         if older:  # lonely files written after a file of marks are read with the marks
             roles = replace(roles, lonely=older, others=[*roles.others, *newer])
             lonely_older = True
+    inserted_once = lonely_older and keys_inserted_once(con, snap, roles.others, spec, schema)
     others = roles.others if apart else [*roles.lonely, *roles.others]
 
     files: dict[str, Sequence[FileMarker]] = {ENTRIES: others}
@@ -212,6 +214,7 @@ def _make_statement(
         lonely=found.names.get(LONELY),
         repeated_keys=repeated,
         lonely_older=lonely_older,
+        inserted_once=inserted_once,
         every_entry_grouped=(
             small and entries < GROUPED_TABLE_ENTRIES and spec.policy.visible_rows == SIGNED
         ),
@@ -302,6 +305,41 @@ def lonely_repeats(
             while len(_REPEATS) > REPEATS_KEPT:
                 _REPEATS.popitem(last=False)
     return found
+
+
+_INSERTED_ONCE: OrderedDict[tuple[tuple[str, ...], tuple[str, ...]], bool] = OrderedDict()
+
+
+def keys_inserted_once(
+    con: duckdb.DuckDBPyConnection,
+    snap: Snapshot,
+    markers: Sequence[FileMarker],
+    spec: TableSpec,
+    schema: pa.Schema,
+) -> bool:
+    """Whether no key is inserted more than once in the files ``markers`` names (the files
+    holding marks, read with them): each key's insertion there is then its latest, and the
+    visible view takes it without grouping the insertions by key. Found once per set of files
+    (files never change) and kept: an update writes each key's mark and insertion once, so
+    this holds until a key is written twice between merges."""
+    cache_key = (tuple(sorted(m.path for m in markers)), tuple(spec.key_columns))
+    with _REPEATS_LOCK:
+        kept = _INSERTED_ONCE.get(cache_key)
+        if kept is not None:
+            _INSERTED_ONCE.move_to_end(cache_key)
+            return kept
+    keys = idents(spec.key_columns)
+    count = ident(ENTRY_COUNT)
+    with storage_errors(f"reading {snap.name!r}"):
+        scanned = scan_files(con, snap.store, snap.prefix, markers, schema)
+        inserted = scanned.filter(f"{ident(DML_TYPE)} = 1")
+        counted = inserted.aggregate(f"{keys}, count(*) AS {count}", keys)
+        once = not counted.filter(f"{count} > 1").limit(1).fetchall()
+    with _REPEATS_LOCK:
+        _INSERTED_ONCE[cache_key] = once
+        while len(_INSERTED_ONCE) > REPEATS_KEPT:
+            _INSERTED_ONCE.popitem(last=False)
+    return once
 
 
 def repeated_keys(

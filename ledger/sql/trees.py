@@ -31,6 +31,8 @@ class Sources:
       weighting. Sums are linear, so splitting the files changes nothing but the cost;
     * ``lonely_older`` (visible rows): every lonely entry is older (by ``trx_id``) than every
       entry of ``entries``, so a key's latest insertion is in ``entries`` when it has one there;
+    * ``inserted_once`` (visible rows, with ``lonely_older``): no key of ``entries`` is inserted
+      there more than once, so a key's insertion there is its latest, found without grouping;
     * ``every_entry_grouped`` (visible rows, signed policies): every entry of ``entries`` goes
       through the per-tuple cancellation, keys with a single entry too, instead of finding the
       crowded keys first: one grouping of a few entries costs less than the joins that spare it.
@@ -42,6 +44,7 @@ class Sources:
     lonely: str | None = None
     repeated_keys: str | None = None
     lonely_older: bool = False
+    inserted_once: bool = False
     every_entry_grouped: bool = False
 
 

@@ -236,7 +236,9 @@ def _live_rows_after_lonely(
     insertion there and its marks there (lonely files hold none), without reading its lonely
     entry or grouping by value tuple. Only the *unsure* keys (a mark equal to the latest
     insertion, keys repeated across lonely files) go through the
-    per-tuple cancellation, with their lonely entries. The marks are compared with ``IS NOT
+    per-tuple cancellation, with their lonely entries. With ``sources.inserted_once`` each
+    key's only insertion in ``entries`` is its latest, taken without grouping by key (keys
+    with NULL parts left to the rows read as they are). The marks are compared with ``IS NOT
     DISTINCT FROM``, which finds at least every tuple the cancellation groups together
     (``-0.0`` meets ``0.0``, NaN meets NaN): a key taken as unsure needlessly only costs time.
     Keys with marks but no insertion in ``entries`` (deletes of older rows) are settled by
@@ -250,18 +252,23 @@ def _live_rows_after_lonely(
     entries = relation(sources.entries)
     order = alias(entry_order(dialect), ORDER)
     insertions = exp.select("*", order).from_(entries.copy()).where(is_insertion())
-    latest_order = (
-        exp.select(*cols(keys), alias(exp.Max(this=entry_order(dialect)), ORDER))
-        .from_(entries.copy())
-        .where(is_insertion())
-        .group_by(*cols(keys))
-    )
-    ctes.append((LATEST_ORDER, latest_order))
-    latest = (
-        exp.select("*")
-        .from_(exp.paren(insertions, copy=False))
-        .join(relation(LATEST_ORDER), using=using([*keys, ORDER]), join_type="semi")
-    )
+    null_keys = exp.or_(*(exp.Is(this=col(k), expression=exp.Null()) for k in keys))
+    latest: exp.Select
+    if sources.inserted_once:  # each key's insertion is its latest: no grouping needed
+        latest = insertions.where(exp.not_(exp.paren(null_keys.copy(), copy=False)))
+    else:
+        latest_order = (
+            exp.select(*cols(keys), alias(exp.Max(this=entry_order(dialect)), ORDER))
+            .from_(entries.copy())
+            .where(is_insertion())
+            .group_by(*cols(keys))
+        )
+        ctes.append((LATEST_ORDER, latest_order))
+        latest = (
+            exp.select("*")
+            .from_(exp.paren(insertions, copy=False))
+            .join(relation(LATEST_ORDER), using=using([*keys, ORDER]), join_type="semi")
+        )
     ctes.append((LATEST_INSERTIONS, latest))
     marks = exp.select("*").from_(entries.copy()).where(exp.EQ(this=dml(), expression=number(-1)))
     ctes.append((MARKS, marks))
@@ -295,7 +302,6 @@ def _live_rows_after_lonely(
     latest_alone = exp.select(*cols(shown)).from_(
         exp.paren(split(LATEST_INSERTIONS, UNSURE, "anti"), copy=False)
     )
-    null_keys = exp.or_(*(exp.Is(this=col(k), expression=exp.Null()) for k in keys))
     null_keyed = (
         exp.select(*cols(shown)).from_(entries.copy()).where(exp.and_(is_insertion(), null_keys))
     )
