@@ -47,6 +47,7 @@ import pytest
 from click.testing import CliRunner
 
 from ledger.cli import cli
+from tests.support.scripts import run_as_script
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC_FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -437,16 +438,13 @@ def test_the_harness_reads_sessions_and_wildcards() -> None:
     assert not output_matches(["x"], [])
 
 
-def test_the_demo_runs_end_to_end(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "quickstart.py"), str(tmp_path / "wh")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr
-    assert "history()" in result.stdout and "time travel" in result.stdout
-    assert "merge (version" in result.stdout
+def test_the_demo_runs_end_to_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    run_as_script(ROOT / "examples" / "quickstart.py", monkeypatch, str(tmp_path / "wh"))
+    printed = capfd.readouterr().out
+    assert "history()" in printed and "time travel" in printed
+    assert "merge (version" in printed
     assert (tmp_path / "wh" / "payments" / "_log" / "00000000000000000000.jsonl").exists()
 
 

@@ -7,8 +7,6 @@ edited in place), never with the library.
 from __future__ import annotations
 
 import datetime as dt
-import subprocess
-import sys
 from collections import defaultdict
 from decimal import Decimal
 from pathlib import Path
@@ -18,6 +16,7 @@ import pytest
 
 import ledger
 from examples import corrections, dimension, rollups
+from tests.support.scripts import run_as_script
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -34,8 +33,15 @@ def _balances(rows: dict[str, dict[str, Any]]) -> list[tuple[str, int, Decimal]]
     return [(account, count[account], total[account]) for account in sorted(count)]
 
 
-def test_bank_ledger_balances_and_history(tmp_path):
-    got = corrections.main(str(tmp_path / "wh"))["bank"]
+@pytest.fixture(scope="module")
+def corrections_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One run of the corrections example (both parts, each on a table of its own) for the
+    bank-ledger and device-metrics tests: neither changes what the run returned."""
+    return corrections.main(str(tmp_path_factory.mktemp("corrections") / "wh"))
+
+
+def test_bank_ledger_balances_and_history(corrections_run):
+    got = corrections_run["bank"]
 
     table = {row["entry_id"]: dict(row) for row in corrections.DEPOSITS}
     wrong = corrections.WRONG_DEPOSIT
@@ -114,8 +120,8 @@ def _plain_table_steps() -> dict[str, dict[str, Any]]:
     return steps
 
 
-def test_device_metrics_match_a_plain_table_after_every_step(tmp_path):
-    got = corrections.main(str(tmp_path / "wh"))["metrics"]
+def test_device_metrics_match_a_plain_table_after_every_step(corrections_run):
+    got = corrections_run["metrics"]
     expected = _plain_table_steps()
 
     assert list(got["steps"]) == list(expected)
@@ -214,15 +220,10 @@ def test_dimension_join_is_the_same_before_and_after_the_merge(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["corrections", "rollups", "dimension"])
-def test_the_example_runs_as_a_script(name):
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / f"{name}.py")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr
-    assert "┌" in result.stdout  # printed tables
+def test_the_example_runs_as_a_script(name, monkeypatch, capfd):
+    # No argument: the script makes its warehouse in a temporary folder of its own.
+    run_as_script(ROOT / "examples" / f"{name}.py", monkeypatch)
+    assert "┌" in capfd.readouterr().out  # printed tables
 
 
 # --- the Spark pipeline ----------------------------------------------------------------------

@@ -29,6 +29,12 @@ from tests.support.s3server import MotoServer, S3Endpoint
 _RESULTS: dict[str, Any] = {}
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _botocore_models_parsed_once() -> None:
+    """The tests' shared botocore loader (tests/conftest.py) is left out: an S3 client of a
+    benchmark reads its models as the product's clients do."""
+
+
 @pytest.fixture(scope="session")
 def bench_results() -> dict[str, Any]:
     """The figures of the whole run, keyed by benchmark name; printed as JSON at the end."""
