@@ -61,6 +61,7 @@ from ledger.schema import (
     PLAIN_INTEGER_TEXT,
     RESERVED,
     TableSchema,
+    an,
     arrow_to_sql_or_str,
     conform,
     dates_from_text,
@@ -1538,7 +1539,7 @@ def _json_value_refusal(
     if isinstance(value, bool):
         return TypeMismatchError(
             f"{path!r}: column {name!r} ({sql}): value {_json_text(value)} is a JSON boolean, "
-            f"and a {sql} column takes no boolean: write a number ({where})"
+            f"and {an(sql)} column takes no boolean: write a number ({where})"
         )
     if not isinstance(value, _JsonNumber):
         return TypeMismatchError(f"{path!r}: {refused} ({where})")
@@ -1664,7 +1665,7 @@ def _json_out_of_range(
     sql = arrow_to_sql_or_str(kind)
     low, high = _integer_range(kind)
     return TypeMismatchError(
-        f"{path!r}: column {name!r} ({sql}): value {text} is out of its range (a {sql} holds "
+        f"{path!r}: column {name!r} ({sql}): value {text} is out of its range ({an(sql)} holds "
         f"whole numbers from {low} to {high}); fix the value or widen the column ({where})"
     )
 
@@ -1960,13 +1961,14 @@ def _json_nested_value(
     written = json.dumps(json.loads(line)[name], separators=(",", ":"), ensure_ascii=False)
     return TypeMismatchError(
         f"{path!r}: column {name!r} ({sql}): value {_shown(written.encode(), 60)} is a JSON "
-        f"{kind}, and a {sql} column takes no {kind}: write one value of the column in its "
+        f"{kind}, and {an(sql)} column takes no {kind}: write one value of the column in its "
         f"place, or keep the {kind} in a VARCHAR column, which holds it as its JSON text "
         f"({where})"
     )
 
 
 _JSON_TOO_BIG_FOR_DOUBLE = re.compile(r"Number too big to be stored in double")
+_JSON_CONSTANT_REFUSED = re.compile(r"The string '-?(?:NaN|Infinity)' is not a valid decimal128")
 # How the reader refuses a number beyond DECIMAL(38,0), the type integer columns are read as.
 _JSON_NOT_DECIMAL = re.compile(r"The string '.*' cannot be represented as decimal128")
 _JSON_INTEGER = re.compile(r"-?[0-9]+")
@@ -2005,6 +2007,26 @@ def _json_number_refusal(
     file and line: an integer out of an integer column's range or with more whole digits than
     a DECIMAL holds, a number too large for a double. None for other errors."""
     number = _JSON_BAD_NUMBER.search(message)
+    constant = _JSON_CONSTANT_REFUSED.search(message)
+    if constant is not None:
+        # NaN or an infinity (Python's json writes them) in an integer or DECIMAL column.
+        exact = [
+            c for c, t in table_types.items() if pa.types.is_integer(t) or pa.types.is_decimal(t)
+        ]
+
+        def holds_constant(row: dict[str, Any]) -> bool:
+            return any(isinstance(row.get(c), _JsonConstant) for c in exact)
+
+        where = _first_json_line(filesystem, path, holds_constant)
+        if where is None:
+            return None
+        row = json.loads(where.split(": ", 1)[1], parse_constant=_JsonConstant)
+        name = next(c for c in exact if isinstance(row.get(c), _JsonConstant))
+        sql = arrow_to_sql_or_str(table_types[name])
+        return TypeMismatchError(
+            f"{path!r}: column {name!r} ({sql}): value {row[name]} is no number {an(sql)} holds "
+            f"(no NaN or infinity); write null for a missing value ({where})"
+        )
     if _JSON_TOO_BIG_FOR_DOUBLE.search(message):
         # A VARCHAR column takes such a number as its text; any other column's is refused.
         numeric = [c for c, t in table_types.items() if not _is_varchar(t)]
@@ -2063,7 +2085,7 @@ def _json_number_unfit(
     if pa.types.is_decimal(kind):
         whole = int(kind.precision) - int(kind.scale)
         return TypeMismatchError(
-            f"{path!r}: column {name!r} ({sql}): value {text} is out of its range (a {sql} holds "
+            f"{path!r}: column {name!r} ({sql}): value {text} is out of its range ({an(sql)} holds "
             f"numbers of up to {whole} whole digit(s) and {kind.scale} decimal place(s)); fix "
             f"the value or widen the column ({where})"
         )
@@ -2119,7 +2141,7 @@ def _json_not_time_text(
         sql, "2026-01-03T10:00:00Z"
     )
     return TypeMismatchError(
-        f"{path!r}: column {name!r} ({sql}): value {text} is a JSON {kind}, and a {sql} column "
+        f"{path!r}: column {name!r} ({sql}): value {text} is a JSON {kind}, and {an(sql)} column "
         f"is read from {what} text, as {example!r} (a number such as seconds since the epoch "
         f"is not taken for one): write the {what} as text in the file, or pass the rows as "
         f"dicts holding datetimes ({where})"
@@ -2297,7 +2319,12 @@ def _first_json_line(
                 if not line.strip():
                     continue
                 try:
-                    row = json.loads(line, parse_float=_JsonNumber, parse_int=_JsonNumber)
+                    row = json.loads(
+                        line,
+                        parse_float=_JsonNumber,
+                        parse_int=_JsonNumber,
+                        parse_constant=_JsonConstant,
+                    )
                 except ValueError:
                     return f"line {number}: {_shown(line)}"
                 if not isinstance(row, dict):
@@ -2322,11 +2349,16 @@ def _json_kind(value: Any) -> str:
         return "array"
     if value is None:
         return "null"
-    return "number" if isinstance(value, _JsonNumber) else "string"
+    return "number" if isinstance(value, _JsonNumber | _JsonConstant) else "string"
 
 
 class _JsonNumber(str):
     """A JSON number as the text it is written as (``1.50`` stays ``1.50``)."""
+
+
+class _JsonConstant(str):
+    """``NaN``, ``Infinity`` or ``-Infinity``, which JSON does not have and Python's ``json``
+    writes: a number to Arrow's reader, never the text of a number found too large."""
 
 
 def _starts_with_array(filesystem: pafs.FileSystem, path: str) -> bool:

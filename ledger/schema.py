@@ -504,7 +504,7 @@ def inexact_integer_message(name: str, target: pa.DataType, text: str) -> str:
     sql = arrow_to_sql_or_str(target)
     bits = FLOAT_EXACT_INTEGERS[target].bit_length() - 1
     return (
-        f"column {name!r} ({sql}): integer {text} does not fit: a {sql} holds integers exactly "
+        f"column {name!r} ({sql}): integer {text} does not fit: {an(sql)} holds integers exactly "
         f"only within ±2**{bits}; make the column DECIMAL(38,0) or BIGINT, or write it as a "
         "decimal number (with a point) to have it rounded"
     )
@@ -576,7 +576,7 @@ def float_underflow_message(name: str, target: pa.DataType, text: str) -> str:
     sql = arrow_to_sql_or_str(target)
     smallest = "1.4e-45" if target == pa.float32() else "4.9e-324"
     return (
-        f"column {name!r} ({sql}): value {text!r} is too small for it: a {sql} holds "
+        f"column {name!r} ({sql}): value {text!r} is too small for it: {an(sql)} holds "
         f"magnitudes down to about {smallest}, and this one would be stored as 0; write 0 if "
         "0 is meant, or make the column DECIMAL"
     )
@@ -609,7 +609,7 @@ def float_overflow_message(name: str, target: pa.DataType, text: str) -> str:
     sql = arrow_to_sql_or_str(target)
     largest = "3.4e38" if target == pa.float32() else "1.8e308"
     return (
-        f"column {name!r} ({sql}): value {text!r} is out of its range (a {sql} holds "
+        f"column {name!r} ({sql}): value {text!r} is out of its range ({an(sql)} holds "
         f"magnitudes up to about {largest}; only the words inf and -inf are read as infinity); "
         "fix the value or convert the column before writing"
     )
@@ -699,7 +699,7 @@ def midnight_dates(name: str, column: _Texts, kind: pa.DataType) -> _Texts:
         utc = " (in UTC, as an instant goes into a date)" if source.tz is not None else ""
         raise TypeMismatchError(
             f"column {name!r} ({sql}): value {_shown_timestamp(column, first)} has a time of "
-            f"day{utc}, and a {sql} holds days: a timestamp goes into it only at midnight; "
+            f"day{utc}, and {an(sql)} holds days: a timestamp goes into it only at midnight; "
             "convert the values to dates before writing (.date(), .dt.date, or .dt.normalize() "
             "to drop the time)"
         )
@@ -781,13 +781,13 @@ def time_text_message(name: str, kind: pa.DataType, text: str) -> str:
         return below_microseconds_message(name, kind, text)
     if refusal == NO_OFFSET:
         return (
-            f"column {name!r} ({sql}): value {text!r} has no UTC offset, and a {sql} column "
+            f"column {name!r} ({sql}): value {text!r} has no UTC offset, and {an(sql)} column "
             "stores instants: write the offset in the text (e.g. '2026-01-03 10:00:00+00:00' or "
             "a trailing 'Z'), or make the column TIMESTAMP"
         )
     if refusal == OFFSET:
         return (
-            f"column {name!r} ({sql}): value {text!r} has a UTC offset, and a {sql} column "
+            f"column {name!r} ({sql}): value {text!r} has a UTC offset, and {an(sql)} column "
             "holds times without zone: write the time without offset, pass it as a datetime "
             "with tzinfo (stored as its UTC time), or make the column TIMESTAMPTZ"
         )
@@ -802,7 +802,7 @@ def below_microseconds_message(name: str, kind: pa.DataType, text: str) -> str:
     """The refusal of ``text``, whose digits after the microseconds are not zeros."""
     sql = arrow_to_sql_or_str(kind)
     return (
-        f"column {name!r} ({sql}): value {text!r} does not fit: a {sql} keeps microseconds "
+        f"column {name!r} ({sql}): value {text!r} does not fit: {an(sql)} keeps microseconds "
         "(6 digits after the second) and the digits after them are not zeros; round the value "
         "to microseconds"
     )
@@ -1360,7 +1360,7 @@ def _refuse_unstorable_decimals(name: str, values: list[Any], schema: TableSchem
             continue
         if not value.is_finite():
             raise TypeMismatchError(
-                f"column {name!r} ({sql}): value {value} is no number a {sql} holds (no NaN or "
+                f"column {name!r} ({sql}): value {value} is no number {an(sql)} holds (no NaN or "
                 "infinity); write NULL for a missing value"
             )
         # A zero is one digit whatever its exponent (Decimal("0E+76") is 0).
@@ -1415,7 +1415,7 @@ def _refuse_nanoseconds(name: str, values: list[Any], schema: TableSchema) -> No
         if getattr(value, "nanosecond", 0) and isinstance(value, dt.datetime):
             sql = arrow_to_sql_or_str(schema.type_of(name))
             raise TypeMismatchError(
-                f"column {name!r} ({sql}): value {value!r} does not fit: a {sql} keeps "
+                f"column {name!r} ({sql}): value {value!r} does not fit: {an(sql)} keeps "
                 "microseconds and its nanoseconds are not zero; round the value to microseconds"
             )
 
@@ -1688,7 +1688,7 @@ def _unfit_message(name: str, source: pa.DataType, target: pa.DataType) -> str:
         else:
             held = f"{arrow_to_sql_or_str(source)} values"
         return (
-            f"column {name!r} is {sql} but the data holds {held}; a {sql} column stores "
+            f"column {name!r} is {sql} but the data holds {held}; {an(sql)} column stores "
             "instants, so its values need a time zone: attach one first (a datetime with "
             "tzinfo, replace(tzinfo=...), tz_localize in pandas), or make the column TIMESTAMP"
         )
@@ -1754,7 +1754,7 @@ def _cast_column(name: str, column: pa.ChunkedArray, target: pa.DataType) -> pa.
             low, high = _INTEGER_RANGE[target]
             raise TypeMismatchError(
                 f"column {name!r} ({sql}), {named_row(row)}: value {bad} is out of its range "
-                f"(a {sql} holds {low} to {high}); widen the column or fix the value before "
+                f"({an(sql)} holds {low} to {high}); widen the column or fix the value before "
                 "writing"
             ) from None
         if pa.types.is_floating(source) and pa.types.is_integer(target) and type(bad) is float:
@@ -1762,7 +1762,7 @@ def _cast_column(name: str, column: pa.ChunkedArray, target: pa.DataType) -> pa.
             sql = arrow_to_sql_or_str(target)
             low, high = _INTEGER_RANGE[target]
             problem = (
-                f"is out of its range (a {sql} holds {low} to {high}); widen the column or "
+                f"is out of its range ({an(sql)} holds {low} to {high}); widen the column or "
                 "fix the value"
                 if math.isfinite(bad) and bad.is_integer()
                 else "is not a whole number (an integer column takes whole numbers); round or "
@@ -1799,6 +1799,12 @@ _INTEGER_RANGE = {
         pa.uint64(),
     )
 }
+
+
+def an(sql: str) -> str:
+    """A SQL type name after its indefinite article: ``an INTEGER``, ``a BIGINT``, ``a
+    UBIGINT`` (said "you")."""
+    return ("an " if sql[:1] in "AEIO" else "a ") + sql
 
 
 def named_row(row: int) -> str:
@@ -1958,7 +1964,7 @@ def _shortest_texts(column: pa.ChunkedArray) -> pa.ChunkedArray:
 def _unfit_float(name: str, text: str, target: pa.DataType) -> TypeMismatchError:
     sql = arrow_to_sql_or_str(target)
     return TypeMismatchError(
-        f"column {name!r} ({sql}): the float {text} does not fit exactly: a {sql} keeps "
+        f"column {name!r} ({sql}): the float {text} does not fit exactly: {an(sql)} keeps "
         f"{target.scale} decimal place(s) and {target.precision} digit(s) and no NaN or "
         f"infinity; round the value to {target.scale} place(s) or widen the column before writing"
     )

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 import ledger
 from ledger.errors import TypeMismatchError
+from ledger.schema import an
 
 RANGES = {
     "TINYINT": (-(2**7), 2**7 - 1),
@@ -56,7 +57,7 @@ def test_an_integer_outside_the_columns_range_is_refused_with_its_range(
     message = str(refused.value)
     low, high = RANGES[declared]
     assert f"column 'u' ({declared})" in message
-    assert f"value {value} is out of its range (a {declared} holds {low} to {high})" in message
+    assert f"value {value} is out of its range ({an(declared)} holds {low} to {high})" in message
     assert f"row {row} " in message
     assert "not in range" not in message  # the engine's own words are not shown
     assert table.count() == 0

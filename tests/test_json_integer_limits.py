@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import ledger
+from ledger.schema import an
 from tests.conftest import Location, examples
 
 RANGES = {"SMALLINT": 2**15, "INTEGER": 2**31, "BIGINT": 2**63}
@@ -66,5 +67,7 @@ def test_a_json_number_in_an_integer_column_is_taken_or_refused_in_the_tables_wo
     assert "1.8e308" not in message, message
     if not in_range:
         low, high = -RANGES[sql], RANGES[sql] - 1
-        assert f"is out of its range (a {sql} holds whole numbers from {low} to {high})" in message
+        assert (
+            f"is out of its range ({an(sql)} holds whole numbers from {low} to {high})" in message
+        )
     assert table.count() == before
