@@ -115,6 +115,9 @@ def read_modify_write(tx: Transaction, data: DataFrame, operation: str) -> int:
     )
     if overlay is not None:
         rows = overlay.second_run(rows, current)
+        # A row the transform's WHERE drops as it will be writes nothing: its key keeps its
+        # row, so no mark cancels it (the first run, without the WHERE, found its key).
+        live = live.join(rows.select(*map(col, key_columns)), key_columns, "left_semi")
     if operation == "update":
         absent = rows.join(current.select(*map(col, key_columns)), key_columns, "left_anti")
         examples = absent.select(*map(col, key_columns)).limit(3).collect()
