@@ -276,6 +276,10 @@ def _read_columns(tree: exp.Expr) -> list[str]:
             parts = parts[1:]
         if parts:
             names.append(parts[0])
+    # A star's REPLACE and EXCLUDE lists name columns the star must find in ``rows``.
+    for star in tree.find_all(exp.Star):
+        for listed in (*(star.args.get("replace") or ()), *(star.args.get("except") or ())):
+            names.append(listed.alias_or_name)
     return names
 
 

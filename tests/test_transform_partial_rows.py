@@ -124,6 +124,27 @@ def test_an_upsert_of_a_new_key_stores_what_an_insert_stores(local_location, ope
     }
 
 
+@pytest.mark.parametrize("operation", ["insert", "upsert"])
+@pytest.mark.parametrize(
+    "transform",
+    [
+        "select * replace (upper(s) as u) from rows",
+        "select * exclude (u), upper(s) as u from rows",
+    ],
+)
+def test_a_column_a_star_replaces_or_excludes_may_be_left_out(local_location, operation, transform):
+    """A star's REPLACE or EXCLUDE list names a column the star must find: a row leaving it
+    out gives it as NULL to the transform, as any column the transform reads."""
+    table = local_location.connect().create_table(
+        "t",
+        {"id": "BIGINT", "s": "VARCHAR", "u": "VARCHAR"},
+        primary_key="id",
+        insert_transform=transform,
+    )
+    getattr(table, operation)([{"id": 1, "s": "a"}])
+    assert _visible(table) == {1: {"id": 1, "s": "a", "u": "A"}}
+
+
 def test_an_explicit_select_list_also_sees_the_current_values(local_location):
     table = local_location.connect().create_table(
         "t",
