@@ -649,9 +649,10 @@ class Table:
 
         Per partition (ascending or descending ``order``; only ``partitions`` if given), up to
         ``max_files`` files smaller than ``max_file_size`` bytes are merged when there are at
-        least ``min_files``; ``files`` merges exactly those alive files (paths as in
-        ``snapshot().markers()``). One commit covers every partition merged. A partition whose
-        files another commit changed first is skipped and listed in ``result.conflicts``.
+        least ``min_files``; ``files`` merges exactly those alive files (paths as
+        :meth:`files` gives them, or relative to the table as in ``snapshot().markers()``).
+        One commit covers every partition merged. A partition whose files another commit
+        changed first is skipped and listed in ``result.conflicts``.
 
         >>> table.merge(order="descending", max_partitions=3)           # doctest: +SKIP
         """

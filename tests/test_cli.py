@@ -319,6 +319,18 @@ def test_maintenance_commands_change_no_answer(tmp_path: Path) -> None:
     assert "--partition" in refused.stderr
     assert events.refresh().count() == 2
 
+    # A partition's lone file holding a mark: `--min-files 1` collapses it, the default not.
+    row = {"id": 9, "day": "d9", "amount": Decimal("1.00")}
+    events.append_entries([{**row, "dml_type": 1}, {**row, "dml_type": -1}])
+    assert (
+        as_json(run_ledger("-w", "wh", "merge", "events", "--json", cwd=tmp_path))["files_in"] == 0
+    )
+    collapsed = as_json(
+        run_ledger("-w", "wh", "merge", "events", "--min-files", "1", "--json", cwd=tmp_path)
+    )
+    assert collapsed["files_in"] == 1 and collapsed["files_out"] == 0
+    assert events.refresh().count() == 2
+
 
 def test_rollup_and_publish(tmp_path: Path) -> None:
     from deltalake import DeltaTable

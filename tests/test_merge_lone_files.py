@@ -86,3 +86,20 @@ def test_a_merge_of_lone_files_rewrites_exactly_those_with_something_to_merge(
     assert expected_kept <= after
     assert not (lone - expected_kept) & after  # the others were rewritten
     assert _visible(table) == answer
+
+
+def test_files_are_named_for_a_merge_as_the_table_lists_them(location: Location) -> None:
+    """``merge(files=...)`` takes the paths or URIs ``table.files()`` gives (local and S3) as
+    well as the paths relative to the table its markers hold."""
+    table = location.connect().create_table("t", SCHEMA, "id", partition_by="region")
+    for i in range(3):
+        table.insert([{"id": i, "region": "eu", "amount": i}])
+    first, second, third = table.files()
+    result = table.merge(files=[first, second])
+    assert result.files_in == 2
+    assert third in table.refresh().files() and first not in table.files()
+    relative = [m.path for m in table.snapshot().markers()]
+    assert table.merge(files=relative).files_in == 2
+    assert _visible(table.refresh()) == [(0, "eu", 0), (1, "eu", 1), (2, "eu", 2)]
+    with pytest.raises(ledger.InvalidArgumentError, match="not alive data files"):
+        table.merge(files=[first])

@@ -31,7 +31,13 @@ Examples:
 @click.option("--partition", multiple=True, metavar="FIELD=VALUE", help="Only this partition.")
 @click.option("--max-files", type=click.IntRange(min=2), help="Files merged per partition.")
 @click.option("--max-file-size", type=click.IntRange(min=1), help="Merge files below these bytes.")
-@click.option("--min-files", type=click.IntRange(min=2), default=2, show_default=True)
+@click.option(
+    "--min-files",
+    type=click.IntRange(min=1),
+    default=2,
+    show_default=True,
+    help="Merge a partition only when it has this many files (1 also collapses one file).",
+)
 @click.option("--order", type=click.Choice(["ascending", "descending"]), default="ascending")
 @click.option("--max-partitions", type=click.IntRange(min=1), help="Partitions merged at most.")
 @output_options

@@ -115,6 +115,20 @@ class MergeResult:
         return sum(p.entries_out for p in self.merged)
 
 
+def _as_marker_paths(
+    table: Table, alive: Sequence[FileMarker], files: Sequence[str]
+) -> list[str]:
+    """``files`` as paths relative to the table (as its markers hold them), each given either
+    so or as :meth:`Table.files` gives it (a local path or a URI)."""
+    store, prefix = table.store, table.prefix
+    relative = {}
+    for marker in alive:
+        key = prefix + marker.path
+        local = store.local_path(key)
+        relative[local if local is not None else f"{store.uri}/{key}"] = marker.path
+    return [relative.get(f, f) for f in files]
+
+
 def merge_table(
     table: Table,
     *,
@@ -141,6 +155,8 @@ def merge_table(
     if max_files is not None:
         options["max_files"] = max_files
     policy = load_policy(base.config.policy, base.schema, base.config)
+    if files is not None and not isinstance(files, str):
+        files = _as_marker_paths(table, base.alive_files, files)
     plans = plan_merge(
         base,
         partitions=partitions,
