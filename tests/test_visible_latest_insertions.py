@@ -120,14 +120,20 @@ def test_visible_rows_settled_by_latest_insertions_match_the_plain_tree(
         assert got == _comparable(plain_visible(snap, system_columns))
 
 
+def _two_lonely_files_then_an_update(root: str) -> ledger.Table:
+    """Keys 0 to 9 inserted in two files of interleaved keys, then keys 3 and 4 updated to 2.0."""
+    table = ledger.connect(root).create_table(
+        "t", {"k": "BIGINT", "v": "DOUBLE"}, primary_key=["k"]
+    )
+    table.insert([{"k": k, "v": 1.0} for k in range(0, 10, 2)])
+    table.insert([{"k": k, "v": 1.0} for k in range(1, 10, 2)])
+    table.update([{"k": 3, "v": 2.0}, {"k": 4, "v": 2.0}])
+    return table
+
+
 def test_the_latest_insertion_settles_keys_when_lonely_files_are_older() -> None:
     with tempfile.TemporaryDirectory() as root:
-        table = ledger.connect(root).create_table(
-            "t", {"k": "BIGINT", "v": "DOUBLE"}, primary_key=["k"]
-        )
-        table.insert([{"k": k, "v": 1.0} for k in range(0, 10, 2)])
-        table.insert([{"k": k, "v": 1.0} for k in range(1, 10, 2)])
-        table.update([{"k": 3, "v": 2.0}, {"k": 4, "v": 2.0}])
+        table = _two_lonely_files_then_an_update(root)
         table.delete([(5,)])
         relation = views.visible(table)
         assert "__ledger_latest_insertions" in relation.sql_query()
@@ -139,12 +145,7 @@ def test_keys_inserted_once_with_the_marks_are_taken_without_grouping() -> None:
     """While no key is inserted twice in the files holding marks, each key's insertion there
     is its latest and the statement does not group them by key; once a key is, it does."""
     with tempfile.TemporaryDirectory() as root:
-        table = ledger.connect(root).create_table(
-            "t", {"k": "BIGINT", "v": "DOUBLE"}, primary_key=["k"]
-        )
-        table.insert([{"k": k, "v": 1.0} for k in range(0, 10, 2)])
-        table.insert([{"k": k, "v": 1.0} for k in range(1, 10, 2)])
-        table.update([{"k": 3, "v": 2.0}, {"k": 4, "v": 2.0}])
+        table = _two_lonely_files_then_an_update(root)
         relation = views.visible(table)
         assert "__ledger_latest_insertions" in relation.sql_query()
         assert "__ledger_latest_order" not in relation.sql_query()

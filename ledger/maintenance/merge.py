@@ -115,9 +115,7 @@ class MergeResult:
         return sum(p.entries_out for p in self.merged)
 
 
-def _as_marker_paths(
-    table: Table, alive: Sequence[FileMarker], files: Sequence[str]
-) -> list[str]:
+def _as_marker_paths(table: Table, alive: Sequence[FileMarker], files: Sequence[str]) -> list[str]:
     """``files`` as paths relative to the table (as its markers hold them), each given either
     so or as :meth:`Table.files` gives it (a local path or a URI)."""
     store, prefix = table.store, table.prefix

@@ -6,9 +6,9 @@ from __future__ import annotations
 import functools
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -51,7 +51,7 @@ LONELY = "lonely"  # files of unique keys and no mark whose key ranges meet othe
 REPEATED = "repeated"  # keys found in more than one lonely file
 SHAPES_KEPT = 512  # SQL texts kept (one per table shape and set of relation names)
 STATEMENTS_KEPT = 256  # statements kept with their files (one per table state and request)
-REPEATS_KEPT = 256  # sets of lonely files whose shared keys are kept
+REPEATS_KEPT = 256  # sets of files whose shared keys (or other answers) are kept
 REPEATS_ROWS_KEPT = 65_536  # more shared keys than this are found again at each read
 # Entries (in files whose rows are not visible as they are) below which every such file is
 # read with the marks, once, kept in memory: the plans reading lonely files apart cost more to
@@ -276,8 +276,34 @@ def visible_text(
     return render(with_parquet_sources(query, parquet), DUCKDB)
 
 
-_REPEATS: OrderedDict[tuple[tuple[str, ...], tuple[str, ...]], pa.Table] = OrderedDict()
-_REPEATS_LOCK = threading.Lock()
+_Kept = TypeVar("_Kept")
+_FileSetKey = tuple[str, tuple[str, ...], tuple[str, ...]]
+_KEPT_PER_FILE_SET: OrderedDict[_FileSetKey, Any] = OrderedDict()
+_KEPT_LOCK = threading.Lock()
+
+
+def _kept_per_file_set(
+    kind: str,
+    files: Sequence[FileMarker],
+    spec: TableSpec,
+    find: Callable[[], _Kept],
+    keep: Callable[[_Kept], bool] = lambda _: True,
+) -> _Kept:
+    """``find()``'s answer about the set ``files``, kept per ``kind`` and set (data files never
+    change, so neither does the answer) when ``keep`` takes it; at most REPEATS_KEPT sets."""
+    cache_key = (kind, tuple(sorted(m.path for m in files)), tuple(spec.key_columns))
+    with _KEPT_LOCK:
+        if cache_key in _KEPT_PER_FILE_SET:
+            _KEPT_PER_FILE_SET.move_to_end(cache_key)
+            kept: _Kept = _KEPT_PER_FILE_SET[cache_key]
+            return kept
+    found = find()
+    if keep(found):
+        with _KEPT_LOCK:
+            _KEPT_PER_FILE_SET[cache_key] = found
+            while len(_KEPT_PER_FILE_SET) > REPEATS_KEPT:
+                _KEPT_PER_FILE_SET.popitem(last=False)
+    return found
 
 
 def lonely_repeats(
@@ -290,24 +316,15 @@ def lonely_repeats(
     """The keys occurring in more than one of the ``lonely`` files (see
     :func:`repeated_keys`), found once per set of files and kept when they are few: data
     files never change, so neither do the keys they share."""
-    cache_key = (tuple(sorted(m.path for m in lonely)), tuple(spec.key_columns))
-    with _REPEATS_LOCK:
-        kept = _REPEATS.get(cache_key)
-        if kept is not None:
-            _REPEATS.move_to_end(cache_key)
-            return kept
-    with storage_errors(f"reading {snap.name!r}"):
-        scanned = scan_files(con, snap.store, snap.prefix, lonely, schema)
-        found = repeated_keys(con, scanned, spec, schema).to_arrow_table()
-    if found.num_rows <= REPEATS_ROWS_KEPT:
-        with _REPEATS_LOCK:
-            _REPEATS[cache_key] = found
-            while len(_REPEATS) > REPEATS_KEPT:
-                _REPEATS.popitem(last=False)
-    return found
 
+    def find() -> pa.Table:
+        with storage_errors(f"reading {snap.name!r}"):
+            scanned = scan_files(con, snap.store, snap.prefix, lonely, schema)
+            return repeated_keys(con, scanned, spec, schema).to_arrow_table()
 
-_INSERTED_ONCE: OrderedDict[tuple[tuple[str, ...], tuple[str, ...]], bool] = OrderedDict()
+    return _kept_per_file_set(
+        "repeats", lonely, spec, find, lambda found: found.num_rows <= REPEATS_ROWS_KEPT
+    )
 
 
 def keys_inserted_once(
@@ -322,24 +339,17 @@ def keys_inserted_once(
     visible view takes it without grouping the insertions by key. Found once per set of files
     (files never change) and kept: an update writes each key's mark and insertion once, so
     this holds until a key is written twice between merges."""
-    cache_key = (tuple(sorted(m.path for m in markers)), tuple(spec.key_columns))
-    with _REPEATS_LOCK:
-        kept = _INSERTED_ONCE.get(cache_key)
-        if kept is not None:
-            _INSERTED_ONCE.move_to_end(cache_key)
-            return kept
-    keys = idents(spec.key_columns)
-    count = ident(ENTRY_COUNT)
-    with storage_errors(f"reading {snap.name!r}"):
-        scanned = scan_files(con, snap.store, snap.prefix, markers, schema)
-        inserted = scanned.filter(f"{ident(DML_TYPE)} = 1")
-        counted = inserted.aggregate(f"{keys}, count(*) AS {count}", keys)
-        once = not counted.filter(f"{count} > 1").limit(1).fetchall()
-    with _REPEATS_LOCK:
-        _INSERTED_ONCE[cache_key] = once
-        while len(_INSERTED_ONCE) > REPEATS_KEPT:
-            _INSERTED_ONCE.popitem(last=False)
-    return once
+
+    def find() -> bool:
+        keys = idents(spec.key_columns)
+        count = ident(ENTRY_COUNT)
+        with storage_errors(f"reading {snap.name!r}"):
+            scanned = scan_files(con, snap.store, snap.prefix, markers, schema)
+            inserted = scanned.filter(f"{ident(DML_TYPE)} = 1")
+            counted = inserted.aggregate(f"{keys}, count(*) AS {count}", keys)
+            return not counted.filter(f"{count} > 1").limit(1).fetchall()
+
+    return _kept_per_file_set("inserted once", markers, spec, find)
 
 
 def repeated_keys(
