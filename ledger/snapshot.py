@@ -24,6 +24,12 @@ if TYPE_CHECKING:
 PartitionFilter = Mapping[str, Any] | Iterable[Mapping[str, Any]] | None
 
 
+def data_file_location(store: Store, key: str) -> str:
+    """Where a reader finds the data file ``key`` of ``store``: its local path, else its URI."""
+    local = store.local_path(key)
+    return local if local is not None else f"{store.uri}/{key}"
+
+
 @dataclass(frozen=True)
 class Snapshot:
     """An immutable view of a table at ``version``; the same version always reads the same."""
@@ -79,12 +85,8 @@ class Snapshot:
 
     def files(self, partitions: PartitionFilter = None) -> list[str]:
         """Paths (local) or URIs (``s3://...``) of the alive data files, for any Parquet reader."""
-        out = []
-        for marker in self.markers(partitions):
-            key = self.prefix + marker.path
-            local = self.store.local_path(key)
-            out.append(local if local is not None else f"{self.store.uri}/{key}")
-        return out
+        markers = self.markers(partitions)
+        return [data_file_location(self.store, self.prefix + m.path) for m in markers]
 
     def scan(
         self,

@@ -49,7 +49,7 @@ from ledger.reads.files import _box as key_box
 from ledger.reads.files import _meet as boxes_meet
 from ledger.reads.files import insertions_only
 from ledger.schema import DML_TYPE, ROW_ID, TRX_ID, TRX_SEQ, arrow_to_sql_or_str
-from ledger.snapshot import PartitionFilter
+from ledger.snapshot import PartitionFilter, data_file_location
 from ledger.sql.names import ENTRIES, ENTRIES_OF_INSERTION_FILES, ENTRIES_OF_MARK_FILES
 from ledger.sql_guard import checked_select
 from ledger.transaction import check_timeout
@@ -118,12 +118,7 @@ class MergeResult:
 def _as_marker_paths(table: Table, alive: Sequence[FileMarker], files: Sequence[str]) -> list[str]:
     """``files`` as paths relative to the table (as its markers hold them), each given either
     so or as :meth:`Table.files` gives it (a local path or a URI)."""
-    store, prefix = table.store, table.prefix
-    relative = {}
-    for marker in alive:
-        key = prefix + marker.path
-        local = store.local_path(key)
-        relative[local if local is not None else f"{store.uri}/{key}"] = marker.path
+    relative = {data_file_location(table.store, table.prefix + m.path): m.path for m in alive}
     return [relative.get(f, f) for f in files]
 
 
